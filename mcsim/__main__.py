@@ -1,0 +1,3 @@
+from mcsim.cli import main
+
+main()

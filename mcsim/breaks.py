@@ -1,0 +1,95 @@
+"""The cache-break detector: Claude Code's rule, plus a named cause for every break.
+
+Per thread, each call's cache read is compared with the previous call's: a drop of more than
+5% and more than 2,000 tokens is a break (DOMAIN.md §5). Claude Code suppresses the drop that
+follows an announced deletion and resets its baseline after a compaction; mcsim reports both
+as *expected* breaks (causes `policy_clearing` and `compaction`) so their cost stays visible,
+and names a cause for every unexpected one. The same function serves recorded and simulated
+runs, so their break counts are comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+DROP_FRACTION = 0.05
+DROP_MIN_TOKENS = 2_000
+
+
+class BreakCause(StrEnum):
+    TTL_EXPIRED = "ttl_expired"  # the gap since the previous call exceeded the cache TTL
+    COMPACTION = "compaction"  # the conversation was compacted in between (expected)
+    MODEL_SWITCH = "model_switch"  # each model has its own cache
+    POLICY_CLEARING = "policy_clearing"  # a pruning policy rewrote the prefix (expected)
+    PREFIX_CHANGED = "prefix_changed"  # read fell back to a stable head while the cache was warm
+    UNKNOWN = "unknown"  # nothing was read while the cache should have been warm
+
+
+EXPECTED_CAUSES = frozenset({BreakCause.COMPACTION, BreakCause.POLICY_CLEARING})
+
+
+@dataclass(frozen=True, slots=True)
+class CallObservation:
+    """What the detector needs to know about one call of a thread."""
+
+    timestamp_s: float
+    model: str
+    cache_read_tokens: int
+    ttl_seconds: float  # lifetime of the cache entries this call wrote or refreshed
+    compaction_before: bool = False
+    deletion_announced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CacheBreak:
+    call_index: int  # position of the call in its thread
+    previous_read_tokens: int
+    read_tokens: int
+    gap_seconds: float
+    cause: BreakCause
+
+    @property
+    def drop_tokens(self) -> int:
+        return self.previous_read_tokens - self.read_tokens
+
+    @property
+    def expected(self) -> bool:
+        return self.cause in EXPECTED_CAUSES
+
+
+def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
+    """Claude Code's threshold: more than 5% and more than 2,000 tokens lower."""
+    drop = previous_read_tokens - read_tokens
+    return drop > DROP_MIN_TOKENS and drop > DROP_FRACTION * previous_read_tokens
+
+
+def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
+    """Breaks of one thread's calls, in order."""
+    breaks = []
+    for i in range(1, len(calls)):
+        prev, cur = calls[i - 1], calls[i]
+        if not is_drop(prev.cache_read_tokens, cur.cache_read_tokens):
+            continue
+        gap = cur.timestamp_s - prev.timestamp_s
+        breaks.append(
+            CacheBreak(
+                i, prev.cache_read_tokens, cur.cache_read_tokens, gap, _cause(prev, cur, gap)
+            )
+        )
+    return breaks
+
+
+def _cause(prev: CallObservation, cur: CallObservation, gap: float) -> BreakCause:
+    if cur.deletion_announced:
+        return BreakCause.POLICY_CLEARING
+    if cur.compaction_before:
+        return BreakCause.COMPACTION
+    if cur.model != prev.model:
+        return BreakCause.MODEL_SWITCH
+    if gap > prev.ttl_seconds:
+        return BreakCause.TTL_EXPIRED
+    if cur.cache_read_tokens > 0:
+        return BreakCause.PREFIX_CHANGED
+    return BreakCause.UNKNOWN

@@ -1,0 +1,95 @@
+"""Find transcript files from PATHS arguments or Claude Code's default locations."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcsim.errors import InputNotFoundError
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """The files to read, and what was passed over before reading."""
+
+    files: tuple[Path, ...]
+    roots: tuple[str, ...]  # what was searched, for messages and run records
+    skipped_by_date: int  # files last modified before --since
+
+
+def default_roots(environ: dict[str, str] | None = None) -> list[Path]:
+    """Claude Code's transcript folders: $CLAUDE_CONFIG_DIR (a comma-separated list), then
+    ~/.claude/projects and ~/.config/claude/projects."""
+    env = os.environ if environ is None else environ
+    roots = []
+    config = env.get("CLAUDE_CONFIG_DIR", "")
+    for part in config.split(","):
+        if part.strip():
+            roots.append(Path(part.strip()).expanduser() / "projects")
+    home = Path(env.get("HOME") or Path.home())
+    roots += [home / ".claude" / "projects", home / ".config" / "claude" / "projects"]
+    return roots
+
+
+def discover(
+    paths: Sequence[str], since_s: float | None = None, environ: dict[str, str] | None = None
+) -> Discovery:
+    """Expand PATHS (files, folders searched recursively, globs) into transcript files.
+
+    With no PATHS the default locations that exist are searched; if none exists, or a PATH
+    matches nothing, InputNotFoundError names it. Files last modified before `since_s` cannot
+    hold a session that starts after it and are passed over without being opened.
+    """
+    if paths:
+        found = [f for p in paths for f in _expand(p)]
+        roots = tuple(paths)
+    else:
+        candidates = default_roots(environ)
+        existing = [r for r in candidates if r.is_dir()]
+        if not existing:
+            tried = ", ".join(str(r) for r in candidates)
+            raise InputNotFoundError(f"no Claude Code transcripts found (looked in {tried})")
+        found = [f for r in existing for f in _walk(r)]
+        roots = tuple(str(r) for r in existing)
+    unique = sorted(set(found))
+    if since_s is None:
+        return Discovery(tuple(unique), roots, 0)
+    kept = [f for f in unique if _mtime(f) >= since_s]
+    return Discovery(tuple(kept), roots, len(unique) - len(kept))
+
+
+def _expand(arg: str) -> list[Path]:
+    path = Path(arg).expanduser()
+    if _GLOB_CHARS & set(arg):
+        matches = [Path(m) for m in sorted(glob.glob(str(path), recursive=True))]
+        if not matches:
+            raise InputNotFoundError(f"{arg}: no file matches this pattern")
+        return [f for m in matches for f in (_walk(m) if m.is_dir() else [m])]
+    if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputNotFoundError(f"{arg}: folder is not readable")
+        return list(_walk(path))
+    if path.is_file():
+        if not os.access(path, os.R_OK):
+            raise InputNotFoundError(f"{arg}: file is not readable")
+        return [path]
+    raise InputNotFoundError(f"{arg}: no such file or folder")
+
+
+def _walk(folder: Path) -> Iterable[Path]:
+    for dirpath, _dirs, names in os.walk(folder, followlinks=False):
+        for name in names:
+            if name.endswith(".jsonl"):
+                yield Path(dirpath, name)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")  # let the loader report it

@@ -1,0 +1,619 @@
+"""Claude Code JSONL transcripts (every layout from 1.0.x to 2.1.x).
+
+Layouts (DOMAIN.md §4.1): `<project>/<sessionId>.jsonl` with inline sidechain lines (≤1.0.x),
+`<project>/agent-<id>.jsonl` beside the sessions (2.0.x) and
+`<project>/<sessionId>/subagents/agent-<id>.jsonl` (2.1.2+). A unit is one project folder:
+resumed sessions copy earlier history into a new file of the same project, so the copies and
+their originals meet inside one unit and are counted once.
+
+Rules applied here (DOMAIN.md §4.2-4.6):
+* one API call per (message.id, requestId) across all files of the unit; input and cache
+  fields from its first line, output = max over its lines; `<synthetic>` lines are not calls;
+* lines are placed by their `sessionId` field (copied history keeps the original's id) and
+  their thread (`agentId`, else the root of an inline sidechain, else main);
+* a thread's order follows the `parentUuid` tree (depth first, children in file order);
+* compaction boundaries and compaction summaries become explicit events.
+Every line that cannot be used is counted in the skip report with file and line number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcsim.loaders import LoadResult, LoadUnit, register
+from mcsim.model import (
+    Call,
+    Compaction,
+    CompactionKind,
+    Item,
+    ItemKind,
+    Session,
+    SkipReport,
+    SourceRef,
+    Thread,
+    ThreadKind,
+    Usage,
+)
+
+# Line types that carry nothing mcsim uses; they still link the parentUuid chain.
+_IGNORED_TYPES = frozenset(
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "permission-mode",
+        "last-prompt",
+        "custom-title",
+        "agent-name",
+        "tag",
+        "pr-link",
+    }
+)
+_CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+_SYNTHETIC_MODEL = "<synthetic>"
+_INVALID = object()
+_MAIN = "main"
+
+
+# ---------------------------------------------------------------- per-line records
+
+
+@dataclass(slots=True)
+class _CallAcc:
+    """A call being accumulated over its lines."""
+
+    message_id: str
+    request_id: str | None
+    timestamp_s: float
+    model: str
+    usage: Usage
+    output_tokens: int
+    source: SourceRef
+    first_uuid: str
+
+
+@dataclass(slots=True)
+class _Node:
+    """One line in a thread's parentUuid tree."""
+
+    uuid: str
+    parent: str | None
+    items: list[Item]
+    call_key: tuple[str, str | None] | None = None
+    compaction: Compaction | None = None
+
+
+@dataclass(slots=True)
+class _ThreadAcc:
+    nodes: dict[str, _Node] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _SessionAcc:
+    session_id: str
+    project: str
+    cwd: str | None = None
+    files: dict[str, None] = field(default_factory=dict)  # ordered set
+    threads: dict[str, _ThreadAcc] = field(default_factory=dict)
+
+
+class _BadField(Exception):
+    """A field a line needs is missing or of the wrong type; the line is skipped."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(f"{key}: {why}")
+
+
+def _parse_timestamp(value: Any, key: str = "timestamp") -> float:
+    if not isinstance(value, str):
+        raise _BadField(
+            key, "missing" if value is None else f"not a string ({type(value).__name__})"
+        )
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise _BadField(key, f"not an ISO-8601 time ({value[:40]!r})") from None
+
+
+def _count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
+    """A token count: missing or null is 0, anything but a non-negative integer is an error."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _BadField(f"{prefix}.{key}", f"not a number ({type(value).__name__})")
+    if value < 0 or value != int(value):
+        raise _BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r})")
+    return int(value)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise _BadField("message.usage", "missing" if raw is None else "not an object")
+    cache_write = _count(raw, "cache_creation_input_tokens")
+    split = raw.get("cache_creation")
+    has_split = isinstance(split, dict) and (
+        "ephemeral_5m_input_tokens" in split or "ephemeral_1h_input_tokens" in split
+    )
+    write_1h = write_5m = 0
+    mismatch = False
+    if has_split:
+        assert isinstance(split, dict)
+        write_5m = _count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
+        write_1h = _count(split, "ephemeral_1h_input_tokens", "message.usage.cache_creation")
+        if write_5m + write_1h != cache_write:
+            # The billed total wins; the unexplained part is priced as 5-minute writes.
+            mismatch = True
+            write_1h = min(write_1h, cache_write)
+    write_5m = cache_write - write_1h
+    speed = raw.get("speed")
+    geo = raw.get("inference_geo")
+    return Usage(
+        input_tokens=_count(raw, "input_tokens"),
+        cache_write_5m_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+        cache_read_tokens=_count(raw, "cache_read_input_tokens"),
+        output_tokens=_count(raw, "output_tokens"),
+        has_ttl_split=has_split,
+        split_mismatch=mismatch,
+        speed=speed if isinstance(speed, str) and speed else None,
+        inference_geo=geo if isinstance(geo, str) and geo else None,
+    )
+
+
+def _tool_result_text(content: Any) -> str:
+    """What the model saw of a tool result: its string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif block.get("type") == "image":
+                    parts.append(_json_text(block))
+        return "\n".join(parts)
+    return ""
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return ""
+
+
+class _LineReader:
+    """Turns one unit's lines into session/thread/call accumulators."""
+
+    def __init__(self, project: str, keep_text: bool, skips: SkipReport) -> None:
+        self.project = project
+        self.keep_text = keep_text
+        self.skips = skips
+        self.sessions: dict[str, _SessionAcc] = {}
+        self.calls: dict[tuple[str, str | None], _CallAcc] = {}
+        self.thread_of: dict[str, tuple[str, str]] = {}  # uuid -> (session, thread)
+        self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
+        self._file_thread: str | None = None  # agent-<id> for sub-agent files
+
+    # ---------------------------------------------------------------- entry points
+
+    def read_file(self, path: Path) -> None:
+        name = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.skips.add(name, 0, "unreadable_file", str(exc))
+            return
+        lines = data.split(b"\n")
+        last = len(lines)
+        # Lines without a sessionId belong to the session the file is about.
+        fallback = path.parent.parent.name if path.parent.name == "subagents" else path.stem
+        self._file_thread = path.stem if path.stem.startswith("agent-") else None
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            obj = self._decode(raw, name, number, truncated=number == last)
+            if obj is None:
+                continue
+            try:
+                fallback = self._line(obj, name, number, fallback)
+            except _BadField as exc:
+                self.skips.add(name, number, "bad_field", str(exc))
+
+    def _decode(self, raw: bytes, file: str, line: int, truncated: bool) -> dict[str, Any] | None:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            obj = self._decode_repaired(raw, file, line, truncated)
+            if obj is _INVALID:
+                return None
+        if not isinstance(obj, dict):
+            self.skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
+            return None
+        return obj
+
+    def _decode_repaired(self, raw: bytes, file: str, line: int, truncated: bool) -> Any:
+        """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                obj = orjson.loads(raw.decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                text = raw[:60].decode("utf-8", "replace")
+            else:
+                self.skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
+                return obj
+        reason = "truncated_line" if truncated else "invalid_json"
+        self.skips.add(file, line, reason, f"{len(raw)} bytes starting {text[:60]!r}")
+        return _INVALID
+
+    # ---------------------------------------------------------------- one line
+
+    def _line(self, obj: dict[str, Any], file: str, line: int, fallback: str) -> str:
+        """Read one parsed line; returns the session id later lines without one belong to."""
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            raise _BadField("type", "missing" if kind is None else "not a string")
+        if kind not in _CONVERSATION_TYPES:
+            if kind not in _IGNORED_TYPES:
+                self.skips.add(file, line, "unknown_type", kind[:60])
+            else:
+                self._link_only(obj, file, fallback)
+            return fallback
+        sid = obj.get("sessionId")
+        session_id = sid if isinstance(sid, str) and sid else fallback
+        uuid = obj.get("uuid")
+        if not isinstance(uuid, str) or not uuid:
+            uuid = f"{file}:{line}"
+        parent = obj.get("parentUuid")
+        if parent is not None and not isinstance(parent, str):
+            self.skips.repair(file, line, "bad_field", "parentUuid: not a string, treated as root")
+            parent = None
+
+        node = _Node(uuid, parent, [])
+        if kind == "assistant":
+            self._assistant(obj, node, file, line)
+        elif kind == "user":
+            self._user(obj, node, file, line)
+        elif kind == "system":
+            self._system(obj, node)
+        else:  # attachment: injected context the model reads
+            att = obj.get("attachment")
+            if att is not None:
+                text = _json_text(att)
+                node.items.append(self._item(ItemKind.ATTACHMENT, text))
+        self._place(obj, node, file, session_id)
+        return session_id
+
+    def _link_only(self, obj: dict[str, Any], file: str, fallback: str) -> None:
+        """Ignored line types that sit in the parentUuid chain keep it connected."""
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            sid = obj.get("sessionId")
+            parent = obj.get("parentUuid")
+            node = _Node(uuid, parent if isinstance(parent, str) else None, [])
+            self._place(obj, node, file, sid if isinstance(sid, str) and sid else fallback)
+
+    def _place(self, obj: dict[str, Any], node: _Node, file: str, session_id: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = _SessionAcc(session_id, self.project)
+        session.files[file] = None
+        cwd = obj.get("cwd")
+        if session.cwd is None and isinstance(cwd, str):
+            session.cwd = cwd
+        thread_id = self._thread_id(obj, node, file)
+        self.thread_of.setdefault(node.uuid, (session_id, thread_id))
+        thread = session.threads.get(thread_id)
+        if thread is None:
+            thread = session.threads[thread_id] = _ThreadAcc()
+        # A resumed session's copy of a line is the same line: the first one stands.
+        thread.nodes.setdefault(node.uuid, node)
+
+    def _thread_id(self, obj: dict[str, Any], node: _Node, file: str) -> str:
+        agent = obj.get("agentId")
+        if isinstance(agent, str) and agent:
+            return f"agent-{agent}"
+        if self._file_thread is not None:
+            return self._file_thread
+        if obj.get("isSidechain") is True:
+            if node.parent is not None and node.parent in self.thread_of:
+                return self.thread_of[node.parent][1]
+            return f"sidechain-{node.uuid[:8]}"
+        return _MAIN
+
+    def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
+        return Item(kind, len(text), text if self.keep_text else None, **extra)
+
+    def _assistant(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            raise _BadField("message", "missing" if msg is None else "not an object")
+        model = msg.get("model")
+        if model == _SYNTHETIC_MODEL:
+            self.skips.add(file, line, "synthetic", "not an API call (error or interrupt)")
+            self._content_items(msg.get("content"), node, file, line, assistant=True)
+            return
+        if not isinstance(model, str) or not model:
+            raise _BadField("message.model", "missing" if model is None else "not a string")
+        message_id = msg.get("id")
+        if not isinstance(message_id, str) or not message_id:
+            raise _BadField("message.id", "missing" if message_id is None else "not a string")
+        request = obj.get("requestId")
+        request_id = request if isinstance(request, str) and request else None
+        usage = _usage(msg.get("usage"))
+        key = (message_id, request_id)
+        acc = self.calls.get(key)
+        if acc is None:
+            ts = _parse_timestamp(obj.get("timestamp"))
+            self.calls[key] = _CallAcc(
+                message_id,
+                request_id,
+                ts,
+                model,
+                usage,
+                usage.output_tokens,
+                SourceRef(file, line),
+                node.uuid,
+            )
+        elif usage.output_tokens > acc.output_tokens:
+            acc.output_tokens = usage.output_tokens
+        node.call_key = key
+        self._content_items(msg.get("content"), node, file, line, assistant=True)
+
+    def _user(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            raise _BadField("message", "missing" if msg is None else "not an object")
+        if obj.get("isCompactSummary") is True:
+            node.compaction = Compaction(
+                CompactionKind.SUMMARY, _optional_timestamp(obj.get("timestamp"))
+            )
+        self._content_items(msg.get("content"), node, file, line, assistant=False)
+
+    def _system(self, obj: dict[str, Any], node: _Node) -> None:
+        subtype = obj.get("subtype")
+        if subtype == "compact_boundary":
+            meta = obj.get("compactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            node.compaction = Compaction(
+                CompactionKind.BOUNDARY,
+                _optional_timestamp(obj.get("timestamp")),
+                trigger=_optional_str(meta.get("trigger")),
+                pre_tokens=_optional_int(meta.get("preTokens")),
+            )
+        elif subtype == "microcompact_boundary":
+            meta = obj.get("microcompactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            node.compaction = Compaction(
+                CompactionKind.MICROCOMPACT,
+                _optional_timestamp(obj.get("timestamp")),
+                trigger=_optional_str(meta.get("trigger")),
+                pre_tokens=_optional_int(meta.get("preTokens")),
+                tokens_saved=_optional_int(meta.get("tokensSaved")),
+            )
+
+    def _content_items(
+        self, content: Any, node: _Node, file: str, line: int, *, assistant: bool
+    ) -> None:
+        if isinstance(content, str):
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            node.items.append(self._item(kind, content))
+            return
+        if content is None:
+            return
+        if not isinstance(content, list):
+            self.skips.repair(file, line, "bad_block", "message.content: not a string or list")
+            return
+        for block in content:
+            item = self._block(block, assistant) if isinstance(block, dict) else None
+            if item is None:
+                if not (isinstance(block, dict) and isinstance(block.get("type"), str)):
+                    self.skips.repair(file, line, "bad_block", "message.content[]: not a block")
+                continue
+            node.items.append(item)
+
+    def _block(self, block: dict[str, Any], assistant: bool) -> Item | None:
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text")
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            return self._item(kind, text if isinstance(text, str) else "")
+        if btype == "thinking":
+            text = block.get("thinking")
+            return self._item(ItemKind.THINKING, text if isinstance(text, str) else "")
+        if btype == "redacted_thinking":
+            data = block.get("data")
+            return self._item(ItemKind.THINKING, data if isinstance(data, str) else "")
+        if btype == "tool_use":
+            tool_id = _optional_str(block.get("id"))
+            name = _optional_str(block.get("name"))
+            if tool_id and name:
+                self.tool_names[tool_id] = name
+            return self._item(
+                ItemKind.TOOL_USE,
+                _json_text(block.get("input")),
+                tool_name=name,
+                tool_use_id=tool_id,
+            )
+        if btype == "tool_result":
+            tool_id = _optional_str(block.get("tool_use_id"))
+            return self._item(
+                ItemKind.TOOL_RESULT,
+                _tool_result_text(block.get("content")),
+                tool_name=self.tool_names.get(tool_id) if tool_id else None,
+                tool_use_id=tool_id,
+                is_error=block.get("is_error") is True,
+            )
+        if btype in ("image", "document"):
+            return self._item(ItemKind.IMAGE, _json_text(block.get("source")))
+        return None
+
+    # ---------------------------------------------------------------- assembly
+
+    def sessions_out(self) -> list[Session]:
+        out = []
+        for session in self.sessions.values():
+            threads = []
+            for thread_id, acc in session.threads.items():
+                calls = self._thread_calls(session.session_id, acc)
+                if calls:
+                    threads.append(Thread(thread_id, _thread_kind(thread_id), tuple(calls)))
+            if threads:
+                threads.sort(key=lambda t: (t.thread_id != _MAIN, t.calls[0].timestamp_s))
+                out.append(
+                    Session(
+                        session.session_id,
+                        session.project,
+                        session.cwd,
+                        tuple(session.files),
+                        tuple(threads),
+                    )
+                )
+        return out
+
+    def _thread_calls(self, session_id: str, acc: _ThreadAcc) -> list[Call]:
+        calls: list[Call] = []
+        pending: list[Item] = []
+        compaction: Compaction | None = None
+        for node in _depth_first(acc.nodes):
+            if node.compaction is not None:
+                if node.compaction.kind is not CompactionKind.MICROCOMPACT:
+                    pending = []  # what came before a compaction is summarised away
+                # A boundary followed by its summary line is one compaction: keep the first.
+                if compaction is None or compaction.kind is CompactionKind.MICROCOMPACT:
+                    compaction = node.compaction
+            if node.call_key is not None:
+                call = self.calls[node.call_key]
+                owner = self.thread_of.get(node.uuid, ("", ""))[0]
+                if call.first_uuid == node.uuid and owner == session_id:
+                    usage = call.usage
+                    if usage.output_tokens != call.output_tokens:
+                        usage = replace(usage, output_tokens=call.output_tokens)
+                    calls.append(
+                        Call(
+                            call.message_id,
+                            call.request_id,
+                            call.timestamp_s,
+                            call.model,
+                            usage,
+                            tuple(pending),
+                            call.source,
+                            compaction,
+                        )
+                    )
+                    pending = []
+                    compaction = None
+            pending.extend(node.items)
+        return calls
+
+
+def _depth_first(nodes: dict[str, _Node]) -> list[_Node]:
+    """Nodes in conversation order: depth first over the parentUuid tree, children in file order.
+
+    Roots are nodes whose parent is absent from this thread (a new chain, a compaction, or a
+    resumed session continuing history held elsewhere). Iterative: chains can be very deep.
+    """
+    children: dict[str, list[_Node]] = {}
+    roots: list[_Node] = []
+    for node in nodes.values():
+        if node.parent is not None and node.parent in nodes and node.parent != node.uuid:
+            children.setdefault(node.parent, []).append(node)
+        else:
+            roots.append(node)
+    order: list[_Node] = []
+    seen: set[str] = set()
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        if node.uuid in seen:
+            continue
+        seen.add(node.uuid)
+        order.append(node)
+        stack.extend(reversed(children.get(node.uuid, ())))
+    if len(order) < len(nodes):  # cycles in a corrupt file: keep the rest in file order
+        order.extend(n for n in nodes.values() if n.uuid not in seen)
+    return order
+
+
+def _thread_kind(thread_id: str) -> ThreadKind:
+    if thread_id == _MAIN:
+        return ThreadKind.MAIN
+    if thread_id.startswith("agent-acompact"):
+        return ThreadKind.COMPACT
+    return ThreadKind.SUBAGENT
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _optional_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _optional_timestamp(value: Any) -> float | None:
+    try:
+        return _parse_timestamp(value)
+    except _BadField:
+        return None
+
+
+def _project_dir(path: Path) -> Path:
+    """The project folder a transcript belongs to, whichever layout it uses."""
+    if path.parent.name == "subagents":
+        return path.parent.parent.parent
+    return path.parent
+
+
+class ClaudeCodeLoader:
+    """Loader for Claude Code's `.jsonl` session transcripts."""
+
+    name = "claude-code"
+
+    def sniff(self, path: Path, head: bytes) -> int:
+        if path.suffix != ".jsonl":
+            return 0
+        # Any .jsonl is taken (broken or empty files must be reported, not ignored); lines
+        # that look like Claude Code make it a sure match against other JSONL formats.
+        return 2 if b'"sessionId"' in head or b'"parentUuid"' in head else 1
+
+    def units(self, files: Sequence[Path]) -> list[LoadUnit]:
+        groups: dict[Path, list[Path]] = {}
+        for path in files:
+            groups.setdefault(_project_dir(path), []).append(path)
+        units = []
+        for folder, paths in groups.items():
+            paths.sort()
+            size = sum(_size(p) for p in paths)
+            units.append(LoadUnit(self.name, str(folder), tuple(paths), size))
+        return units
+
+    def load(self, unit: LoadUnit, keep_text: bool) -> LoadResult:
+        result = LoadResult()
+        reader = _LineReader(Path(unit.key).name, keep_text, result.skips)
+        for path in unit.files:
+            reader.read_file(path)
+        result.sessions = reader.sessions_out()
+        return result
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+register(ClaudeCodeLoader())

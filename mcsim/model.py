@@ -1,0 +1,203 @@
+"""The normalised model every loader produces and every later stage consumes.
+
+Pure data: a Session holds Threads (the main conversation and each sub-agent), a Thread holds
+its API calls in conversation order, and each Call carries the recorded usage and the Items
+that were added to the conversation since the previous call of the same thread. Nothing here
+does I/O or knows about any transcript format.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ItemKind(StrEnum):
+    """What an item added to the conversation is."""
+
+    USER_TEXT = "user_text"
+    TOOL_RESULT = "tool_result"
+    ASSISTANT_TEXT = "assistant_text"
+    THINKING = "thinking"
+    TOOL_USE = "tool_use"
+    IMAGE = "image"
+    ATTACHMENT = "attachment"
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One block added to the conversation before a call.
+
+    `chars` is the size of the content as the model saw it (for a tool_use, its JSON input).
+    `text` is only kept when the loader was asked to (replay needs it for token estimates and
+    re-fetch analysis; `inspect` does not, and keeping it would cost memory for nothing).
+    """
+
+    kind: ItemKind
+    chars: int
+    text: str | None = None
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Recorded token counts of one API call, as billed.
+
+    `cache_write_5m_tokens + cache_write_1h_tokens` always equals the recorded
+    `cache_creation_input_tokens`; when the recorded split did not add up, the unexplained
+    part is in the 5-minute bucket and `split_mismatch` is set.
+    """
+
+    input_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    has_ttl_split: bool = False
+    split_mismatch: bool = False
+    speed: str | None = None
+    inference_geo: str | None = None
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the model read: uncached input, cache writes and cache reads."""
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+
+class CompactionKind(StrEnum):
+    BOUNDARY = "compact_boundary"  # 2.1.x system line
+    SUMMARY = "compact_summary"  # 1.0.x isCompactSummary user line with no boundary
+    MICROCOMPACT = "microcompact_boundary"  # Claude Code cleared tool results itself
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A compaction recorded between two calls of a thread."""
+
+    kind: CompactionKind
+    timestamp_s: float | None
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    tokens_saved: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where a record came from, for messages a user can act on."""
+
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One billed API call, de-duplicated across all files."""
+
+    message_id: str
+    request_id: str | None
+    timestamp_s: float
+    model: str
+    usage: Usage
+    items: tuple[Item, ...]
+    source: SourceRef
+    compaction: Compaction | None = None  # a compaction happened since the previous call
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.message_id, self.request_id)
+
+
+class ThreadKind(StrEnum):
+    MAIN = "main"
+    SUBAGENT = "subagent"
+    COMPACT = "compact"  # Claude Code's own compaction calls (agent-acompact-*)
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """One conversation that shares a prompt cache: the main thread or a sub-agent."""
+
+    thread_id: str
+    kind: ThreadKind
+    calls: tuple[Call, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A Claude Code session with all its threads."""
+
+    session_id: str
+    project: str  # the project folder name, e.g. -Users-me-src-app
+    cwd: str | None
+    files: tuple[str, ...]
+    threads: tuple[Thread, ...]
+
+    @property
+    def calls(self) -> list[Call]:
+        return [c for t in self.threads for c in t.calls]
+
+    @property
+    def start_s(self) -> float | None:
+        stamps = [c.timestamp_s for t in self.threads for c in t.calls]
+        return min(stamps) if stamps else None
+
+    @property
+    def end_s(self) -> float | None:
+        stamps = [c.timestamp_s for t in self.threads for c in t.calls]
+        return max(stamps) if stamps else None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """One input line that could not be used, and why."""
+
+    file: str
+    line: int
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class SkipReport:
+    """Counts of every line that was not used (or used only in part), by reason, with examples.
+
+    Mutable on purpose: loaders add to it while streaming; `merge` folds worker reports.
+    Every skip is kept as an example up to `max_examples` (the JSON output lists them).
+    """
+
+    counts: Counter[str] = field(default_factory=Counter)
+    repaired: Counter[str] = field(default_factory=Counter)
+    examples: list[Skip] = field(default_factory=list)
+    max_examples: int = 10_000
+
+    def add(self, file: str, line: int, reason: str, detail: str = "") -> None:
+        """Count a line that was not used at all."""
+        self.counts[reason] += 1
+        self._example(file, line, reason, detail)
+
+    def repair(self, file: str, line: int, reason: str, detail: str = "") -> None:
+        """Count a line that was used after dropping or fixing a bad part of it."""
+        self.repaired[reason] += 1
+        self._example(file, line, reason, detail)
+
+    def _example(self, file: str, line: int, reason: str, detail: str) -> None:
+        if len(self.examples) < self.max_examples:
+            self.examples.append(Skip(file, line, reason, detail))
+
+    def merge(self, other: SkipReport) -> None:
+        self.counts.update(other.counts)
+        self.repaired.update(other.repaired)
+        room = self.max_examples - len(self.examples)
+        if room > 0:
+            self.examples.extend(other.examples[:room])
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())

@@ -1,0 +1,300 @@
+"""Price tables: a dated list-price table shipped with mcsim, overrides, and call pricing.
+
+Rates are USD per million tokens. Model ids are matched by family and version, whatever the
+spelling (`claude-sonnet-4-5-20250929`, `claude-3-5-haiku-latest`, `us.anthropic.claude-3-7-
+sonnet-20250219-v1:0`, `sonnet-4.5`, `claude-opus-4-7[1m]`), so dated ids and gateway labels
+need no table rows of their own. A model that matches no row is *unpriced*: callers count it
+and warn; it is never priced at $0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcsim.errors import PriceTableError
+from mcsim.model import Usage
+
+FORMAT = "mcsim-prices/1"
+_RATE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+_TIERS = frozenset({"opus", "sonnet", "haiku"})
+_SPLIT = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """USD per million tokens for each kind of token."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+    def scaled(self, factor: float) -> Rates:
+        return Rates(*(getattr(self, k) * factor for k in _RATE_KEYS))
+
+
+@dataclass(frozen=True, slots=True)
+class LongContextRule:
+    """Whole-request pricing once the prompt exceeds `above_tokens` (not just the excess)."""
+
+    rates: Rates
+    above_tokens: int
+    from_s: float | None = None
+    until_s: float | None = None
+
+    def applies(self, prompt_tokens: int, timestamp_s: float) -> bool:
+        if prompt_tokens <= self.above_tokens:
+            return False
+        if self.from_s is not None and timestamp_s < self.from_s:
+            return False
+        return self.until_s is None or timestamp_s < self.until_s
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    family: str
+    version: str
+    rates: Rates
+    long_context: tuple[LongContextRule, ...] = ()
+    speed: dict[str, float] = field(default_factory=dict)  # recorded usage.speed -> factor
+    inference_geo: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallCost:
+    """The price of one call, by kind of token."""
+
+    input_usd: float
+    cache_write_5m_usd: float
+    cache_write_1h_usd: float
+    cache_read_usd: float
+    output_usd: float
+    long_context: bool = False
+
+    @property
+    def total_usd(self) -> float:
+        return (
+            self.input_usd
+            + self.cache_write_5m_usd
+            + self.cache_write_1h_usd
+            + self.cache_read_usd
+            + self.output_usd
+        )
+
+
+def parse_model(model_id: str) -> tuple[str, str] | None:
+    """(family, version) of an Anthropic model id, e.g. ('sonnet', '4.5'); None if unknown."""
+    tokens = _SPLIT.split(model_id.lower())
+    for i, token in enumerate(tokens):
+        if token not in _TIERS:
+            continue
+        after = _small_numbers(tokens[i + 1 :])
+        before = _small_numbers(tokens[:i][::-1])[::-1]
+        numbers = after or before
+        if not numbers:
+            return None
+        if len(numbers) > 1 and numbers[1] == "0":
+            numbers = numbers[:1]  # claude-opus-4-0 is Opus 4
+        return token, ".".join(numbers[:2])
+    return None
+
+
+def _small_numbers(tokens: list[str]) -> list[str]:
+    out = []
+    for token in tokens:
+        if not (token.isdigit() and len(token) <= 2):
+            break
+        out.append(str(int(token)))
+    return out[:2]
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices by (family, version), with the table's version for run records."""
+
+    version: str
+    as_of: str
+    models: dict[tuple[str, str], ModelPrice]
+
+    def lookup(self, model_id: str) -> ModelPrice | None:
+        parsed = parse_model(model_id)
+        return self.models.get(parsed) if parsed else None
+
+    def cost(self, model_id: str, usage: Usage, timestamp_s: float) -> CallCost | None:
+        """Price one call's usage; None when the model is not in the table."""
+        price = self.lookup(model_id)
+        if price is None:
+            return None
+        return price_usage(price, usage, timestamp_s)
+
+    def merged(self, override: PriceTable) -> PriceTable:
+        return PriceTable(
+            f"{self.version}+{override.version}",
+            max(self.as_of, override.as_of),
+            {**self.models, **override.models},
+        )
+
+
+def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
+    rates = price.rates
+    long_context = False
+    for rule in price.long_context:
+        if rule.applies(usage.prompt_tokens, timestamp_s):
+            rates, long_context = rule.rates, True
+            break
+    factor = 1.0
+    if usage.speed is not None:
+        factor *= price.speed.get(usage.speed, 1.0)
+    if usage.inference_geo is not None:
+        factor *= price.inference_geo.get(usage.inference_geo, 1.0)
+    if factor != 1.0:
+        rates = rates.scaled(factor)
+    per = 1e-6
+    return CallCost(
+        usage.input_tokens * rates.input * per,
+        usage.cache_write_5m_tokens * rates.cache_write_5m * per,
+        usage.cache_write_1h_tokens * rates.cache_write_1h * per,
+        usage.cache_read_tokens * rates.cache_read * per,
+        usage.output_tokens * rates.output * per,
+        long_context,
+    )
+
+
+# ---------------------------------------------------------------- reading tables
+
+
+def default_table() -> PriceTable:
+    """The list-price table shipped with this version of mcsim."""
+    data = resources.files("mcsim.prices").joinpath("anthropic.json").read_bytes()
+    return parse_table(orjson.loads(data), "anthropic.json")
+
+
+def load_table(path: Path | None) -> PriceTable:
+    """The default table, with `path` (mcsim format or LiteLLM's JSON) laid over it."""
+    table = default_table()
+    if path is None:
+        return table
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise PriceTableError(f"{path}: cannot read price file ({exc.strerror})") from None
+    except orjson.JSONDecodeError as exc:
+        raise PriceTableError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        override = parse_table(data, str(path))
+    else:
+        from mcsim.prices.litellm import import_litellm
+
+        override = import_litellm(data, str(path))
+    return table.merged(override)
+
+
+def parse_table(data: Any, source: str) -> PriceTable:
+    """Validate and read a table in mcsim's format; errors name the file and the key."""
+    if not isinstance(data, dict):
+        raise PriceTableError(f"{source}: a price table is a JSON object")
+    if data.get("format") != FORMAT:
+        raise PriceTableError(f"{source}: key 'format' must be {FORMAT!r}")
+    version = _req(data, "version", str, source)
+    as_of = _req(data, "as_of", str, source)
+    rows = _req(data, "models", list, source)
+    models: dict[tuple[str, str], ModelPrice] = {}
+    for i, row in enumerate(rows):
+        where = f"models[{i}]"
+        if not isinstance(row, dict):
+            raise PriceTableError(f"{source}: {where} must be an object")
+        family = _req(row, "family", str, source, where)
+        if family not in _TIERS:
+            raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
+        versions = _req(row, "versions", list, source, where)
+        rates = _rates(row, source, where)
+        mult = row.get("multipliers") or {}
+        if not isinstance(mult, dict):
+            raise PriceTableError(f"{source}: {where}.multipliers must be an object")
+        rules = row.get("long_context") or []
+        if not isinstance(rules, list):
+            raise PriceTableError(f"{source}: {where}.long_context must be a list")
+        for model_version in versions:
+            if not isinstance(model_version, str):
+                raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
+            models[(family, model_version)] = ModelPrice(
+                family,
+                model_version,
+                rates,
+                tuple(
+                    _long_context(rule, source, f"{where}.long_context[{j}]")
+                    for j, rule in enumerate(rules)
+                    if isinstance(rule, dict)
+                    and model_version in (rule.get("versions") or versions)
+                ),
+                _factors(mult.get("speed"), model_version, source, f"{where}.multipliers.speed"),
+                _factors(
+                    mult.get("inference_geo"), model_version, source, f"{where}.multipliers.geo"
+                ),
+            )
+    return PriceTable(version, as_of, models)
+
+
+def _req(obj: dict[str, Any], key: str, kind: type, source: str, where: str = "") -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        name = f"{where}.{key}" if where else key
+        raise PriceTableError(f"{source}: key '{name}' must be a {kind.__name__}")
+    return value
+
+
+def _rates(obj: dict[str, Any], source: str, where: str) -> Rates:
+    values = []
+    for key in _RATE_KEYS:
+        value = obj.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise PriceTableError(
+                f"{source}: key '{where}.{key}' must be a non-negative number (USD per Mtok)"
+            )
+        values.append(float(value))
+    return Rates(*values)
+
+
+def _long_context(rule: dict[str, Any], source: str, where: str) -> LongContextRule:
+    above = rule.get("above_tokens")
+    if not isinstance(above, int):
+        raise PriceTableError(f"{source}: key '{where}.above_tokens' must be an integer")
+    return LongContextRule(
+        _rates(rule, source, where),
+        above,
+        _date(rule.get("from"), source, f"{where}.from"),
+        _date(rule.get("until"), source, f"{where}.until"),
+    )
+
+
+def _date(value: Any, source: str, where: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        raise PriceTableError(f"{source}: key '{where}' must be a date YYYY-MM-DD") from None
+
+
+def _factors(value: Any, version: str, source: str, where: str) -> dict[str, float]:
+    """{recorded value: factor} for one model version from {value: {version: factor}}."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PriceTableError(f"{source}: key '{where}' must be an object")
+    out = {}
+    for label, per_version in value.items():
+        if not isinstance(per_version, dict):
+            raise PriceTableError(f"{source}: key '{where}.{label}' must map versions to factors")
+        factor = per_version.get(version)
+        if isinstance(factor, int | float) and not isinstance(factor, bool):
+            out[str(label)] = float(factor)
+    return out

@@ -1,0 +1,279 @@
+"""Account recorded usage exactly: tokens by kind, cost, cache efficiency and cache breaks.
+
+`analyse_session` is pure (a Session and a price table in, records out); `inspect_usage`
+streams sessions from PATHS through it. This is what `mcsim inspect` shows, and the ground
+truth later replays are compared with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mcsim.breaks import BreakCause, CacheBreak, CallObservation, detect_breaks
+from mcsim.model import Call, Session, SourceRef, ThreadKind, Usage
+from mcsim.pipeline import LoadStats, ProgressFn, iter_sessions
+from mcsim.prices import CallCost, PriceTable
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+def recorded_ttl(usage: Usage, previous: str | None) -> str:
+    """The TTL a call wrote with: from the 5m/1h split; 5m when the split is absent; the
+    thread's previous TTL when the split is present but nothing was written."""
+    if usage.cache_write_1h_tokens > 0:
+        return "1h"
+    if usage.cache_write_5m_tokens > 0 or not usage.has_ttl_split:
+        return "5m"
+    return previous or "5m"
+
+
+@dataclass
+class TokenTotals:
+    """Token sums by kind."""
+
+    input_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.cache_write_5m_tokens += usage.cache_write_5m_tokens
+        self.cache_write_1h_tokens += usage.cache_write_1h_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.output_tokens += usage.output_tokens
+
+    def merge(self, other: TokenTotals) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def prompt_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+            + self.cache_read_tokens
+        )
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        """Token-weighted: the share of prompt tokens that were cache reads."""
+        prompt = self.prompt_tokens
+        return self.cache_read_tokens / prompt if prompt else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One recorded call with its price and cache analysis."""
+
+    session_id: str
+    project: str
+    thread_id: str
+    thread_kind: ThreadKind
+    call_index: int  # position in its thread
+    call: Call
+    cost: CallCost | None  # None: the model is not in the price table
+    ttl: str
+    gap_seconds: float | None  # since the previous call of the thread
+    cache_break: CacheBreak | None
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        prompt = self.call.usage.prompt_tokens
+        return self.call.usage.cache_read_tokens / prompt if prompt else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakRecord:
+    session_id: str
+    project: str
+    thread_id: str
+    timestamp_s: float
+    model: str
+    cache_break: CacheBreak
+    source: SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    session_id: str
+    project: str
+    cwd: str | None
+    start_s: float
+    end_s: float
+    calls: int
+    threads: int
+    models: tuple[str, ...]
+    tokens: TokenTotals
+    cost_usd: float  # priced calls only; see unpriced_calls
+    unpriced_calls: int
+    cache_breaks: int
+    compactions: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAnalysis:
+    summary: SessionSummary
+    calls: list[CallRecord]
+    breaks: list[BreakRecord]
+
+
+def analyse_session(session: Session, prices: PriceTable) -> SessionAnalysis:
+    """Price every call of a session and find its cache breaks, thread by thread."""
+    records: list[CallRecord] = []
+    breaks: list[BreakRecord] = []
+    tokens = TokenTotals()
+    cost = 0.0
+    unpriced = 0
+    compactions = 0
+    for thread in session.threads:
+        ttls: list[str] = []
+        for call in thread.calls:
+            ttls.append(recorded_ttl(call.usage, ttls[-1] if ttls else None))
+        observations = [
+            CallObservation(
+                c.timestamp_s,
+                c.model,
+                c.usage.cache_read_tokens,
+                TTL_SECONDS[ttl],
+                compaction_before=c.compaction is not None,
+            )
+            for c, ttl in zip(thread.calls, ttls, strict=True)
+        ]
+        found = {b.call_index: b for b in detect_breaks(observations)}
+        for i, call in enumerate(thread.calls):
+            price = prices.cost(call.model, call.usage, call.timestamp_s)
+            tokens.add(call.usage)
+            if price is None:
+                unpriced += 1
+            else:
+                cost += price.total_usd
+            if call.compaction is not None:
+                compactions += 1
+            brk = found.get(i)
+            gap = call.timestamp_s - thread.calls[i - 1].timestamp_s if i else None
+            records.append(
+                CallRecord(
+                    session.session_id,
+                    session.project,
+                    thread.thread_id,
+                    thread.kind,
+                    i,
+                    call,
+                    price,
+                    ttls[i],
+                    gap,
+                    brk,
+                )
+            )
+            if brk is not None:
+                breaks.append(
+                    BreakRecord(
+                        session.session_id,
+                        session.project,
+                        thread.thread_id,
+                        call.timestamp_s,
+                        call.model,
+                        brk,
+                        call.source,
+                    )
+                )
+    stamps = [r.call.timestamp_s for r in records]
+    summary = SessionSummary(
+        session_id=session.session_id,
+        project=session.project,
+        cwd=session.cwd,
+        start_s=min(stamps),
+        end_s=max(stamps),
+        calls=len(records),
+        threads=len(session.threads),
+        models=tuple(sorted({r.call.model for r in records})),
+        tokens=tokens,
+        cost_usd=cost,
+        unpriced_calls=unpriced,
+        cache_breaks=len(breaks),
+        compactions=compactions,
+    )
+    return SessionAnalysis(summary, records, breaks)
+
+
+@dataclass
+class InspectReport:
+    """Everything `mcsim inspect` shows, as data."""
+
+    sessions: list[SessionSummary] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    breaks: list[BreakRecord] = field(default_factory=list)
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    unpriced_models: Counter[str] = field(default_factory=Counter)
+    split_mismatch_calls: int = 0
+    price_table: str = ""
+    stats: LoadStats = field(default_factory=LoadStats)
+
+    @property
+    def call_count(self) -> int:
+        return sum(s.calls for s in self.sessions)
+
+    @property
+    def breaks_by_cause(self) -> dict[str, int]:
+        counts = Counter(b.cache_break.cause.value for b in self.breaks)
+        return {cause.value: counts[cause.value] for cause in BreakCause if counts[cause.value]}
+
+    def add(self, analysis: SessionAnalysis) -> None:
+        self.sessions.append(analysis.summary)
+        self.calls.extend(analysis.calls)
+        self.breaks.extend(analysis.breaks)
+        self.tokens.merge(analysis.summary.tokens)
+        self.cost_usd += analysis.summary.cost_usd
+        self.unpriced_calls += analysis.summary.unpriced_calls
+        for record in analysis.calls:
+            if record.cost is None:
+                self.unpriced_models[record.call.model] += 1
+            if record.call.usage.split_mismatch:
+                self.split_mismatch_calls += 1
+
+    def finish(self) -> None:
+        """Order everything by time so outputs do not depend on load order."""
+        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
+        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
+        self.calls.sort(
+            key=lambda r: (
+                order[(r.project, r.session_id)],
+                r.thread_id != "main",
+                r.thread_id,
+                r.call_index,
+            )
+        )
+        self.breaks.sort(
+            key=lambda b: (order[(b.project, b.session_id)], b.timestamp_s, b.thread_id)
+        )
+
+
+def inspect_usage(
+    paths: Sequence[str],
+    prices: PriceTable,
+    *,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+) -> InspectReport:
+    """Load every session under PATHS and account its recorded usage."""
+    report = InspectReport(price_table=prices.version)
+    for session in iter_sessions(
+        paths,
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        progress=progress,
+        stats=report.stats,
+    ):
+        report.add(analyse_session(session, prices))
+    report.finish()
+    return report
