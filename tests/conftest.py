@@ -28,4 +28,3 @@ def corpus_reference() -> dict[str, dict[str, float]]:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
-

@@ -20,14 +20,21 @@ def test_corpus_layouts_become_threads(corpus: Path) -> None:
     # 1.0.90 inline sidechains: four sidechain roots, each its own thread.
     livecd = s["e1ffaf02-1289-4b61-ae2e-694bf373993b"]
     kinds = sorted((t.kind.value, len(t.calls)) for t in livecd.threads)
-    assert kinds == [("main", 78), ("subagent", 1), ("subagent", 1), ("subagent", 1),
-                     ("subagent", 1)]  # fmt: skip
+    assert kinds == [
+        ("main", 78),
+        ("subagent", 1),
+        ("subagent", 1),
+        ("subagent", 1),
+        ("subagent", 1),
+    ]
     # 2.0.x agent file beside the session, 2.1.x subagents/ folder.
     assert {t.thread_id for t in s["cb2e607c-c758-415a-8b45-c49e4631906a"].threads} == {
         "main",
         "agent-ea02459f",
     }
-    assert {t.thread_id: len(t.calls) for t in s["29ccd257-68b1-427f-ae5f-6524b7cb6f20"].threads} == {
+    assert {
+        t.thread_id: len(t.calls) for t in s["29ccd257-68b1-427f-ae5f-6524b7cb6f20"].threads
+    } == {
         "main": 2,
         "agent-a2271d1": 10,
     }
@@ -116,18 +123,27 @@ def test_subagent_folder_and_2_1_compaction_boundary(tmp_path: Path) -> None:
         [
             user("u1", None, 0),
             assistant("a1", "u1", 1, "m1", "r1", u=usage(3, 20_000, 0)),
-            {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
-             "sessionId": SESSION, "timestamp": "2026-01-01T00:01:00Z",
-             "compactMetadata": {"trigger": "auto", "preTokens": 150_000}},
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "uuid": "b1",
+                "parentUuid": None,
+                "sessionId": SESSION,
+                "timestamp": "2026-01-01T00:01:00Z",
+                "compactMetadata": {"trigger": "auto", "preTokens": 150_000},
+            },
             user("u2", "b1", 61, "summary text", isCompactSummary=True),
             assistant("a2", "u2", 62, "m2", "r2"),
-        ],  # fmt: skip
+        ],
     )
     sub = [
         dict(user("s1", None, 2, "task"), isSidechain=True, agentId="abc"),
-        dict(assistant("s2", "s1", 3, "m9", "r9", model="claude-haiku-4-5"), isSidechain=True,
-             agentId="abc"),
-    ]  # fmt: skip
+        dict(
+            assistant("s2", "s1", 3, "m9", "r9", model="claude-haiku-4-5"),
+            isSidechain=True,
+            agentId="abc",
+        ),
+    ]
     write(project / SESSION / "subagents" / "agent-abc.jsonl", sub)
     (session,), _ = load_sessions([str(tmp_path)])
     threads = {t.thread_id: t for t in session.threads}

@@ -26,8 +26,9 @@ PRICES = {  # USD per Mtok: input, 5m write, 1h write, read, output
 def main(root: str) -> None:
     calls: dict = {}
     for path in sorted(glob.glob(f"{root}/**/*.jsonl", recursive=True)):
-        for raw in open(path, "rb"):
-            line = json.loads(raw)
+        with open(path, "rb") as fh:
+            lines = [json.loads(raw) for raw in fh]
+        for line in lines:
             if line.get("type") != "assistant" or line["message"].get("model") == "<synthetic>":
                 continue
             msg, usage = line["message"], line["message"]["usage"]
@@ -49,10 +50,16 @@ def main(root: str) -> None:
     for c in calls.values():
         s = sessions.setdefault(
             c["session"],
-            {"calls": 0, "input_tokens": 0, "cache_write_5m_tokens": 0,
-             "cache_write_1h_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
-             "cost_usd": 0.0},
-        )  # fmt: skip
+            {
+                "calls": 0,
+                "input_tokens": 0,
+                "cache_write_5m_tokens": 0,
+                "cache_write_1h_tokens": 0,
+                "cache_read_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": 0.0,
+            },
+        )
         p = PRICES[c["model"]]
         s["calls"] += 1
         s["input_tokens"] += c["input"]
@@ -61,9 +68,12 @@ def main(root: str) -> None:
         s["cache_read_tokens"] += c["read"]
         s["output_tokens"] += c["output"]
         s["cost_usd"] += (
-            c["input"] * p[0] + c["w5m"] * p[1] + c["w1h"] * p[2] + c["read"] * p[3]
+            c["input"] * p[0]
+            + c["w5m"] * p[1]
+            + c["w1h"] * p[2]
+            + c["read"] * p[3]
             + c["output"] * p[4]
-        ) / 1e6  # fmt: skip
+        ) / 1e6
     for s in sessions.values():
         s["cost_usd"] = round(s["cost_usd"], 6)
     json.dump(dict(sorted(sessions.items())), sys.stdout, indent=1)

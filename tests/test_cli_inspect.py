@@ -1,0 +1,190 @@
+"""`mcsim inspect` end to end: terminal summary, --json, Parquet outputs, dates, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from lines import SESSION, assistant, usage, user, write
+from polars.testing import assert_frame_equal
+
+from mcsim.cli import cli
+
+
+def test_terminal_table_has_totals_and_causes(runner: CliRunner, corpus: Path) -> None:
+    result = runner.invoke(cli, ["inspect", str(corpus)])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["project", "session", "start", "(UTC)"]
+    total = next(line for line in lines if line.startswith("TOTAL"))
+    assert "407" in total and "30.5146" in total and "23.8M" in total
+    assert "cache breaks by cause: ttl_expired 7" in result.stdout
+    assert "e1ffaf02-1289-4b61-ae2e-694bf373993b.jsonl:211: synthetic" in result.stdout
+
+
+def test_out_writes_parquet_that_reads_back(
+    runner: CliRunner, corpus: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(cli, ["inspect", str(corpus), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["out_dir"] == str(out)
+    sessions = pl.read_parquet(out / "sessions.parquet")
+    calls = pl.read_parquet(out / "calls.parquet")
+    breaks = pl.read_parquet(out / "breaks.parquet")
+    assert sessions.height == 8 and calls.height == 407 and breaks.height == 14
+    for frame in (sessions, calls, breaks):
+        assert frame["schema_version"].unique().to_list() == [1]
+    assert calls["cache_read_tokens"].sum() == 23_794_961
+    assert calls["cost_usd"].sum() == pytest.approx(30.5146, abs=1e-4)
+    assert calls["is_break"].sum() == 14
+    # The session table is the calls table, summed.
+    by_session = (
+        calls.group_by("session_id")
+        .agg(
+            pl.len().alias("calls").cast(pl.Int64),
+            pl.col("output_tokens").sum(),
+            pl.col("cost_usd").sum(),
+        )
+        .sort("session_id")
+    )
+    assert_frame_equal(
+        sessions.select("session_id", "calls", "output_tokens", "cost_usd").sort("session_id"),
+        by_session,
+    )
+    expected = pl.DataFrame(
+        {"cause": ["compaction", "prefix_changed", "ttl_expired", "unknown"], "n": [1, 4, 7, 2]},
+        schema={"cause": pl.String, "n": pl.UInt32},
+    )
+    assert_frame_equal(breaks.group_by("cause").agg(pl.len().alias("n")).sort("cause"), expected)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left over
+
+
+def test_existing_out_dir_is_not_overwritten(runner: CliRunner, tmp_path: Path) -> None:
+    samples = Path(__file__).resolve().parents[1] / "sample_transcripts"
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "already holds a run (use --force" in result.stderr
+    assert (out / "keep.txt").read_text() == "mine"
+    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), "--force"])
+    assert result.exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "breaks.parquet",
+        "calls.parquet",
+        "sessions.parquet",
+    ]
+
+
+def test_since_and_until(runner: CliRunner, tmp_path: Path) -> None:
+    # Two sessions: one on 2026-01-01, one on 2026-03-01.
+    early = write(
+        tmp_path / "p" / "early.jsonl",
+        [user("u1", None, 0, session="early"), assistant("a1", "u1", 1, "m1", session="early")],
+    )
+    day = 59 * 86_400
+    write(
+        tmp_path / "p" / "late.jsonl",
+        [
+            user("u2", None, day, session="late"),
+            assistant("a2", "u2", day + 1, "m2", session="late"),
+        ],
+    )
+    old = 1_700_000_000  # 2023: the early file was last written long ago
+    os.utime(early, (old, old))
+
+    def sessions(*args: str) -> tuple[list[str], dict]:
+        result = runner.invoke(cli, ["inspect", str(tmp_path), "--json", *args])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        return [s["session_id"] for s in doc["sessions"]], doc["input"]
+
+    assert sessions()[0] == ["early", "late"]
+    ids, inp = sessions("--since", "2026-02-01")
+    assert ids == ["late"]
+    assert inp["files_skipped_by_date"] == 1  # never opened
+    ids, inp = sessions("--until", "2026-01-01")
+    assert ids == ["early"]
+    assert inp["sessions_outside_dates"] == 1
+    assert sessions("--since", "20260301", "--until", "20260301")[0] == ["late"]
+
+
+def test_unpriced_model_is_reported(runner: CliRunner, tmp_path: Path) -> None:
+    write(
+        tmp_path / "p" / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0),
+            assistant("a1", "u1", 1, "m1", model="mystery-model-2"),
+            assistant("a2", "a1", 2, "m2", u=usage(10**5)),
+        ],
+    )
+    result = runner.invoke(cli, ["inspect", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "warning: 1 calls are unpriced" in result.stdout
+    assert "mystery-model-2 (1)" in result.stdout
+    doc = json.loads(runner.invoke(cli, ["inspect", str(tmp_path), "--json"]).stdout)
+    assert doc["totals"]["unpriced_calls"] == 1
+    assert doc["unpriced_models"] == {"mystery-model-2": 1}
+    assert doc["totals"]["cost_usd"] == pytest.approx(0.3 + 10 * 15e-6)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "yesterday"], "Invalid value for '--since'"),
+        (["--since", "2026-02-01", "--until", "2026-01-01"], "--since is after --until"),
+        (["--workers", "0"], "Invalid value for '--workers'"),
+        (["--prices", "/no/such/prices.json"], "cannot read price file"),
+        (["--frobnicate"], "No such option"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    runner: CliRunner, tmp_path: Path, args: list[str], message: str
+) -> None:
+    samples = Path(__file__).resolve().parents[1] / "sample_transcripts"
+    out = tmp_path / "out"
+    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert not out.exists()
+
+
+def test_help_has_an_example(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["inspect", "--help"])
+    assert result.exit_code == 0
+    assert "Example:" in result.stdout
+    assert "mcsim inspect ~/.claude/projects" in result.stdout
+
+
+def test_default_locations_from_claude_config_dir(
+    runner: CliRunner, corpus: Path, tmp_path: Path
+) -> None:
+    env = {"CLAUDE_CONFIG_DIR": f"{tmp_path / 'missing'},{corpus.parent}", "HOME": str(tmp_path)}
+    result = runner.invoke(cli, ["inspect", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["calls"] == 407
+    result = runner.invoke(cli, ["inspect"], env={"CLAUDE_CONFIG_DIR": "", "HOME": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "no Claude Code transcripts found" in result.stderr
+
+
+def test_python_dash_m(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    samples = Path(__file__).resolve().parents[1] / "sample_transcripts"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcsim", "inspect", str(samples), "--json"],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["totals"]["calls"] == 69
+    assert proc.stderr == b""  # no progress bar when stderr is not a terminal

@@ -1,0 +1,39 @@
+"""PATHS expansion: files, folders, globs, default locations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcsim.discovery import default_roots, discover
+from mcsim.errors import InputNotFoundError
+
+
+def test_files_folders_and_globs(corpus: Path) -> None:
+    one = corpus / "-archives-m-claude" / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
+    assert discover([str(one)]).files == (one,)
+    assert len(discover([str(corpus)]).files) == 11
+    globbed = discover([str(corpus / "*" / "agent-*.jsonl")]).files
+    assert [p.name for p in globbed] == ["agent-ea02459f.jsonl"]
+    recursive = discover([str(corpus / "**" / "subagents")]).files
+    assert len(recursive) == 2
+    # The same file named twice is read once.
+    assert discover([str(one), str(corpus / "-archives-m-claude")]).files.count(one) == 1
+
+
+def test_unmatched_paths_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputNotFoundError, match="no such file or folder"):
+        discover([str(tmp_path / "nope")])
+    with pytest.raises(InputNotFoundError, match="no file matches this pattern"):
+        discover([str(tmp_path / "*.jsonl")])
+
+
+def test_default_roots_honour_a_config_dir_list() -> None:
+    roots = default_roots({"CLAUDE_CONFIG_DIR": "/a, /b", "HOME": "/home/me"})
+    assert [str(r) for r in roots] == [
+        "/a/projects",
+        "/b/projects",
+        "/home/me/.claude/projects",
+        "/home/me/.config/claude/projects",
+    ]
