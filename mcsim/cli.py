@@ -138,6 +138,7 @@ def inspect(
             until_s=_day_end(until),
             workers=workers,
             progress=progress,
+            keep_calls=out_dir is not None,  # only calls.parquet needs every call
         )
     if out_dir is not None:
         write_inspect_tables(report, out_dir, force)

@@ -1,9 +1,14 @@
-"""Load many transcripts: plan units, load them on all cores, de-duplicate across units.
+"""Load many transcripts on all cores: plan units, map a function over their sessions.
 
-Units (a project folder for Claude Code) are loaded in worker processes and streamed back
-one at a time, so memory follows the largest unit rather than the corpus. Calls already seen
-in an earlier unit are dropped (a resumed session copied into another project folder), and
-counted.
+Units (a project folder for Claude Code) are loaded in worker processes, and the per-session
+work (`fn`) runs there too, so only its small result crosses back to the parent: shipping
+whole sessions between processes costs as much as parsing them. Results stream back one
+unit at a time, so memory follows the largest unit rather than the corpus.
+
+Calls are de-duplicated inside a unit by the loader. A call that also appears in an earlier
+unit (a resumed session copied into another project folder: rare) is detected from the keys
+each result carries; that unit is then loaded again in the parent without the calls already
+seen, so the first unit in the fixed order wins and nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -12,15 +17,18 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
-from mcsim.discovery import Discovery, discover
-from mcsim.loaders import LoadResult, LoadUnit, get_loader, plan_units
+from mcsim.discovery import discover
+from mcsim.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.model import Session, SkipReport
 
 # Below this many bytes, starting processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+CallKey = tuple[str, str | None]
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,112 +44,156 @@ class LoadStats:
     skips: SkipReport = field(default_factory=SkipReport)
 
 
-def _load_unit(args: tuple[LoadUnit, bool]) -> LoadResult:
-    unit, keep_text = args
-    return get_loader(unit.loader).load(unit, keep_text)
+@dataclass(frozen=True)
+class _Job(Generic[T]):
+    """Everything a worker needs for one unit (picklable: fn must be a module-level callable)."""
+
+    unit: LoadUnit
+    fn: Callable[[Session], T]
+    detail: Detail
+    since_s: float | None
+    until_s: float | None
+    exclude: frozenset[CallKey] = frozenset()
+
+
+@dataclass
+class _UnitOutput(Generic[T]):
+    results: list[tuple[list[CallKey], T]]
+    skips: SkipReport
+    outside_dates: int = 0
+    excluded_calls: int = 0
+
+
+def _run_job(job: _Job[T]) -> _UnitOutput[T]:
+    loaded = get_loader(job.unit.loader).load(job.unit, job.detail)
+    out: _UnitOutput[T] = _UnitOutput([], loaded.skips)
+    for session in loaded.sessions:
+        if job.exclude:
+            before = len(session.calls)
+            kept = _without(session, job.exclude)
+            out.excluded_calls += before - (len(kept.calls) if kept else 0)
+            if kept is None:
+                continue
+            session = kept
+        start = session.start_s
+        assert start is not None  # loaders only produce sessions with calls
+        if (job.since_s is not None and start < job.since_s) or (
+            job.until_s is not None and start > job.until_s
+        ):
+            out.outside_dates += 1
+            continue
+        out.results.append(([c.key for c in session.calls], job.fn(session)))
+    return out
+
+
+def _without(session: Session, keys: frozenset[CallKey]) -> Session | None:
+    threads = []
+    for thread in session.threads:
+        calls = tuple(c for c in thread.calls if c.key not in keys)
+        if calls:
+            threads.append(replace(thread, calls=calls))
+    return replace(session, threads=tuple(threads)) if threads else None
+
+
+def _identity(session: Session) -> Session:
+    return session
+
+
+def map_sessions(
+    paths: Sequence[str],
+    fn: Callable[[Session], T],
+    *,
+    detail: Detail = Detail.SIZES,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    stats: LoadStats | None = None,
+) -> Iterator[T]:
+    """fn(session) for every session under PATHS that starts within [since_s, until_s].
+
+    `fn` runs in worker processes, so it must be picklable (a module-level function or a
+    functools.partial of one). Raises InputNotFoundError before anything else when PATHS
+    match nothing.
+    """
+    stats = stats if stats is not None else LoadStats()
+    found = discover(paths, since_s)
+    units = plan_units(found.files)
+    planned = {f for u in units for f in u.files}
+    stats.files = len(planned)
+    stats.files_skipped_by_date = found.skipped_by_date
+    stats.unrecognised_files = len(found.files) - len(planned)
+    for path in sorted(set(found.files) - planned):
+        stats.skips.add(str(path), 0, "unrecognised_file", "not a known transcript format")
+    stats.bytes = sum(u.size_bytes for u in units)
+    # Largest first balances the cores; the order is fixed, so results are deterministic.
+    units.sort(key=lambda u: (-u.size_bytes, u.key))
+    jobs = [_Job(u, fn, detail, since_s, until_s) for u in units]
+    return _collect(jobs, workers, progress, stats)
+
+
+def _collect(
+    jobs: list[_Job[T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
+) -> Iterator[T]:
+    seen: set[CallKey] = set()
+    total = stats.bytes
+    done = 0
+    for job, output in _run_all(jobs, workers, total):
+        if any(key in seen for keys, _ in output.results for key in keys):
+            output = _run_job(replace(job, exclude=frozenset(seen)))
+            stats.duplicate_calls += output.excluded_calls
+        stats.skips.merge(output.skips)
+        stats.sessions_outside_dates += output.outside_dates
+        done += job.unit.size_bytes
+        if progress is not None:
+            progress(done, total)
+        for keys, result in output.results:
+            seen.update(keys)
+            yield result
+
+
+def _run_all(
+    jobs: list[_Job[T]], workers: int | None, total_bytes: int
+) -> Iterator[tuple[_Job[T], _UnitOutput[T]]]:
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    n = min(n, len(jobs))
+    if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
+        for job in jobs:
+            yield job, _run_job(job)
+        return
+    # fork: workers inherit the imported modules, so starting them costs milliseconds.
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(n) as pool:
+        yield from zip(jobs, pool.imap(_run_job, jobs), strict=True)
 
 
 def iter_sessions(
     paths: Sequence[str],
     *,
+    detail: Detail = Detail.SIZES,
     since_s: float | None = None,
     until_s: float | None = None,
-    keep_text: bool = False,
     workers: int | None = None,
     progress: ProgressFn | None = None,
     stats: LoadStats | None = None,
 ) -> Iterator[Session]:
-    """Every session under PATHS, de-duplicated, filtered to those starting in [since, until].
-
-    Raises InputNotFoundError before yielding anything when PATHS match nothing.
-    """
-    stats = stats if stats is not None else LoadStats()
-    found = discover(paths, since_s)
-    return _iter(found, since_s, until_s, keep_text, workers, progress, stats)
-
-
-def _iter(
-    found: Discovery,
-    since_s: float | None,
-    until_s: float | None,
-    keep_text: bool,
-    workers: int | None,
-    progress: ProgressFn | None,
-    stats: LoadStats,
-) -> Iterator[Session]:
-    units = plan_units(found.files)
-    planned = sum(len(u.files) for u in units)
-    stats.files = planned
-    stats.files_skipped_by_date = found.skipped_by_date
-    stats.unrecognised_files = len(found.files) - planned
-    for path in sorted(set(found.files) - {f for u in units for f in u.files}):
-        stats.skips.add(str(path), 0, "unrecognised_file", "not a known transcript format")
-    total = sum(u.size_bytes for u in units)
-    stats.bytes = total
-    # Largest first balances the cores; the order is fixed, so results are deterministic.
-    units.sort(key=lambda u: (-u.size_bytes, u.key))
-    seen: set[tuple[str, str | None]] = set()
-    done = 0
-    for unit, result in _load_all(units, keep_text, workers, total):
-        stats.skips.merge(result.skips)
-        done += unit.size_bytes
-        if progress is not None:
-            progress(done, total)
-        for session in result.sessions:
-            kept = _drop_seen(session, seen, stats)
-            if kept is None:
-                continue
-            start = kept.start_s
-            assert start is not None
-            if (since_s is not None and start < since_s) or (
-                until_s is not None and start > until_s
-            ):
-                stats.sessions_outside_dates += 1
-                continue
-            yield kept
-
-
-def _load_all(
-    units: list[LoadUnit], keep_text: bool, workers: int | None, total_bytes: int
-) -> Iterator[tuple[LoadUnit, LoadResult]]:
-    n = workers if workers is not None else (os.cpu_count() or 1)
-    n = min(n, len(units))
-    if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
-        for unit in units:
-            yield unit, _load_unit((unit, keep_text))
-        return
-    # fork: workers inherit the imported modules, so starting them costs milliseconds.
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(n) as pool:
-        yield from zip(units, pool.imap(_load_unit, [(u, keep_text) for u in units]), strict=True)
-
-
-def _drop_seen(
-    session: Session, seen: set[tuple[str, str | None]], stats: LoadStats
-) -> Session | None:
-    """The session without calls an earlier unit already produced; None if nothing is left."""
-    threads = []
-    changed = False
-    for thread in session.threads:
-        calls = []
-        for call in thread.calls:
-            if call.key in seen:
-                stats.duplicate_calls += 1
-                changed = True
-                continue
-            seen.add(call.key)
-            calls.append(call)
-        if calls:
-            threads.append(replace(thread, calls=tuple(calls)) if changed else thread)
-    if not threads:
-        return None
-    return replace(session, threads=tuple(threads)) if changed else session
+    """Every session under PATHS, de-duplicated, filtered to those starting in [since, until]."""
+    return map_sessions(
+        paths,
+        _identity,
+        since_s=since_s,
+        until_s=until_s,
+        detail=detail,
+        workers=workers,
+        progress=progress,
+        stats=stats,
+    )
 
 
 def load_sessions(
-    paths: Sequence[str], *, keep_text: bool = False, workers: int | None = None
+    paths: Sequence[str], *, detail: Detail = Detail.SIZES, workers: int | None = None
 ) -> tuple[list[Session], LoadStats]:
     """All sessions under PATHS as a list, with the load statistics (for scripts and tests)."""
     stats = LoadStats()
-    sessions = list(iter_sessions(paths, keep_text=keep_text, workers=workers, stats=stats))
+    sessions = list(iter_sessions(paths, detail=detail, workers=workers, stats=stats))
     return sessions, stats

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from mcsim.breaks import BreakCause, CacheBreak, CallObservation, detect_breaks
+from mcsim.loaders import Detail
 from mcsim.model import Call, Session, SourceRef, ThreadKind, Usage
-from mcsim.pipeline import LoadStats, ProgressFn, iter_sessions
+from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.prices import CallCost, PriceTable
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -113,6 +115,8 @@ class SessionSummary:
     unpriced_calls: int
     cache_breaks: int
     compactions: int
+    unpriced_models: tuple[tuple[str, int], ...] = ()
+    split_mismatch_calls: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +126,23 @@ class SessionAnalysis:
     breaks: list[BreakRecord]
 
 
-def analyse_session(session: Session, prices: PriceTable) -> SessionAnalysis:
-    """Price every call of a session and find its cache breaks, thread by thread."""
+def analyse_session(
+    session: Session, prices: PriceTable, keep_calls: bool = True
+) -> SessionAnalysis:
+    """Price every call of a session and find its cache breaks, thread by thread.
+
+    With `keep_calls=False` the per-call records are not kept (the summary and the breaks
+    are all `inspect --json` needs, and they are cheap to send between processes).
+    """
     records: list[CallRecord] = []
     breaks: list[BreakRecord] = []
     tokens = TokenTotals()
     cost = 0.0
-    unpriced = 0
+    unpriced: Counter[str] = Counter()
     compactions = 0
+    split_mismatch = 0
+    models: set[str] = set()
+    start = end = session.threads[0].calls[0].timestamp_s
     for thread in session.threads:
         ttls: list[str] = []
         for call in thread.calls:
@@ -148,28 +161,34 @@ def analyse_session(session: Session, prices: PriceTable) -> SessionAnalysis:
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
             tokens.add(call.usage)
+            models.add(call.model)
+            start = min(start, call.timestamp_s)
+            end = max(end, call.timestamp_s)
             if price is None:
-                unpriced += 1
+                unpriced[call.model] += 1
             else:
                 cost += price.total_usd
             if call.compaction is not None:
                 compactions += 1
+            if call.usage.split_mismatch:
+                split_mismatch += 1
             brk = found.get(i)
-            gap = call.timestamp_s - thread.calls[i - 1].timestamp_s if i else None
-            records.append(
-                CallRecord(
-                    session.session_id,
-                    session.project,
-                    thread.thread_id,
-                    thread.kind,
-                    i,
-                    call,
-                    price,
-                    ttls[i],
-                    gap,
-                    brk,
+            if keep_calls:
+                gap = call.timestamp_s - thread.calls[i - 1].timestamp_s if i else None
+                records.append(
+                    CallRecord(
+                        session.session_id,
+                        session.project,
+                        thread.thread_id,
+                        thread.kind,
+                        i,
+                        call,
+                        price,
+                        ttls[i],
+                        gap,
+                        brk,
+                    )
                 )
-            )
             if brk is not None:
                 breaks.append(
                     BreakRecord(
@@ -182,21 +201,22 @@ def analyse_session(session: Session, prices: PriceTable) -> SessionAnalysis:
                         call.source,
                     )
                 )
-    stamps = [r.call.timestamp_s for r in records]
     summary = SessionSummary(
         session_id=session.session_id,
         project=session.project,
         cwd=session.cwd,
-        start_s=min(stamps),
-        end_s=max(stamps),
-        calls=len(records),
+        start_s=start,
+        end_s=end,
+        calls=sum(len(t.calls) for t in session.threads),
         threads=len(session.threads),
-        models=tuple(sorted({r.call.model for r in records})),
+        models=tuple(sorted(models)),
         tokens=tokens,
         cost_usd=cost,
-        unpriced_calls=unpriced,
+        unpriced_calls=sum(unpriced.values()),
         cache_breaks=len(breaks),
         compactions=compactions,
+        unpriced_models=tuple(sorted(unpriced.items())),
+        split_mismatch_calls=split_mismatch,
     )
     return SessionAnalysis(summary, records, breaks)
 
@@ -232,11 +252,8 @@ class InspectReport:
         self.tokens.merge(analysis.summary.tokens)
         self.cost_usd += analysis.summary.cost_usd
         self.unpriced_calls += analysis.summary.unpriced_calls
-        for record in analysis.calls:
-            if record.cost is None:
-                self.unpriced_models[record.call.model] += 1
-            if record.call.usage.split_mismatch:
-                self.split_mismatch_calls += 1
+        self.unpriced_models.update(dict(analysis.summary.unpriced_models))
+        self.split_mismatch_calls += analysis.summary.split_mismatch_calls
 
     def finish(self) -> None:
         """Order everything by time so outputs do not depend on load order."""
@@ -263,17 +280,25 @@ def inspect_usage(
     until_s: float | None = None,
     workers: int | None = None,
     progress: ProgressFn | None = None,
+    keep_calls: bool = True,
 ) -> InspectReport:
-    """Load every session under PATHS and account its recorded usage."""
+    """Load every session under PATHS and account its recorded usage.
+
+    `keep_calls=False` leaves `report.calls` empty, which makes large runs faster when only
+    sessions, breaks and totals are wanted.
+    """
     report = InspectReport(price_table=prices.version)
-    for session in iter_sessions(
+    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
+    for analysis in map_sessions(
         paths,
+        analyse,
+        detail=Detail.CALLS,  # accounting needs no conversation content
         since_s=since_s,
         until_s=until_s,
         workers=workers,
         progress=progress,
         stats=report.stats,
     ):
-        report.add(analyse_session(session, prices))
+        report.add(analysis)
     report.finish()
     return report

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
+from mcsim.loaders import Detail
 from mcsim.model import CompactionKind, ItemKind, ThreadKind
 from mcsim.pipeline import load_sessions
 
@@ -163,7 +164,7 @@ def test_text_is_kept_only_on_request(tmp_path: Path) -> None:
         [user("u1", None, 0, "abc"), assistant("a1", "u1", 1, "m1")],
     )
     (lean,), _ = load_sessions([str(tmp_path)])
-    (full,), _ = load_sessions([str(tmp_path)], keep_text=True)
+    (full,), _ = load_sessions([str(tmp_path)], detail=Detail.TEXT)
     assert lean.calls[0].items[0].text is None
     assert full.calls[0].items[0].text == "abc"
     assert lean.calls[0].items[0].chars == full.calls[0].items[0].chars == 3

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conftest import SAMPLES
 
+from mcsim.loaders import Detail
 from mcsim.model import ItemKind
 from mcsim.pipeline import load_sessions
 
@@ -34,7 +35,7 @@ def test_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
 
 
 def test_samples_cover_the_mechanisms() -> None:
-    sessions, stats = load_sessions([str(SAMPLES)], keep_text=True)
+    sessions, stats = load_sessions([str(SAMPLES)], detail=Detail.TEXT)
     assert stats.skips.total == 0
     assert len(sessions) == 2
     calls = [c for s in sessions for c in s.calls]

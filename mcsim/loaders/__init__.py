@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import Protocol
 
 from mcsim.model import Session, SkipReport
+
+
+class Detail(IntEnum):
+    """How much of each conversation a load keeps: no more than the command needs."""
+
+    CALLS = 0  # calls and usage only (inspect)
+    SIZES = 1  # plus the items added before each call, with their sizes
+    TEXT = 2  # plus the items' text (token estimates, re-fetch analysis)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +54,7 @@ class Loader(Protocol):
         """Group this format's files into independently loadable units."""
         ...
 
-    def load(self, unit: LoadUnit, keep_text: bool) -> LoadResult:
+    def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         """Read one unit. Never raises on bad content: bad lines go to the skip report."""
         ...
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from mcsim.loaders import LoadResult, LoadUnit, register
+from mcsim.loaders import Detail, LoadResult, LoadUnit, register
 from mcsim.model import (
     Call,
     Compaction,
@@ -195,9 +195,10 @@ def _json_text(value: Any) -> str:
 class _LineReader:
     """Turns one unit's lines into session/thread/call accumulators."""
 
-    def __init__(self, project: str, keep_text: bool, skips: SkipReport) -> None:
+    def __init__(self, project: str, detail: Detail, skips: SkipReport) -> None:
         self.project = project
-        self.keep_text = keep_text
+        self.items = detail >= Detail.SIZES
+        self.keep_text = detail >= Detail.TEXT
         self.skips = skips
         self.sessions: dict[str, _SessionAcc] = {}
         self.calls: dict[tuple[str, str | None], _CallAcc] = {}
@@ -220,7 +221,7 @@ class _LineReader:
         fallback = path.parent.parent.name if path.parent.name == "subagents" else path.stem
         self._file_thread = path.stem if path.stem.startswith("agent-") else None
         for number, raw in enumerate(lines, 1):
-            if not raw.strip():
+            if not raw or raw.isspace():
                 continue
             obj = self._decode(raw, name, number, truncated=number == last)
             if obj is None:
@@ -288,7 +289,7 @@ class _LineReader:
             self._user(obj, node, file, line)
         elif kind == "system":
             self._system(obj, node)
-        else:  # attachment: injected context the model reads
+        elif self.items:  # attachment: injected context the model reads
             att = obj.get("attachment")
             if att is not None:
                 text = _json_text(att)
@@ -352,10 +353,10 @@ class _LineReader:
             raise _BadField("message.id", "missing" if message_id is None else "not a string")
         request = obj.get("requestId")
         request_id = request if isinstance(request, str) and request else None
-        usage = _usage(msg.get("usage"))
         key = (message_id, request_id)
         acc = self.calls.get(key)
         if acc is None:
+            usage = _usage(msg.get("usage"))
             ts = _parse_timestamp(obj.get("timestamp"))
             self.calls[key] = _CallAcc(
                 message_id,
@@ -367,8 +368,11 @@ class _LineReader:
                 SourceRef(file, line),
                 node.uuid,
             )
-        elif usage.output_tokens > acc.output_tokens:
-            acc.output_tokens = usage.output_tokens
+        else:  # a later line of the same call: only its output count can differ
+            raw = msg.get("usage")
+            if not isinstance(raw, dict):
+                raise _BadField("message.usage", "missing" if raw is None else "not an object")
+            acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
         node.call_key = key
         self._content_items(msg.get("content"), node, file, line, assistant=True)
 
@@ -407,6 +411,8 @@ class _LineReader:
     def _content_items(
         self, content: Any, node: _Node, file: str, line: int, *, assistant: bool
     ) -> None:
+        if not self.items:
+            return
         if isinstance(content, str):
             kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
             node.items.append(self._item(kind, content))
@@ -600,9 +606,9 @@ class ClaudeCodeLoader:
             units.append(LoadUnit(self.name, str(folder), tuple(paths), size))
         return units
 
-    def load(self, unit: LoadUnit, keep_text: bool) -> LoadResult:
+    def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         result = LoadResult()
-        reader = _LineReader(Path(unit.key).name, keep_text, result.skips)
+        reader = _LineReader(Path(unit.key).name, detail, result.skips)
         for path in unit.files:
             reader.read_file(path)
         result.sessions = reader.sessions_out()

@@ -123,10 +123,13 @@ class PriceTable:
     version: str
     as_of: str
     models: dict[tuple[str, str], ModelPrice]
+    _by_id: dict[str, ModelPrice | None] = field(default_factory=dict, compare=False, repr=False)
 
     def lookup(self, model_id: str) -> ModelPrice | None:
-        parsed = parse_model(model_id)
-        return self.models.get(parsed) if parsed else None
+        if model_id not in self._by_id:  # parsing ids is slow next to pricing a call
+            parsed = parse_model(model_id)
+            self._by_id[model_id] = self.models.get(parsed) if parsed else None
+        return self._by_id[model_id]
 
     def cost(self, model_id: str, usage: Usage, timestamp_s: float) -> CallCost | None:
         """Price one call's usage; None when the model is not in the table."""
