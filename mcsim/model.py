@@ -169,13 +169,16 @@ class SkipReport:
     """Counts of every line that was not used (or used only in part), by reason, with examples.
 
     Mutable on purpose: loaders add to it while streaming; `merge` folds worker reports.
-    Every skip is kept as an example up to `max_examples` (the JSON output lists them).
+    Every skip is kept as an example up to `max_examples` (the JSON output lists them); past
+    that, counts stay exact and `examples_omitted` says how many were not kept, so a corpus of
+    garbage cannot exhaust memory.
     """
 
     counts: Counter[str] = field(default_factory=Counter)
     repaired: Counter[str] = field(default_factory=Counter)
     examples: list[Skip] = field(default_factory=list)
-    max_examples: int = 10_000
+    examples_omitted: int = 0
+    max_examples: int = 100_000
 
     def add(self, file: str, line: int, reason: str, detail: str = "") -> None:
         """Count a line that was not used at all."""
@@ -190,13 +193,15 @@ class SkipReport:
     def _example(self, file: str, line: int, reason: str, detail: str) -> None:
         if len(self.examples) < self.max_examples:
             self.examples.append(Skip(file, line, reason, detail))
+        else:
+            self.examples_omitted += 1
 
     def merge(self, other: SkipReport) -> None:
         self.counts.update(other.counts)
         self.repaired.update(other.repaired)
-        room = self.max_examples - len(self.examples)
-        if room > 0:
-            self.examples.extend(other.examples[:room])
+        room = max(0, self.max_examples - len(self.examples))
+        self.examples.extend(other.examples[:room])
+        self.examples_omitted += other.examples_omitted + len(other.examples[room:])
 
     @property
     def total(self) -> int:

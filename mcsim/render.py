@@ -57,6 +57,7 @@ def skipped_json(report: InspectReport) -> dict[str, Any]:
             {"file": e.file, "line": e.line, "reason": e.reason, "detail": e.detail}
             for e in skips.examples
         ],
+        "examples_omitted": skips.examples_omitted,
     }
 
 

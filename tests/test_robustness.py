@@ -184,3 +184,21 @@ def test_ten_thousand_mutated_corpus_lines(corpus: Path, tmp_path: Path) -> None
     doc = json.loads(result.stdout)
     assert doc["skipped"]["invalid_lines"] == unparseable
     assert doc["totals"]["calls"] == sum(len(s.calls) for s in sessions) > 0
+
+
+def test_examples_are_capped_but_counts_stay_exact() -> None:
+    from mcsim.model import SkipReport
+
+    worker = SkipReport(max_examples=3)
+    for line in range(5):
+        worker.add("f.jsonl", line, "invalid_json")
+    parent = SkipReport(max_examples=3)
+    parent.add("g.jsonl", 1, "not_object")
+    parent.merge(worker)
+    assert parent.counts == {"invalid_json": 5, "not_object": 1}
+    assert [(e.file, e.line) for e in parent.examples] == [
+        ("g.jsonl", 1),
+        ("f.jsonl", 0),
+        ("f.jsonl", 1),
+    ]
+    assert parent.examples_omitted == 2 + 1  # two never kept by the worker, one cut here
