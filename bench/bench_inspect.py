@@ -6,7 +6,7 @@ Builds (once) a replica of ../shared/corpus/claude with fresh ids per copy: ever
 copy-specific first group, every msg_/req_/toolu_ id a copy suffix, every project folder a
 copy suffix, so no call de-duplicates across copies. Installs ccusage from npm (once), then
 runs the two tools alternately and prints wall time and peak memory (summed over the whole
-process tree, sampled every 5 ms) for each run, their medians and the ratio. Prints figures;
+process tree, sampled every 20 ms) for each run, their medians and the ratio. Prints figures;
 asserts nothing.
 """
 
@@ -100,7 +100,7 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
     reader.start()
     while proc.poll() is None:
         peak = max(peak, _tree_rss_kb(proc.pid))
-        time.sleep(0.005)
+        time.sleep(0.02)
     wall = time.perf_counter() - start
     reader.join()
     if proc.returncode != 0:

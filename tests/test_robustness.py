@@ -202,3 +202,12 @@ def test_examples_are_capped_but_counts_stay_exact() -> None:
         ("f.jsonl", 1),
     ]
     assert parent.examples_omitted == 2 + 1  # two never kept by the worker, one cut here
+
+
+def test_blank_lines_and_crlf_endings_are_not_errors(tmp_path: Path) -> None:
+    good = [orjson.dumps(line) for line in good_session()]
+    write(tmp_path / "p" / f"{SESSION}.jsonl", [good[0] + b"\r", b"   ", b"", *good[1:], b"\t\r"])
+    code, doc = inspect_json(tmp_path)
+    assert code == 0
+    assert doc["totals"]["calls"] == 2
+    assert doc["skipped"]["total"] == 0

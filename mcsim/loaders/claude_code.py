@@ -59,6 +59,7 @@ _IGNORED_TYPES = frozenset(
 _CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 _SYNTHETIC_MODEL = "<synthetic>"
 _INVALID = object()
+_BLANK = frozenset(b" \t\r\f\v")
 _MAIN = "main"
 
 
@@ -215,15 +216,24 @@ class _LineReader:
         except OSError as exc:
             self.skips.add(name, 0, "unreadable_file", str(exc))
             return
-        lines = data.split(b"\n")
-        last = len(lines)
         # Lines without a sessionId belong to the session the file is about.
         fallback = path.parent.parent.name if path.parent.name == "subagents" else path.stem
         self._file_thread = path.stem if path.stem.startswith("agent-") else None
-        for number, raw in enumerate(lines, 1):
-            if not raw or raw.isspace():
+        # Slices of a memoryview: no copy of each line (lines can be megabytes).
+        view = memoryview(data)
+        size = len(data)
+        pos = 0
+        number = 0
+        while pos < size:
+            start = pos
+            end = data.find(b"\n", start)
+            if end < 0:
+                end = size
+            number += 1
+            pos = end + 1
+            if end == start or (data[start] in _BLANK and data[start:end].isspace()):
                 continue
-            obj = self._decode(raw, name, number, truncated=number == last)
+            obj = self._decode(view[start:end], name, number, truncated=end == size)
             if obj is None:
                 continue
             try:
@@ -231,11 +241,13 @@ class _LineReader:
             except _BadField as exc:
                 self.skips.add(name, number, "bad_field", str(exc))
 
-    def _decode(self, raw: bytes, file: str, line: int, truncated: bool) -> dict[str, Any] | None:
+    def _decode(
+        self, raw: memoryview, file: str, line: int, truncated: bool
+    ) -> dict[str, Any] | None:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            obj = self._decode_repaired(raw, file, line, truncated)
+            obj = self._decode_repaired(bytes(raw), file, line, truncated)
             if obj is _INVALID:
                 return None
         if not isinstance(obj, dict):
