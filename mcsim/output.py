@@ -38,6 +38,7 @@ def write_run_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]], for
     check_out_dir(out_dir, force)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a run dir is not
     try:
         for name, write in writers.items():
             write(tmp / name)
@@ -51,6 +52,12 @@ def write_run_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]], for
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _utc(ts: float) -> datetime:

@@ -188,3 +188,12 @@ def test_python_dash_m(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["totals"]["calls"] == 69
     assert proc.stderr == b""  # no progress bar when stderr is not a terminal
+
+
+def test_run_dir_has_ordinary_permissions(runner: CliRunner, tmp_path: Path) -> None:
+    samples = Path(__file__).resolve().parents[1] / "sample_transcripts"
+    out = tmp_path / "run"
+    assert runner.invoke(cli, ["inspect", str(samples), "--out", str(out)]).exit_code == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
