@@ -144,6 +144,10 @@ class Session:
         return [c for t in self.threads for c in t.calls]
 
     @property
+    def call_keys(self) -> list[tuple[str, str | None]]:
+        return [c.key for t in self.threads for c in t.calls]
+
+    @property
     def start_s(self) -> float | None:
         stamps = [c.timestamp_s for t in self.threads for c in t.calls]
         return min(stamps) if stamps else None

@@ -17,7 +17,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from mcsim.discovery import discover
 from mcsim.loaders import Detail, LoadUnit, get_loader, plan_units
@@ -44,13 +44,69 @@ class LoadStats:
     skips: SkipReport = field(default_factory=SkipReport)
 
 
+class HasCalls(Protocol):
+    """What the pipeline needs of a session, raw (Session) or calibrated (CalSession)."""
+
+    @property
+    def call_keys(self) -> list[CallKey]: ...
+
+    @property
+    def start_s(self) -> float | None: ...
+
+
+S = TypeVar("S", bound=HasCalls)
+
+
+@dataclass
+class Loaded(Generic[S]):
+    sessions: list[S]
+    skips: SkipReport
+    excluded_calls: int = 0
+
+
+class SessionSource(Protocol[S]):
+    """Turns a unit into sessions, leaving out calls already seen elsewhere (picklable)."""
+
+    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[S]: ...
+
+
 @dataclass(frozen=True)
-class _Job(Generic[T]):
+class RawSource:
+    """Sessions straight from the unit's loader, at the given detail."""
+
+    detail: Detail
+
+    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[Session]:
+        loaded = get_loader(unit.loader).load(unit, self.detail)
+        if not exclude:
+            return Loaded(loaded.sessions, loaded.skips)
+        kept, dropped = without_calls(loaded.sessions, exclude)
+        return Loaded(kept, loaded.skips, dropped)
+
+
+def without_calls(sessions: list[Session], keys: frozenset[CallKey]) -> tuple[list[Session], int]:
+    """The sessions without the calls in `keys` (sessions left empty are dropped)."""
+    kept = []
+    dropped = 0
+    for session in sessions:
+        threads = []
+        for thread in session.threads:
+            calls = tuple(c for c in thread.calls if c.key not in keys)
+            dropped += len(thread.calls) - len(calls)
+            if calls:
+                threads.append(replace(thread, calls=calls))
+        if threads:
+            kept.append(replace(session, threads=tuple(threads)))
+    return kept, dropped
+
+
+@dataclass(frozen=True)
+class _Job(Generic[S, T]):
     """Everything a worker needs for one unit (picklable: fn must be a module-level callable)."""
 
     unit: LoadUnit
-    fn: Callable[[Session], T]
-    detail: Detail
+    source: SessionSource[S]
+    fn: Callable[[S], T]
     since_s: float | None
     until_s: float | None
     exclude: frozenset[CallKey] = frozenset()
@@ -64,17 +120,10 @@ class _UnitOutput(Generic[T]):
     excluded_calls: int = 0
 
 
-def _run_job(job: _Job[T]) -> _UnitOutput[T]:
-    loaded = get_loader(job.unit.loader).load(job.unit, job.detail)
-    out: _UnitOutput[T] = _UnitOutput([], loaded.skips)
+def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
+    loaded = job.source(job.unit, job.exclude)
+    out: _UnitOutput[T] = _UnitOutput([], loaded.skips, excluded_calls=loaded.excluded_calls)
     for session in loaded.sessions:
-        if job.exclude:
-            before = len(session.calls)
-            kept = _without(session, job.exclude)
-            out.excluded_calls += before - (len(kept.calls) if kept else 0)
-            if kept is None:
-                continue
-            session = kept
         start = session.start_s
         assert start is not None  # loaders only produce sessions with calls
         if (job.since_s is not None and start < job.since_s) or (
@@ -82,17 +131,8 @@ def _run_job(job: _Job[T]) -> _UnitOutput[T]:
         ):
             out.outside_dates += 1
             continue
-        out.results.append(([c.key for c in session.calls], job.fn(session)))
+        out.results.append((session.call_keys, job.fn(session)))
     return out
-
-
-def _without(session: Session, keys: frozenset[CallKey]) -> Session | None:
-    threads = []
-    for thread in session.threads:
-        calls = tuple(c for c in thread.calls if c.key not in keys)
-        if calls:
-            threads.append(replace(thread, calls=calls))
-    return replace(session, threads=tuple(threads)) if threads else None
 
 
 def _identity(session: Session) -> Session:
@@ -101,9 +141,9 @@ def _identity(session: Session) -> Session:
 
 def map_sessions(
     paths: Sequence[str],
-    fn: Callable[[Session], T],
+    fn: Callable[[S], T],
     *,
-    detail: Detail = Detail.SIZES,
+    source: SessionSource[S] | None = None,
     since_s: float | None = None,
     until_s: float | None = None,
     workers: int | None = None,
@@ -112,9 +152,10 @@ def map_sessions(
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
-    `fn` runs in worker processes, so it must be picklable (a module-level function or a
-    functools.partial of one). Raises InputNotFoundError before anything else when PATHS
-    match nothing.
+    `source` turns each unit into sessions (default: the raw loaded sessions with item
+    sizes). `fn` and `source` run in worker processes, so they must be picklable (module-level
+    functions, functools.partial, or dataclass instances). Raises InputNotFoundError before
+    anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
     found = discover(paths, since_s)
@@ -128,12 +169,13 @@ def map_sessions(
     stats.bytes = sum(u.size_bytes for u in units)
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
-    jobs = [_Job(u, fn, detail, since_s, until_s) for u in units]
+    src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
+    jobs = [_Job(u, src, fn, since_s, until_s) for u in units]
     return _collect(jobs, workers, progress, stats)
 
 
 def _collect(
-    jobs: list[_Job[T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
+    jobs: list[_Job[Any, T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
     seen: set[CallKey] = set()
     total = stats.bytes
@@ -153,8 +195,8 @@ def _collect(
 
 
 def _run_all(
-    jobs: list[_Job[T]], workers: int | None, total_bytes: int
-) -> Iterator[tuple[_Job[T], _UnitOutput[T]]]:
+    jobs: list[_Job[Any, T]], workers: int | None, total_bytes: int
+) -> Iterator[tuple[_Job[Any, T], _UnitOutput[T]]]:
     n = workers if workers is not None else (os.cpu_count() or 1)
     n = min(n, len(jobs))
     if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
@@ -181,9 +223,9 @@ def iter_sessions(
     return map_sessions(
         paths,
         _identity,
+        source=RawSource(detail),
         since_s=since_s,
         until_s=until_s,
-        detail=detail,
         workers=workers,
         progress=progress,
         stats=stats,

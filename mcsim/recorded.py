@@ -15,7 +15,7 @@ from functools import partial
 from mcsim.breaks import BreakCause, CacheBreak, CallObservation, detect_breaks
 from mcsim.loaders import Detail
 from mcsim.model import Call, Session, SourceRef, ThreadKind, Usage
-from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
+from mcsim.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
 from mcsim.prices import CallCost, PriceTable
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -292,7 +292,7 @@ def inspect_usage(
     for analysis in map_sessions(
         paths,
         analyse,
-        detail=Detail.CALLS,  # accounting needs no conversation content
+        source=RawSource(Detail.CALLS),  # accounting needs no conversation content
         since_s=since_s,
         until_s=until_s,
         workers=workers,

@@ -1,0 +1,257 @@
+"""Calibrate item sizes against recorded prompt growth, and classify every recorded read.
+
+The recorded prompt of a call (input + cache writes + cache reads) is exact; the size of each
+item added before it is not recorded. Between two consecutive calls the prompt grows by
+exactly what was added, so each step's items are estimated with the tokenizer and scaled to
+sum to that growth. Where the growth is not usable (the first call, a compaction, a prompt that
+shrank) the raw estimates are used and an unclearable adjustment makes the step add up; these
+fallbacks are counted. Either way the replayed no-pruning prompt equals the recorded prompt at
+every call, by construction.
+
+Each recorded cache read is also classified once here (a hit on the whole previous prompt, a
+fall-back to a shorter prefix, a miss explained by the TTL, a miss explained by nothing), so
+the simulation can keep the real breaks the recording shows. The output holds sizes, never
+text, so it is small enough to cache on disk and to send between processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
+from mcsim.prices import parse_model
+from mcsim.recorded import TTL_SECONDS, recorded_ttl
+from mcsim.tokens import TokenEstimator
+
+# A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
+FULL_HIT_TOLERANCE = 20
+
+
+class ReadClass(IntEnum):
+    FULL = 0  # read the whole previous prompt (± a few tokens, kept as `read_delta`)
+    PARTIAL = 1  # fell back to a shorter prefix (`read_anchor` tokens): a real prefix change
+    TTL_MISS = 2  # read nothing after a gap longer than the recorded TTL
+    EXTERNAL_MISS = 3  # read nothing although the cache should have been warm
+    FIRST = 4  # first call of the thread
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One item of the conversation with its calibrated size."""
+
+    kind: ItemKind
+    tokens: int
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    turn: int = 0  # index of the user turn it belongs to
+    is_error: bool = False
+    text_hash: int = 0  # stable hash of the content (re-fetch analysis); 0 when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class CalCall:
+    """A recorded call with what the simulation needs, and nothing else."""
+
+    message_id: str
+    request_id: str | None
+    timestamp_s: float
+    model: str
+    input_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    speed: str | None
+    inference_geo: str | None
+    ttl: str  # recorded TTL ("5m" or "1h")
+    segments: tuple[Segment, ...]
+    adjustment_tokens: int  # unclearable remainder that makes the step add up (may be < 0)
+    compaction: bool
+    compaction_pre_tokens: int | None
+    read_class: ReadClass
+    read_delta: int  # FULL: recorded read minus the previous prompt
+    read_anchor: int  # PARTIAL: the recorded read
+    fallback: bool  # sizes are raw estimates, not calibrated to growth
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.message_id, self.request_id)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+            + self.cache_read_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CalThread:
+    thread_id: str
+    kind: ThreadKind
+    head_tokens: int  # system prompt + tools: what a prefix change falls back to
+    calls: tuple[CalCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CalSession:
+    session_id: str
+    project: str
+    cwd: str | None
+    files: tuple[str, ...]
+    threads: tuple[CalThread, ...]
+
+    @property
+    def call_keys(self) -> list[tuple[str, str | None]]:
+        return [c.key for t in self.threads for c in t.calls]
+
+    @property
+    def start_s(self) -> float:
+        return min(c.timestamp_s for t in self.threads for c in t.calls)
+
+    @property
+    def calls(self) -> list[CalCall]:
+        return [c for t in self.threads for c in t.calls]
+
+
+def thinking_in_prompt(model: str) -> bool:
+    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+ (DOMAIN.md §2.3)."""
+    parsed = parse_model(model)
+    if parsed is None:
+        return False
+    family, version = parsed
+    number = float(version)
+    return (family == "opus" and number >= 4.5) or (family == "sonnet" and number >= 4.6)
+
+
+def calibrate_session(session: Session, estimator: TokenEstimator) -> CalSession:
+    return CalSession(
+        session.session_id,
+        session.project,
+        session.cwd,
+        session.files,
+        tuple(calibrate_thread(t, estimator) for t in session.threads),
+    )
+
+
+def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
+    calls: list[CalCall] = []
+    head = 0
+    turn = 0
+    prev: Call | None = None
+    prev_ttl: str | None = None
+    for call in thread.calls:
+        thinking = thinking_in_prompt(call.model)
+        raw: list[Segment] = []
+        for item in call.items:
+            if item.kind is ItemKind.USER_TEXT:
+                turn += 1
+            if item.text:
+                estimate, digest = estimator.sized(item.text)
+            else:
+                estimate, digest = _chars_estimate(item.chars), 0
+            if item.kind is ItemKind.THINKING and not thinking:
+                estimate = 0
+            raw.append(
+                Segment(
+                    item.kind,
+                    estimate,
+                    item.tool_name,
+                    item.tool_use_id,
+                    turn,
+                    item.is_error,
+                    digest,
+                )
+            )
+        prompt = call.usage.prompt_tokens
+        estimated = sum(s.tokens for s in raw)
+        compaction = call.compaction is not None
+        if prev is None or compaction:
+            if prev is None:
+                head = max(prompt - estimated, 0)
+            segments, adjustment = _fit(raw, prompt - head)
+            fallback = True
+        else:
+            growth = prompt - prev.usage.prompt_tokens
+            if growth >= 0 and estimated > 0:
+                segments, adjustment, fallback = _scale(raw, growth), 0, False
+            else:
+                segments, adjustment = raw, growth - estimated
+                fallback = growth < 0
+        ttl = recorded_ttl(call.usage, prev_ttl)
+        read_class, delta, anchor = _classify(call, prev, prev_ttl)
+        calls.append(
+            CalCall(
+                call.message_id,
+                call.request_id,
+                call.timestamp_s,
+                call.model,
+                call.usage.input_tokens,
+                call.usage.cache_write_5m_tokens,
+                call.usage.cache_write_1h_tokens,
+                call.usage.cache_read_tokens,
+                call.usage.output_tokens,
+                call.usage.speed,
+                call.usage.inference_geo,
+                ttl,
+                tuple(segments),
+                adjustment,
+                compaction,
+                call.compaction.pre_tokens if call.compaction else None,
+                read_class,
+                delta,
+                anchor,
+                fallback,
+            )
+        )
+        prev, prev_ttl = call, ttl
+    return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
+
+
+def _chars_estimate(chars: int) -> int:
+    """Without the text (a load that kept sizes only), ~4 characters a token."""
+    return (chars + 3) // 4
+
+
+def _fit(raw: list[Segment], room: int) -> tuple[list[Segment], int]:
+    """Raw estimates, shrunk to fit `room` if they exceed it; the rest is adjustment."""
+    total = sum(s.tokens for s in raw)
+    if room >= total or total == 0:
+        return raw, room - total
+    if room <= 0:
+        return _scale(raw, 0), room
+    return _scale(raw, room), 0
+
+
+def _scale(raw: list[Segment], target: int) -> list[Segment]:
+    """Sizes proportional to the estimates, summing exactly to `target` (largest remainder)."""
+    total = sum(s.tokens for s in raw)
+    if total == 0:
+        return raw
+    exact = [s.tokens * target / total for s in raw]
+    sizes = [int(x) for x in exact]
+    short = target - sum(sizes)
+    order = sorted(range(len(raw)), key=lambda i: sizes[i] - exact[i])
+    for i in order[:short]:
+        sizes[i] += 1
+    return [
+        Segment(s.kind, n, s.tool_name, s.tool_use_id, s.turn, s.is_error, s.text_hash)
+        for s, n in zip(raw, sizes, strict=True)
+    ]
+
+
+def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[ReadClass, int, int]:
+    read = call.usage.cache_read_tokens
+    if prev is None or prev_ttl is None:
+        return ReadClass.FIRST, 0, read
+    previous = prev.usage.prompt_tokens
+    if read == 0:
+        gap = call.timestamp_s - prev.timestamp_s
+        expired = gap > TTL_SECONDS[prev_ttl]
+        return (ReadClass.TTL_MISS if expired else ReadClass.EXTERNAL_MISS), 0, 0
+    if read >= previous - FULL_HIT_TOLERANCE:
+        return ReadClass.FULL, read - previous, 0
+    return ReadClass.PARTIAL, 0, read

@@ -1,0 +1,137 @@
+"""Pruning policies: one kind per module, one small interface, a registry keyed by YAML `kind`.
+
+A policy sees the replayed conversation before each call (a `View`) and may ask to clear
+some of it (a `Clearing`). It never touches token counts or the cache: the simulation applies
+the clearing, prices it and decides what it does to the prompt cache. Adding a kind is one
+module that subclasses `Policy`, declares its `params` and overrides `before_call`, plus one
+import line at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from mcsim.model import ItemKind
+
+
+class Mode(StrEnum):
+    REWRITE = "rewrite"  # the prompt itself changes: the cached prefix breaks at the change
+    CACHE_EDIT = "cache_edit"  # deleted server-side from the cached copy: no break
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A policy parameter as users write it in YAML."""
+
+    name: str
+    kind: type  # int, float, str, bool or list (of str)
+    default: Any
+    help: str
+    minimum: float | None = None
+    choices: tuple[Any, ...] = ()  # extra literal values allowed besides `kind` (e.g. "all")
+    optional: bool = False  # None allowed
+
+
+@dataclass(slots=True)
+class LiveSegment:
+    """An item in the replayed context, with its clearing state (owned by the simulation)."""
+
+    position: int  # order in the context
+    call_index: int  # the call it was added before
+    kind: ItemKind
+    tokens: int
+    tool_name: str | None
+    tool_use_id: str | None
+    turn: int
+    cleared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a policy may look at before a call."""
+
+    call_index: int
+    timestamp_s: float
+    gap_seconds: float | None  # since the previous call of the thread
+    prompt_tokens: int  # the replayed prompt before this call's clearing
+    model: str
+    main_thread: bool
+    thinking_in_prompt: bool
+    segments: Sequence[LiveSegment]
+    compactable: frozenset[str]  # tool names whose results may be cleared
+    excluded: frozenset[str]
+    rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
+
+    def is_compactable(self, seg: LiveSegment) -> bool:
+        name = seg.tool_name
+        if name is None or name in self.excluded:
+            return False
+        return name in self.compactable or (name.startswith("Bash") and "Bash" in self.compactable)
+
+    def tool_results(self) -> list[LiveSegment]:
+        return [s for s in self.segments if s.kind is ItemKind.TOOL_RESULT]
+
+    def compactable_results(self) -> list[LiveSegment]:
+        return [s for s in self.tool_results() if self.is_compactable(s)]
+
+
+@dataclass(frozen=True, slots=True)
+class Clearing:
+    """What a policy asks to clear before a call."""
+
+    segments: tuple[LiveSegment, ...]
+    mode: Mode
+    placeholder: str = "[Old tool result content cleared]"
+    inputs: tuple[LiveSegment, ...] = field(default=())  # tool_use inputs cleared too
+
+
+class Policy:
+    """Base class: a policy with no effect. Subclasses override `before_call` (and `reset`).
+
+    `main_thread_only` policies are not applied to sub-agents (Claude Code's microcompact
+    paths); the scenario's `main_thread_only` setting can extend that to every policy.
+    """
+
+    kind: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **values: Any) -> None:
+        self.values = {p.name: values.get(p.name, p.default) for p in self.params}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all state: a new thread, or the conversation was compacted."""
+
+    def before_call(self, view: View) -> Clearing | None:
+        return None
+
+    def after_rewrite(self) -> None:
+        """Another layer rewrote the prompt this call (Claude Code resets cache-edit state)."""
+
+
+REGISTRY: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    REGISTRY[cls.kind] = cls
+    return cls
+
+
+def keep_newest(candidates: list[LiveSegment], keep: int) -> list[LiveSegment]:
+    """All but the `keep` newest of `candidates` that are not cleared yet."""
+    older = candidates[: max(len(candidates) - keep, 0)]
+    return [s for s in older if not s.cleared]
+
+
+from mcsim.policies import (  # noqa: E402,F401  (each module registers its kind)
+    cached_microcompact,
+    clear_thinking,
+    clear_tool_uses,
+    keep_last_n,
+    none,
+    time_based_microcompact,
+)

@@ -1,0 +1,45 @@
+"""`cached_microcompact`: Claude Code's server-side cache edits (DOMAIN.md §2.2).
+
+Compactable results are registered as they appear; when more than `trigger_threshold` are
+registered, all but the `keep_recent` newest are deleted from the server's cached copy with a
+`cache_edits` block. The local prompt is not rewritten, so the prefix does not break. Skipped
+on a call where an earlier layer rewrote the prompt (the time-based path wins), and its state
+is reset then. Main thread only.
+
+The billing of cache edits is not documented; the simulation models deleted tokens as no
+longer billed as cache reads from the call after the edit, with no write penalty.
+"""
+
+from __future__ import annotations
+
+from mcsim.policies import Clearing, LiveSegment, Mode, Param, Policy, View, register
+
+
+@register
+class CachedMicrocompact(Policy):
+    kind = "cached_microcompact"
+    summary = "Delete old tool results from the server's cache without breaking the prefix."
+    params = (
+        Param("trigger_threshold", int, 12, "registered results that trigger deletion", minimum=1),
+        Param("keep_recent", int, 5, "newest results kept", minimum=1),
+    )
+
+    def reset(self) -> None:
+        self.registered: list[LiveSegment] = []
+        self.seen: set[int] = set()
+
+    def after_rewrite(self) -> None:
+        self.reset()
+
+    def before_call(self, view: View) -> Clearing | None:
+        if not view.main_thread or view.rewritten:
+            return None
+        for seg in view.compactable_results():
+            if seg.position not in self.seen and not seg.cleared:
+                self.seen.add(seg.position)
+                self.registered.append(seg)
+        if len(self.registered) <= self.values["trigger_threshold"]:
+            return None
+        keep = self.values["keep_recent"]
+        deleted, self.registered = self.registered[:-keep], self.registered[-keep:]
+        return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="")
