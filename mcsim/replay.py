@@ -1,0 +1,327 @@
+"""Replay sessions under every scenario of a policy file; summarise, check fidelity.
+
+`replay_session` is pure and runs in the load workers (one calibrated session in, small
+totals and optional rows out); `run_replay` streams every session under PATHS through it and
+folds the results into a `ReplayReport`. The no-pruning scenario with the recorded TTL is the
+fidelity run: it goes through exactly the same simulation as every policy, and its error
+against the recording says how far the other numbers can be trusted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from mcsim.calibrate import CalCall, CalSession
+from mcsim.model import Usage
+from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
+from mcsim.prices import PriceTable
+from mcsim.recorded import TokenTotals
+from mcsim.scenario import BASELINE, Scenario, baseline
+from mcsim.session_cache import CalibratedSource
+from mcsim.simulate import SimThread, simulate_thread
+
+RECORDED = "recorded"
+FIDELITY_RUN = "_fidelity"
+DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
+
+# Columns of the per-call rows (calls.parquet), in order.
+CALL_COLUMNS = (
+    "policy", "session_id", "project", "thread_id", "thread_kind", "call_index", "timestamp",
+    "model", "ttl", "prompt_tokens", "input_tokens", "cache_write_5m_tokens",
+    "cache_write_1h_tokens", "cache_read_tokens", "output_tokens", "cost_usd",
+    "cleared_tokens", "newly_cleared_tokens", "rewrote", "cache_edit", "is_break",
+    "break_cause",
+)  # fmt: skip
+BREAK_COLUMNS = (
+    "policy", "session_id", "project", "thread_id", "call_index", "timestamp", "model",
+    "previous_read_tokens", "read_tokens", "drop_tokens", "gap_seconds", "cause", "expected",
+)  # fmt: skip
+
+
+@dataclass
+class PolicyTotals:
+    """One policy's totals over a session (or, summed, over a run)."""
+
+    name: str
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
+    context_tokens: int = 0  # sum over calls of the prompt size
+    calls: int = 0
+    cache_breaks: int = 0
+    breaks_by_cause: Counter[str] = field(default_factory=Counter)
+    compactions: int = 0
+    compactions_still_reached: int = 0
+
+    def merge(self, other: PolicyTotals) -> None:
+        self.tokens.merge(other.tokens)
+        self.cost_usd += other.cost_usd
+        self.unpriced_calls += other.unpriced_calls
+        self.cleared_tokens += other.cleared_tokens
+        self.context_tokens += other.context_tokens
+        self.calls += other.calls
+        self.cache_breaks += other.cache_breaks
+        self.breaks_by_cause.update(other.breaks_by_cause)
+        self.compactions += other.compactions
+        self.compactions_still_reached += other.compactions_still_reached
+
+
+@dataclass
+class SessionReplay:
+    """Everything the replay of one session produced."""
+
+    session_id: str
+    project: str
+    start_s: float
+    end_s: float
+    calls: int
+    recorded: PolicyTotals
+    policies: list[PolicyTotals]  # in scenario order, the baseline first
+    fidelity_error_tokens: int
+    fidelity_weight_tokens: int
+    calibration_fallbacks: int
+    call_rows: list[tuple[object, ...]] = field(default_factory=list)
+    break_rows: list[tuple[object, ...]] = field(default_factory=list)
+
+    @property
+    def fidelity_error(self) -> float:
+        w = self.fidelity_weight_tokens
+        return self.fidelity_error_tokens / w if w else 0.0
+
+
+def replay_session(
+    session: CalSession, scenarios: Sequence[Scenario], prices: PriceTable, keep_rows: bool
+) -> SessionReplay:
+    """Replay one calibrated session under every scenario (the baseline first)."""
+    calls = session.calls
+    stamps = [c.timestamp_s for c in calls]
+    recorded = _recorded_totals(session, prices)
+    out = SessionReplay(
+        session.session_id,
+        session.project,
+        min(stamps),
+        max(stamps),
+        len(calls),
+        recorded,
+        [],
+        0,
+        0,
+        sum(c.fallback for c in calls),
+    )
+    if keep_rows:
+        out.call_rows.extend(_recorded_rows(session, prices))
+    runs = list(scenarios)
+    if scenarios[0].ttl != "recorded":
+        runs.append(baseline(scenarios[0], ttl="recorded"))
+        runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
+    for scenario in runs:
+        totals = PolicyTotals(scenario.name)
+        for thread in session.threads:
+            sim = simulate_thread(thread, scenario, prices)
+            _add_thread(totals, sim, thread.calls)
+            if keep_rows and scenario.name != FIDELITY_RUN:
+                _rows(out, scenario.name, session, sim)
+            is_fidelity_run = scenario.name == FIDELITY_RUN or (
+                scenario.name == BASELINE and scenario.ttl == "recorded"
+            )
+            if is_fidelity_run:
+                for rec, simc in zip(thread.calls, sim.calls, strict=True):
+                    rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
+                    out.fidelity_error_tokens += abs(
+                        simc.usage.cache_read_tokens - rec.cache_read_tokens
+                    ) + abs(simc.usage.cache_write_tokens - rec_write)
+                    out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
+        if scenario.name != FIDELITY_RUN:
+            out.policies.append(totals)
+    return out
+
+
+def _recorded_totals(session: CalSession, prices: PriceTable) -> PolicyTotals:
+    totals = PolicyTotals(RECORDED)
+    for call in session.calls:
+        usage = _recorded_usage(call)
+        totals.tokens.add(usage)
+        totals.calls += 1
+        totals.context_tokens += usage.prompt_tokens
+        cost = prices.cost(call.model, usage, call.timestamp_s)
+        if cost is None:
+            totals.unpriced_calls += 1
+        else:
+            totals.cost_usd += cost.total_usd
+    return totals
+
+
+def _recorded_usage(call: CalCall) -> Usage:
+    return Usage(
+        call.input_tokens,
+        call.cache_write_5m_tokens,
+        call.cache_write_1h_tokens,
+        call.cache_read_tokens,
+        call.output_tokens,
+        speed=call.speed,
+        inference_geo=call.inference_geo,
+    )
+
+
+def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:
+    previous_prompt = None
+    for call in sim.calls:
+        totals.tokens.add(call.usage)
+        totals.calls += 1
+        totals.context_tokens += call.prompt_tokens
+        totals.cleared_tokens += call.newly_cleared_tokens
+        if call.cost is None:
+            totals.unpriced_calls += 1
+        else:
+            totals.cost_usd += call.cost.total_usd
+        if call.compaction and previous_prompt is not None:
+            rec = recorded[call.call_index]
+            before = recorded[call.call_index - 1]
+            threshold = _compaction_threshold(rec, before)
+            totals.compactions += 1
+            totals.compactions_still_reached += previous_prompt >= threshold
+        previous_prompt = call.prompt_tokens
+    totals.cache_breaks += len(sim.breaks)
+    totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
+
+
+def _compaction_threshold(call: CalCall, before: CalCall) -> int:
+    """The prompt size that triggered a recorded compaction: the recorded pre-compaction
+    size, but never above the last prompt actually sent before it."""
+    if call.compaction_pre_tokens is None:
+        return before.prompt_tokens
+    return min(call.compaction_pre_tokens, before.prompt_tokens)
+
+
+def _recorded_rows(session: CalSession, prices: PriceTable) -> list[tuple[object, ...]]:
+    rows = []
+    for thread in session.threads:
+        for i, call in enumerate(thread.calls):
+            usage = _recorded_usage(call)
+            cost = prices.cost(call.model, usage, call.timestamp_s)
+            rows.append(
+                (RECORDED, session.session_id, session.project, thread.thread_id,
+                 thread.kind.value, i, call.timestamp_s, call.model, call.ttl,
+                 usage.prompt_tokens, usage.input_tokens, usage.cache_write_5m_tokens,
+                 usage.cache_write_1h_tokens, usage.cache_read_tokens, usage.output_tokens,
+                 cost.total_usd if cost else None, 0, 0, False, False, False, None)
+            )  # fmt: skip
+    return rows
+
+
+def _rows(out: SessionReplay, policy: str, session: CalSession, sim: SimThread) -> None:
+    breaks = {b.call_index: b for b in sim.breaks}
+    for call in sim.calls:
+        u = call.usage
+        b = breaks.get(call.call_index)
+        out.call_rows.append(
+            (policy, session.session_id, session.project, sim.thread_id, sim.kind.value,
+             call.call_index, call.timestamp_s, call.model, call.ttl, u.prompt_tokens,
+             u.input_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens,
+             u.cache_read_tokens, u.output_tokens, call.cost.total_usd if call.cost else None,
+             call.cleared_tokens, call.newly_cleared_tokens, call.rewrote, call.cache_edit,
+             b is not None, b.cause.value if b else None)
+        )  # fmt: skip
+    for b in sim.breaks:
+        call = sim.calls[b.call_index]
+        out.break_rows.append(
+            (policy, session.session_id, session.project, sim.thread_id, b.call_index,
+             call.timestamp_s, call.model, b.previous_read_tokens, b.read_tokens,
+             b.drop_tokens, b.gap_seconds, b.cause.value, b.expected)
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------- a whole run
+
+
+@dataclass
+class PolicySummary:
+    name: str
+    description: str
+    totals: PolicyTotals
+
+    def savings_pct(self, reference_usd: float) -> float:
+        return 100 * (reference_usd - self.totals.cost_usd) / reference_usd if reference_usd else 0
+
+
+@dataclass
+class ReplayReport:
+    scenarios: list[Scenario]
+    recorded: PolicyTotals = field(default_factory=lambda: PolicyTotals(RECORDED))
+    policies: dict[str, PolicyTotals] = field(default_factory=dict)
+    sessions: list[SessionReplay] = field(default_factory=list)
+    fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD
+    price_table: str = ""
+    stats: LoadStats = field(default_factory=LoadStats)
+
+    def add(self, result: SessionReplay) -> None:
+        self.recorded.merge(result.recorded)
+        for totals in result.policies:
+            self.policies.setdefault(totals.name, PolicyTotals(totals.name)).merge(totals)
+        self.sessions.append(result)
+
+    def finish(self) -> None:
+        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
+
+    @property
+    def baseline(self) -> PolicyTotals:
+        return self.policies.get(BASELINE) or PolicyTotals(BASELINE)
+
+    def summaries(self) -> list[PolicySummary]:
+        return [
+            PolicySummary(s.name, s.describe(), self.policies.get(s.name) or PolicyTotals(s.name))
+            for s in self.scenarios
+        ]
+
+    @property
+    def fidelity_overall(self) -> float:
+        weight = sum(s.fidelity_weight_tokens for s in self.sessions)
+        return sum(s.fidelity_error_tokens for s in self.sessions) / weight if weight else 0.0
+
+    @property
+    def fidelity_worst(self) -> float:
+        return max((s.fidelity_error for s in self.sessions), default=0.0)
+
+    def sessions_over_threshold(self) -> list[SessionReplay]:
+        return [s for s in self.sessions if s.fidelity_error > self.fidelity_threshold]
+
+    @property
+    def calibration_fallbacks(self) -> int:
+        return sum(s.calibration_fallbacks for s in self.sessions)
+
+
+def run_replay(
+    paths: Sequence[str],
+    scenarios: list[Scenario],
+    prices: PriceTable,
+    *,
+    cache_dir: Path | None,
+    keep_rows: bool = True,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
+) -> ReplayReport:
+    """Replay every session under PATHS under each scenario (scenarios[0] is the baseline)."""
+    report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
+    report.price_table = prices.version
+    fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
+    for result in map_sessions(
+        paths,
+        fn,
+        source=CalibratedSource(cache_dir),
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        progress=progress,
+        stats=report.stats,
+    ):
+        report.add(result)
+    report.finish()
+    return report
