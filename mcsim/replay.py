@@ -199,7 +199,7 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
 
 
 def _recorded_rows(session: CalSession, prices: PriceTable) -> list[tuple[object, ...]]:
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for thread in session.threads:
         for i, call in enumerate(thread.calls):
             usage = _recorded_usage(call)
