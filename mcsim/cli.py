@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import orjson
@@ -71,34 +71,61 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
             bar.__exit__(None, None, None)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _input_options(fn: F) -> F:
+    """PATHS and the options every reading command shares."""
+    options = [
+        click.argument("paths", nargs=-1),
+        click.option(
+            "--since",
+            type=click.DateTime(_DATE_FORMATS),
+            help="Only sessions starting on or after this day (UTC).",
+        ),
+        click.option(
+            "--until",
+            type=click.DateTime(_DATE_FORMATS),
+            help="Only sessions starting on or before this day (UTC).",
+        ),
+        click.option(
+            "--prices",
+            "prices_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Price file laid over the built-in table (mcsim format or LiteLLM's JSON).",
+        ),
+        click.option("--force", is_flag=True, help="Replace an existing --out directory."),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print one JSON object instead of the table."
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(min=1),
+            help="Processes to load with (default: all cores).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _dates(since: datetime | None, until: datetime | None) -> tuple[float | None, float | None]:
+    if since and until and since > until:
+        raise click.BadParameter("--since is after --until", param_hint="--since")
+    return _day_start(since), _day_end(until)
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
 @cli.command()
-@click.argument("paths", nargs=-1)
-@click.option(
-    "--since",
-    type=click.DateTime(_DATE_FORMATS),
-    help="Only sessions starting on or after this day (UTC).",
-)
-@click.option(
-    "--until",
-    type=click.DateTime(_DATE_FORMATS),
-    help="Only sessions starting on or before this day (UTC).",
-)
-@click.option(
-    "--prices",
-    "prices_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Price file laid over the built-in table (mcsim format or LiteLLM's JSON).",
-)
+@_input_options
 @click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write sessions.parquet, calls.parquet and breaks.parquet here.",
-)
-@click.option("--force", is_flag=True, help="Replace an existing --out directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
-@click.option(
-    "--workers", type=click.IntRange(min=1), help="Processes to load with (default: all cores)."
 )
 def inspect(
     paths: tuple[str, ...],
@@ -125,8 +152,7 @@ def inspect(
     from mcsim.recorded import inspect_usage
     from mcsim.render import inspect_json, inspect_text
 
-    if since and until and since > until:
-        raise click.BadParameter("--since is after --until", param_hint="--since")
+    since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
         check_out_dir(out_dir, force)
@@ -134,8 +160,8 @@ def inspect(
         report = inspect_usage(
             list(paths),
             prices,
-            since_s=_day_start(since),
-            until_s=_day_end(until),
+            since_s=since_s,
+            until_s=until_s,
             workers=workers,
             progress=progress,
             keep_calls=out_dir is not None,  # only calls.parquet needs every call
@@ -143,14 +169,139 @@ def inspect(
     if out_dir is not None:
         write_inspect_tables(report, out_dir, force)
     if as_json:
-        doc = inspect_json(report, str(out_dir) if out_dir else None)
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        _print_json(inspect_json(report, str(out_dir) if out_dir else None))
     else:
         click.echo(inspect_text(report))
         if out_dir is not None:
             click.echo(f"wrote {out_dir}/sessions.parquet, calls.parquet, breaks.parquet")
     if not report.sessions and report.stats.skips.total:
         raise McsimError("no API calls could be read from the input (see skipped lines above)")
+
+
+@cli.command()
+@_input_options
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML policy file (see `mcsim policies` and policies/ for examples).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory to write (default: reports/<time>-<policy file name>).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or ~/.cache/mcsim).",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache.")
+@click.option(
+    "--fidelity-threshold",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    help="Per-session replay error above which results are labelled.",
+)
+def replay(
+    paths: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    prices_path: Path | None,
+    force: bool,
+    as_json: bool,
+    workers: int | None,
+    policy_file: Path,
+    out_dir: Path | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+    fidelity_threshold: float,
+) -> None:
+    """Replay sessions under each policy of a policy file, beside the recording and a
+    no-pruning baseline: cost, savings, cleared tokens, cache breaks, fidelity.
+
+    Writes summary/sessions/calls/breaks Parquet tables, run.json and PNG charts to the run
+    directory, and prints a summary table.
+
+    \b
+    Example:
+      mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
+    """
+    from mcsim.output import check_out_dir
+    from mcsim.prices import load_table
+    from mcsim.replay import run_replay
+    from mcsim.replay_output import replay_json, replay_text, run_record, write_replay_outputs
+    from mcsim.scenario import load_policy_file
+    from mcsim.session_cache import default_cache_dir
+
+    since_s, until_s = _dates(since, until)
+    scenarios = load_policy_file(policy_file)
+    prices = load_table(prices_path)
+    if out_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
+    check_out_dir(out_dir, force)
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    with _progress(not as_json) as progress:
+        report = run_replay(
+            list(paths),
+            scenarios,
+            prices,
+            cache_dir=cache,
+            since_s=since_s,
+            until_s=until_s,
+            workers=workers,
+            progress=progress,
+            fidelity_threshold=fidelity_threshold,
+        )
+    if not report.sessions:
+        raise McsimError("no API calls could be read from the input; nothing to replay")
+    options = {"since": str(since) if since else None, "until": str(until) if until else None,
+               "prices": str(prices_path) if prices_path else None,
+               "fidelity_threshold": fidelity_threshold}  # fmt: skip
+    run = run_record(report, list(paths), policy_file, options)
+    write_replay_outputs(report, out_dir, force, run)
+    if as_json:
+        _print_json(replay_json(report, str(out_dir)))
+    else:
+        click.echo(replay_text(report))
+        click.echo(
+            f"wrote {out_dir}/ (summary, sessions, calls, breaks .parquet; run.json; charts)"
+        )
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the kinds as JSON.")
+def policies(as_json: bool) -> None:
+    """List the built-in policy kinds with their parameters, defaults and meanings.
+
+    \b
+    Example:
+      mcsim policies
+    """
+    from mcsim.policies import REGISTRY
+
+    kinds: list[dict[str, Any]] = [
+        {
+            "kind": cls.kind,
+            "summary": cls.summary,
+            "params": [{"name": p.name, "default": p.default, "help": p.help} for p in cls.params],
+        }
+        for cls in REGISTRY.values()
+    ]
+    if as_json:
+        _print_json({"kinds": kinds})
+        return
+    for kind in kinds:
+        click.echo(f"{kind['kind']}: {kind['summary']}")
+        for p in kind["params"]:
+            default = "none" if p["default"] is None else p["default"]
+            click.echo(f"    {p['name']} (default {default}): {p['help']}")
+    click.echo("Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
+               "compactable_tools, exclude_tools, main_thread_only.")  # fmt: skip
 
 
 def main() -> None:

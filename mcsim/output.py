@@ -88,7 +88,7 @@ def sessions_frame(report: InspectReport) -> Any:
         }
         for s in report.sessions
     ]
-    return _frame(rows, SESSIONS_SCHEMA)
+    return frame(rows, SESSIONS_SCHEMA)
 
 
 def calls_frame(report: InspectReport) -> Any:
@@ -132,7 +132,7 @@ def calls_frame(report: InspectReport) -> Any:
                 "source_line": r.call.source.line,
             }
         )
-    return _frame(rows, CALLS_SCHEMA)
+    return frame(rows, CALLS_SCHEMA)
 
 
 def breaks_frame(report: InspectReport) -> Any:
@@ -155,12 +155,12 @@ def breaks_frame(report: InspectReport) -> Any:
         }
         for b in report.breaks
     ]
-    return _frame(rows, BREAKS_SCHEMA)
+    return frame(rows, BREAKS_SCHEMA)
 
 
-_TS = "datetime"
+TS = "datetime"
 SESSIONS_SCHEMA: dict[str, str] = {
-    "session_id": "str", "project": "str", "cwd": "str", "start": _TS, "end": _TS,
+    "session_id": "str", "project": "str", "cwd": "str", "start": TS, "end": TS,
     "calls": "int", "threads": "int", "models": "str", "input_tokens": "int",
     "cache_write_5m_tokens": "int", "cache_write_1h_tokens": "int", "cache_read_tokens": "int",
     "output_tokens": "int", "cost_usd": "float", "unpriced_calls": "int",
@@ -168,7 +168,7 @@ SESSIONS_SCHEMA: dict[str, str] = {
 }  # fmt: skip
 CALLS_SCHEMA: dict[str, str] = {
     "session_id": "str", "project": "str", "thread_id": "str", "thread_kind": "str",
-    "call_index": "int", "message_id": "str", "request_id": "str", "timestamp": _TS,
+    "call_index": "int", "message_id": "str", "request_id": "str", "timestamp": TS,
     "model": "str", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "prompt_tokens": "int", "cost_usd": "float", "input_usd": "float",
@@ -180,13 +180,13 @@ CALLS_SCHEMA: dict[str, str] = {
 }  # fmt: skip
 BREAKS_SCHEMA: dict[str, str] = {
     "session_id": "str", "project": "str", "thread_id": "str", "call_index": "int",
-    "timestamp": _TS, "model": "str", "previous_read_tokens": "int", "read_tokens": "int",
+    "timestamp": TS, "model": "str", "previous_read_tokens": "int", "read_tokens": "int",
     "drop_tokens": "int", "gap_seconds": "float", "cause": "str", "expected": "bool",
     "source_file": "str", "source_line": "int",
 }  # fmt: skip
 
 
-def _frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
+def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
     """A DataFrame with the documented dtypes, even when there are no rows."""
     import polars as pl
 
@@ -195,7 +195,7 @@ def _frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
         "int": pl.Int64,
         "float": pl.Float64,
         "bool": pl.Boolean,
-        _TS: pl.Datetime("ms", "UTC"),
+        TS: pl.Datetime("ms", "UTC"),
     }
     full: dict[str, Any] = {"schema_version": pl.Int32, **{k: dtypes[v] for k, v in schema.items()}}
     for row in rows:

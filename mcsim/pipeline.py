@@ -17,6 +17,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from mcsim.discovery import discover
@@ -42,6 +43,7 @@ class LoadStats:
     duplicate_calls: int = 0
     sessions_outside_dates: int = 0
     skips: SkipReport = field(default_factory=SkipReport)
+    inputs: list[tuple[str, int]] = field(default_factory=list)  # (path, bytes) of every file
 
 
 class HasCalls(Protocol):
@@ -167,6 +169,7 @@ def map_sessions(
     for path in sorted(set(found.files) - planned):
         stats.skips.add(str(path), 0, "unrecognised_file", "not a known transcript format")
     stats.bytes = sum(u.size_bytes for u in units)
+    stats.inputs = sorted((str(f), _size(f)) for f in planned)
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
@@ -239,3 +242,10 @@ def load_sessions(
     stats = LoadStats()
     sessions = list(iter_sessions(paths, detail=detail, workers=workers, stats=stats))
     return sessions, stats
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

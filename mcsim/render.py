@@ -118,7 +118,7 @@ def _k(n: int) -> str:
     return str(n)
 
 
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]  # fmt: skip
 
@@ -180,7 +180,7 @@ def inspect_text(report: InspectReport) -> str:
             str(len(report.breaks)),
         ]
     )
-    lines = _table(headers, rows, right=set(range(3, 13)) - {4})
+    lines = table(headers, rows, right=set(range(3, 13)) - {4})
     if report.breaks:
         causes = ", ".join(f"{k} {v}" for k, v in report.breaks_by_cause.items())
         lines.append(f"cache breaks by cause: {causes}")

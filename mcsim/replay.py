@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mcsim.calibrate import CalCall, CalSession
+from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
+from mcsim.calibrate import CalCall, CalSession, CalThread
 from mcsim.model import Usage
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.prices import PriceTable
-from mcsim.recorded import TokenTotals
+from mcsim.recorded import TTL_SECONDS, TokenTotals
 from mcsim.scenario import BASELINE, Scenario, baseline
 from mcsim.session_cache import CalibratedSource
 from mcsim.simulate import SimThread, simulate_thread
@@ -141,8 +142,22 @@ def replay_session(
     return out
 
 
+def _recorded_breaks(thread: CalThread) -> dict[int, CacheBreak]:
+    observations = [
+        CallObservation(
+            c.timestamp_s, c.model, c.cache_read_tokens, TTL_SECONDS[c.ttl], c.compaction
+        )
+        for c in thread.calls
+    ]
+    return {b.call_index: b for b in detect_breaks(observations)}
+
+
 def _recorded_totals(session: CalSession, prices: PriceTable) -> PolicyTotals:
     totals = PolicyTotals(RECORDED)
+    for thread in session.threads:
+        found = _recorded_breaks(thread).values()
+        totals.cache_breaks += len(found)
+        totals.breaks_by_cause.update(b.cause.value for b in found)
     for call in session.calls:
         usage = _recorded_usage(call)
         totals.tokens.add(usage)
@@ -201,15 +216,18 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
 def _recorded_rows(session: CalSession, prices: PriceTable) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for thread in session.threads:
+        found = _recorded_breaks(thread)
         for i, call in enumerate(thread.calls):
             usage = _recorded_usage(call)
             cost = prices.cost(call.model, usage, call.timestamp_s)
+            brk = found.get(i)
             rows.append(
                 (RECORDED, session.session_id, session.project, thread.thread_id,
                  thread.kind.value, i, call.timestamp_s, call.model, call.ttl,
                  usage.prompt_tokens, usage.input_tokens, usage.cache_write_5m_tokens,
                  usage.cache_write_1h_tokens, usage.cache_read_tokens, usage.output_tokens,
-                 cost.total_usd if cost else None, 0, 0, False, False, False, None)
+                 cost.total_usd if cost else None, 0, 0, False, False, brk is not None,
+                 brk.cause.value if brk else None)
             )  # fmt: skip
     return rows
 

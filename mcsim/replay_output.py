@@ -1,0 +1,282 @@
+"""What a replay writes and prints: Parquet tables, run.json, charts, the summary table, JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcsim import __version__
+from mcsim.output import TS, frame, write_run_dir
+from mcsim.replay import BREAK_COLUMNS, CALL_COLUMNS, RECORDED, PolicyTotals, ReplayReport
+
+CACHE_EDIT_NOTE = (
+    "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed as "
+    "cache reads from the call after the edit, with no write penalty (not documented by "
+    "Anthropic)"
+)
+
+REPLAY_CALLS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
+    "thread_kind": "str", "call_index": "int", "timestamp": TS, "model": "str", "ttl": "str",
+    "prompt_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
+    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
+    "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
+    "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
+}  # fmt: skip
+REPLAY_BREAKS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
+    "call_index": "int", "timestamp": TS, "model": "str", "previous_read_tokens": "int",
+    "read_tokens": "int", "drop_tokens": "int", "gap_seconds": "float", "cause": "str",
+    "expected": "bool",
+}  # fmt: skip
+REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "start": TS, "calls": "int",
+    "cost_usd": "float", "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int", "cache_read_tokens": "int", "cache_write_tokens": "int",
+    "cache_hit_ratio": "float", "cache_breaks": "int", "fidelity_error": "float",
+}  # fmt: skip
+SUMMARY_SCHEMA: dict[str, str] = {
+    "policy": "str", "description": "str", "cost_usd": "float",
+    "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
+    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
+    "cache_hit_ratio": "float", "mean_context_tokens": "float", "cache_breaks": "int",
+    "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
+    "compactions_still_reached": "int", "fidelity_overall_error": "float",
+    "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
+}  # fmt: skip
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _pct(value: float, reference: float) -> float:
+    return 100 * (reference - value) / reference if reference else 0.0
+
+
+def _unexpected(t: PolicyTotals) -> int:
+    return t.cache_breaks - t.breaks_by_cause["compaction"] - t.breaks_by_cause["policy_clearing"]
+
+
+def _policy_rows(report: ReplayReport) -> list[tuple[str, str, PolicyTotals]]:
+    rows = [(RECORDED, "as recorded", report.recorded)]
+    rows += [(s.name, s.description, s.totals) for s in report.summaries()]
+    return rows
+
+
+def summary_frame(report: ReplayReport) -> Any:
+    fidelity_ok = not report.sessions_over_threshold()
+    rows = []
+    for name, description, t in _policy_rows(report):
+        rows.append(
+            {
+                "policy": name,
+                "description": description,
+                "cost_usd": t.cost_usd,
+                "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
+                "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),
+                "cleared_tokens": t.cleared_tokens,
+                "input_tokens": t.tokens.input_tokens,
+                "cache_write_5m_tokens": t.tokens.cache_write_5m_tokens,
+                "cache_write_1h_tokens": t.tokens.cache_write_1h_tokens,
+                "cache_read_tokens": t.tokens.cache_read_tokens,
+                "output_tokens": t.tokens.output_tokens,
+                "cache_hit_ratio": t.tokens.cache_hit_ratio,
+                "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0.0,
+                "cache_breaks": t.cache_breaks,
+                "unexpected_breaks": _unexpected(t),
+                "unpriced_calls": t.unpriced_calls,
+                "compactions": t.compactions,
+                "compactions_still_reached": t.compactions_still_reached,
+                "fidelity_overall_error": report.fidelity_overall,
+                "fidelity_worst_session_error": report.fidelity_worst,
+                "fidelity_ok": fidelity_ok,
+            }
+        )
+    return frame(rows, SUMMARY_SCHEMA)
+
+
+def sessions_frame(report: ReplayReport) -> Any:
+    rows = []
+    for s in report.sessions:
+        base = next((p for p in s.policies if p.name == "baseline"), None)
+        for t in [s.recorded, *s.policies]:
+            rows.append(
+                {
+                    "policy": t.name,
+                    "session_id": s.session_id,
+                    "project": s.project,
+                    "start": _utc(s.start_s),
+                    "calls": s.calls,
+                    "cost_usd": t.cost_usd,
+                    "savings_vs_recorded_pct": _pct(t.cost_usd, s.recorded.cost_usd),
+                    "savings_vs_baseline_pct": _pct(t.cost_usd, base.cost_usd if base else 0),
+                    "cleared_tokens": t.cleared_tokens,
+                    "cache_read_tokens": t.tokens.cache_read_tokens,
+                    "cache_write_tokens": t.tokens.cache_write_5m_tokens
+                    + t.tokens.cache_write_1h_tokens,
+                    "cache_hit_ratio": t.tokens.cache_hit_ratio,
+                    "cache_breaks": t.cache_breaks,
+                    "fidelity_error": s.fidelity_error,
+                }
+            )
+    return frame(rows, REPLAY_SESSIONS_SCHEMA)
+
+
+def _tuples_frame(
+    rows: list[tuple[object, ...]], columns: tuple[str, ...], schema: dict[str, str]
+) -> Any:
+    dicts = []
+    for row in rows:
+        d = dict(zip(columns, row, strict=True))
+        d["timestamp"] = _utc(float(d["timestamp"]))  # type: ignore[arg-type]
+        dicts.append(d)
+    return frame(dicts, schema)
+
+
+def calls_frame(report: ReplayReport) -> Any:
+    rows = [r for s in report.sessions for r in s.call_rows]
+    return _tuples_frame(rows, CALL_COLUMNS, REPLAY_CALLS_SCHEMA)
+
+
+def breaks_frame(report: ReplayReport) -> Any:
+    rows = [r for s in report.sessions for r in s.break_rows]
+    return _tuples_frame(rows, BREAK_COLUMNS, REPLAY_BREAKS_SCHEMA)
+
+
+def run_record(
+    report: ReplayReport, paths: list[str], policy_file: Path, options: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything needed to reproduce the run."""
+    policy_bytes = policy_file.read_bytes()
+    return {
+        "mcsim_version": __version__,
+        "python": platform.python_version(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "paths": paths,
+        "input_files": report.stats.files,
+        "input_bytes": report.stats.bytes,
+        "files": [{"path": p, "bytes": n} for p, n in report.stats.inputs],
+        "policy_file": str(policy_file),
+        "policy_file_sha256": hashlib.sha256(policy_bytes).hexdigest(),
+        "policy_file_text": policy_bytes.decode("utf-8", "replace"),
+        "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
+        "price_table": report.price_table,
+        "options": options,
+        "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
+    }
+
+
+def write_replay_outputs(
+    report: ReplayReport,
+    out_dir: Path,
+    force: bool,
+    run: dict[str, Any],
+) -> list[str]:
+    from mcsim.charts import CHARTS
+
+    writers: dict[str, Callable[[Path], None]] = {
+        "summary.parquet": lambda p: summary_frame(report).write_parquet(p),
+        "sessions.parquet": lambda p: sessions_frame(report).write_parquet(p),
+        "calls.parquet": lambda p: calls_frame(report).write_parquet(p),
+        "breaks.parquet": lambda p: breaks_frame(report).write_parquet(p),
+        "run.json": lambda p: _write_json(p, run),
+    }
+    for name, draw in CHARTS.items():
+        writers[name] = lambda p, draw=draw: draw(report, p)  # type: ignore[misc]
+    write_run_dir(out_dir, writers, force)
+    return list(writers)
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
+    over = report.sessions_over_threshold()
+    return {
+        "policies": [
+            {
+                "name": name,
+                "description": description,
+                "cost_usd": round(t.cost_usd, 6),
+                "savings_vs_recorded_pct": round(_pct(t.cost_usd, report.recorded.cost_usd), 4),
+                "savings_vs_baseline_pct": round(_pct(t.cost_usd, report.baseline.cost_usd), 4),
+                "cleared_tokens": t.cleared_tokens,
+                "cache_breaks": t.cache_breaks,
+                "unexpected_breaks": _unexpected(t),
+                "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
+                "cache_hit_ratio": round(t.tokens.cache_hit_ratio, 6),
+                "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
+                "compactions": t.compactions,
+                "compactions_still_reached": t.compactions_still_reached,
+                "unpriced_calls": t.unpriced_calls,
+            }
+            for name, description, t in _policy_rows(report)[1:]
+        ],
+        "recorded": {
+            "cost_usd": round(report.recorded.cost_usd, 6),
+            "calls": report.recorded.calls,
+            "cache_breaks": report.recorded.cache_breaks,
+            "cache_hit_ratio": round(report.recorded.tokens.cache_hit_ratio, 6),
+        },
+        "fidelity": {
+            "overall_error": round(report.fidelity_overall, 6),
+            "worst_session_error": round(report.fidelity_worst, 6),
+            "threshold": report.fidelity_threshold,
+            "sessions_over_threshold": [
+                {"session_id": s.session_id, "project": s.project, "error": s.fidelity_error}
+                for s in over
+            ],
+            "ok": not over,
+        },
+        "sessions": len(report.sessions),
+        "calibration_fallback_calls": report.calibration_fallbacks,
+        "price_table": report.price_table,
+        "notes": [CACHE_EDIT_NOTE],
+        "skipped": {
+            "total": report.stats.skips.total,
+            "by_reason": dict(sorted(report.stats.skips.counts.items())),
+        },
+        "out_dir": out_dir,
+    }
+
+
+def replay_text(report: ReplayReport) -> str:
+    from mcsim.render import table
+
+    headers = ["policy", "cost $", "vs recorded", "vs baseline", "cleared", "hit %",
+               "breaks", "unexpected"]  # fmt: skip
+    rows = []
+    for name, _desc, t in _policy_rows(report):
+        rows.append(
+            [
+                name,
+                f"{t.cost_usd:.4f}",
+                f"{_pct(t.cost_usd, report.recorded.cost_usd):+.2f}%",
+                "" if name == RECORDED else f"{_pct(t.cost_usd, report.baseline.cost_usd):+.2f}%",
+                f"{t.cleared_tokens:,}",
+                f"{100 * t.tokens.cache_hit_ratio:.1f}",
+                str(t.cache_breaks),
+                str(_unexpected(t)),
+            ]
+        )
+    lines = table(headers, rows, right=set(range(1, 8)))
+    over = report.sessions_over_threshold()
+    label = "OK" if not over else f"LOW: {len(over)} sessions over {report.fidelity_threshold:.0%}"
+    lines.append(
+        f"fidelity (no-pruning replay vs recording, reads+writes): overall "
+        f"{report.fidelity_overall:.3%}, worst session {report.fidelity_worst:.3%} [{label}]"
+    )
+    for s in over[:5]:
+        lines.append(f"  {s.project} {s.session_id}: {s.fidelity_error:.2%}")
+    lines.append(f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
+                 + CACHE_EDIT_NOTE + ".")  # fmt: skip
+    return "\n".join(lines)
