@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import REPO
 
@@ -19,27 +21,66 @@ def _readme_commands() -> list[str]:
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     main_job, tests = _readme_commands()[:2]
-    assert "mcsim inspect sample_transcripts" in main_job
+    assert "mcsim replay sample_transcripts --policy policies/all.yaml" in main_job
     ci = (REPO / ".ci" / "run").read_text()
     assert tests in ci.splitlines()
 
 
-def test_readme_main_job_works(monkeypatch: object) -> None:
-    import os
+def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["replay", "sample_transcripts", "--policy", "policies/all.yaml"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "claude-code" in result.stdout and "fidelity" in result.stdout
 
-    os.chdir(REPO)
-    result = CliRunner().invoke(cli, ["inspect", "sample_transcripts"])
-    assert result.exit_code == 0
-    assert "TOTAL" in result.stdout and " 69 " in result.stdout
+
+def test_every_example_policy_file_loads() -> None:
+    from mcsim.scenario import load_policy_file
+
+    files = sorted((REPO / "policies").glob("*.yaml"))
+    assert len(files) >= 5
+    names = {s.name for f in files for s in load_policy_file(f)}
+    assert {
+        "claude-code",
+        "api-defaults",
+        "claude-code-api",
+        "swe-agent-n5-polling",
+        "masking-study-n10",
+        "naive-keep-6",
+        "claude-code-1h",
+    } <= names
 
 
 def test_readme_documents_every_parquet_column() -> None:
     from mcsim.output import BREAKS_SCHEMA, CALLS_SCHEMA, SESSIONS_SCHEMA
+    from mcsim.replay_output import (
+        REPLAY_BREAKS_SCHEMA,
+        REPLAY_CALLS_SCHEMA,
+        REPLAY_SESSIONS_SCHEMA,
+        SUMMARY_SCHEMA,
+    )
 
     text = re.sub(r"\s+", " ", (REPO / "README.md").read_text())
-    for schema in (SESSIONS_SCHEMA, CALLS_SCHEMA, BREAKS_SCHEMA):
+    schemas = (
+        SESSIONS_SCHEMA,
+        CALLS_SCHEMA,
+        BREAKS_SCHEMA,
+        SUMMARY_SCHEMA,
+        REPLAY_SESSIONS_SCHEMA,
+        REPLAY_CALLS_SCHEMA,
+        REPLAY_BREAKS_SCHEMA,
+    )
+    for schema in schemas:
         for column in schema:
             assert re.search(rf"\b{column}\b", text), column
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    for command in ("inspect", "replay", "policies"):
+        result = CliRunner().invoke(cli, [command, "--help"])
+        assert result.exit_code == 0
+        assert "Example:" in result.stdout, command
 
 
 def _run(*args: str) -> None:
