@@ -1,0 +1,74 @@
+"""Hand-made calibrated threads whose recorded usage a simple, real cache would produce."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcsim.calibrate import CalCall, CalThread, ReadClass, Segment
+from mcsim.model import ItemKind, ThreadKind
+
+TTL_S = {"5m": 300, "1h": 3600}
+INPUT = 3  # uncached tokens after the last breakpoint, every call
+OUTPUT = 100
+
+
+def result(tokens: int, tool: str = "Read", tool_id: str = "t") -> Segment:
+    return Segment(ItemKind.TOOL_RESULT, tokens, tool, tool_id)
+
+
+def text(tokens: int, turn: int = 1) -> Segment:
+    return Segment(ItemKind.USER_TEXT, tokens, turn=turn)
+
+
+def thread(
+    steps: Sequence[tuple[float, Sequence[Segment]]],
+    *,
+    head: int = 10_000,
+    ttl: str = "5m",
+    model: str = "claude-sonnet-4-5-20250929",
+    kind: ThreadKind = ThreadKind.MAIN,
+) -> CalThread:
+    """steps: (seconds since the previous call, segments added before the call)."""
+    calls = []
+    now = 1_800_000_000.0
+    prompt_prev = 0
+    for i, (gap, segments) in enumerate(steps):
+        now += gap
+        numbered = tuple(
+            Segment(s.kind, s.tokens, s.tool_name, f"{s.tool_use_id}{i}-{j}", s.turn)
+            for j, s in enumerate(segments)
+        )
+        prompt = (head if i == 0 else prompt_prev) + sum(s.tokens for s in numbered)
+        if i == 0:
+            read, cls = 0, ReadClass.FIRST
+        elif gap > TTL_S[ttl]:
+            read, cls = 0, ReadClass.TTL_MISS
+        else:
+            read, cls = prompt_prev, ReadClass.FULL
+        write = prompt - read - INPUT
+        calls.append(
+            CalCall(
+                f"m{i}",
+                f"r{i}",
+                now,
+                model,
+                INPUT,
+                write if ttl == "5m" else 0,
+                write if ttl == "1h" else 0,
+                read,
+                OUTPUT,
+                None,
+                None,
+                ttl,
+                numbered,
+                0,
+                False,
+                None,
+                cls,
+                0,
+                read,
+                i == 0,
+            )
+        )
+        prompt_prev = prompt
+    return CalThread("main" if kind is ThreadKind.MAIN else "agent-x", kind, head, tuple(calls))

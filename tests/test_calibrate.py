@@ -1,0 +1,73 @@
+"""Calibration: item sizes add up to the recorded prompt at every call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
+
+from mcsim.calibrate import ReadClass, calibrate_session, thinking_in_prompt
+from mcsim.loaders import Detail
+from mcsim.model import ItemKind
+from mcsim.pipeline import load_sessions
+from mcsim.tokens import TokenEstimator
+
+
+def test_corpus_steps_add_up_to_the_recorded_prompt(corpus: Path) -> None:
+    sessions, _ = load_sessions([str(corpus)], detail=Detail.TEXT)
+    est = TokenEstimator()
+    fallbacks = 0
+    for session in sessions:
+        for thread in calibrate_session(session, est).threads:
+            position = thread.head_tokens
+            for call in thread.calls:
+                if call.compaction:
+                    position = thread.head_tokens
+                position += sum(s.tokens for s in call.segments) + call.adjustment_tokens
+                assert position == call.prompt_tokens
+                if not call.fallback:
+                    assert call.adjustment_tokens == 0
+                fallbacks += call.fallback
+    # First calls of the 17 threads, the compaction, and prompts that shrank.
+    assert 17 <= fallbacks <= 30
+
+
+def test_growth_is_split_in_proportion_to_estimates(tmp_path: Path) -> None:
+    big, small = "word " * 400, "word " * 100
+    write(
+        tmp_path / "p" / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0, "hi"),
+            assistant(
+                "a1",
+                "u1",
+                1,
+                "m1",
+                "r1",
+                u=usage(3, 5_000, 0, out=20),
+                content=[
+                    tool_use("t1", "Read", file_path="a"),
+                    tool_use("t2", "Grep", pattern="b"),
+                ],
+            ),
+            user("u2", "a1", 2, tool_result("t1", big)),
+            user("u3", "u2", 3, tool_result("t2", small)),
+            assistant("a2", "u3", 4, "m2", "r2", u=usage(3, 1_000, 5_000, out=20)),
+        ],
+    )
+    (session,), _ = load_sessions([str(tmp_path)], detail=Detail.TEXT)
+    cal = calibrate_session(session, TokenEstimator())
+    second = cal.threads[0].calls[1]
+    assert second.read_class is ReadClass.FULL and second.read_delta == -3
+    assert sum(s.tokens for s in second.segments) == 1_000  # the recorded growth
+    results = [s for s in second.segments if s.kind is ItemKind.TOOL_RESULT]
+    assert [s.tool_name for s in results] == ["Read", "Grep"]
+    assert results[0].tokens > 3 * results[1].tokens  # 400 vs 100 words, plus the tool calls
+    assert results[0].text_hash != results[1].text_hash != 0
+
+
+def test_thinking_is_in_the_prompt_only_on_newer_models() -> None:
+    assert thinking_in_prompt("claude-opus-4-5-20251101")
+    assert thinking_in_prompt("claude-sonnet-4-6")
+    assert not thinking_in_prompt("claude-sonnet-4-5-20250929")
+    assert not thinking_in_prompt("claude-opus-4-1")

@@ -1,0 +1,133 @@
+"""Policy files: the documented format loads; every mistake is one line naming file, policy
+and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcsim.scenario import PolicyFileError, load_policy_file
+
+GOOD = """
+defaults:
+  ttl: recorded
+  compactable_tools: [Read, Bash]
+policies:
+  - name: baseline
+    kind: none
+  - name: claude-code
+    stack:
+      - {kind: time_based_microcompact, gap_threshold_minutes: 60, keep_recent: 5}
+      - {kind: cached_microcompact, trigger_threshold: 12, keep_recent: 5}
+  - name: api
+    kind: clear_tool_uses
+    trigger_input_tokens: 100000
+    keep: 3
+    ttl: 1h
+  - name: thinking
+    kind: clear_thinking
+    keep_turns: all
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_documented_format(tmp_path: Path) -> None:
+    scenarios = load_policy_file(write(tmp_path, GOOD))
+    assert [s.name for s in scenarios] == ["baseline", "claude-code", "api", "thinking"]
+    cc = scenarios[1]
+    assert [layer.kind for layer in cc.layers] == ["time_based_microcompact", "cached_microcompact"]
+    assert cc.compactable_tools == {"Read", "Bash"}  # inherited from defaults
+    assert scenarios[2].ttl == "1h" and cc.ttl == "recorded"
+    api = dict(scenarios[2].layers[0].values)
+    assert api == {
+        "trigger_input_tokens": 100_000,
+        "trigger_tool_uses": None,
+        "keep": 3,
+        "clear_at_least": None,
+        "exclude_tools": (),
+        "clear_tool_inputs": False,
+    }
+    assert dict(scenarios[3].layers[0].values) == {"keep_turns": "all"}
+
+
+def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
+    scenarios = load_policy_file(write(tmp_path, "policies:\n  - {name: a, kind: keep_last_n}\n"))
+    assert [s.name for s in scenarios] == ["baseline", "a"]
+    assert dict(scenarios[1].layers[0].values)["n"] == 5  # SWE-agent's default
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "policies: [{name: a, kind: magic}]",
+            "policy 'a': key 'kind': unknown kind 'magic' (allowed: cached_microcompact,",
+        ),
+        (
+            "policies: [{name: a, kind: keep_last_n, m: 3}]",
+            "policy 'a': key 'm': not a parameter of keep_last_n (allowed: n, min_messages,",
+        ),
+        (
+            "policies: [{name: a, kind: keep_last_n, n: six}]",
+            "policy 'a': key 'n': must be a whole number, not 'six'",
+        ),
+        (
+            "policies: [{name: a, kind: keep_last_n, n: 0}]",
+            "policy 'a': key 'n': must be at least 1, not 0",
+        ),
+        (
+            "policies: [{name: a, kind: keep_last_n, n: 2.5}]",
+            "policy 'a': key 'n': must be a whole number, not 2.5",
+        ),
+        (
+            "policies: [{name: a, kind: keep_last_n, keep_first: 'yes'}]",
+            "policy 'a': key 'keep_first': must be true or false",
+        ),
+        (
+            "policies: [{name: a, kind: clear_thinking, keep_turns: some}]",
+            "policy 'a': key 'keep_turns': must be a whole number or 'all', not 'some'",
+        ),
+        (
+            "policies: [{name: a, kind: none, ttl: 2h}]",
+            "policy 'a': key 'ttl': must be one of 5m, 1h, recorded, not '2h'",
+        ),
+        (
+            "policies: [{name: a, stack: [{kind: none}], n: 3}]",
+            "policy 'a': unknown key 'n' beside a stack",
+        ),
+        (
+            "policies: [{name: a, stack: [{kind: cached_microcompact, keep: 1}]}]",
+            "policy 'a': stack[0]: key 'keep': not a parameter of cached_microcompact",
+        ),
+        ("policies: [{name: a, kind: none, stack: []}]", "give exactly one of 'kind' or 'stack'"),
+        ("policies: [{name: a, kind: none}, {name: a, kind: none}]", "policy 'a': name used twice"),
+        ("policies: [{name: baseline, kind: keep_last_n}]", "the name is reserved for kind none"),
+        ("policies: [{kind: none}]", "policies[0]: key 'name'"),
+        (
+            "defaults: {ttl: 5m, colour: red}\npolicies: [{name: a, kind: none}]",
+            "defaults: unknown key 'colour'",
+        ),
+        ("policy: []", "unknown top-level key 'policy'"),
+        ("policies: []", "'policies' must be a non-empty list"),
+        ("policies: [unclosed", "not valid YAML"),
+    ],
+)
+def test_mistakes_name_file_policy_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(PolicyFileError) as err:
+        load_policy_file(path)
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith(str(path))
+    assert message in line
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyFileError, match="cannot read policy file"):
+        load_policy_file(tmp_path / "nope.yaml")
