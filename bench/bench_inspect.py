@@ -2,12 +2,9 @@
 
     python bench/bench_inspect.py [--size-mb 520] [--runs 3] [--work bench/.work]
 
-Builds (once) a replica of ../shared/corpus/claude with fresh ids per copy: every UUID gets a
-copy-specific first group, every msg_/req_/toolu_ id a copy suffix, every project folder a
-copy suffix, so no call de-duplicates across copies. Installs ccusage from npm (once), then
-runs the two tools alternately and prints wall time and peak memory (summed over the whole
-process tree, sampled every 20 ms) for each run, their medians and the ratio. Prints figures;
-asserts nothing.
+Builds the replica once (see common.py), installs ccusage from npm once, then runs the two
+tools alternately and prints wall time and peak memory for each run, their medians and the
+ratio. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -15,97 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "claude" / "projects"
-CCUSAGE = ("ccusage@20.0.24", "@ccusage/ccusage-linux-x64@20.0.24")
-_UUID = re.compile(rb"[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
-_IDS = re.compile(rb"((?:msg|req|toolu)_[A-Za-z0-9]+)")
-
-
-def replicate(target: Path, size_mb: int) -> Path:
-    """A Claude config folder of >= size_mb MB; reused when it already exists."""
-    projects = target / "claude" / "projects"
-    marker = target / f"complete-{size_mb}mb"
-    if marker.exists():
-        return target / "claude"
-    shutil.rmtree(target, ignore_errors=True)
-    files = sorted(CORPUS.rglob("*.jsonl"))
-    one_copy = sum(f.stat().st_size for f in files)
-    copies = -(-size_mb * 1_000_000 // one_copy)
-    for k in range(copies):
-        prefix = f"{k:08x}".encode()
-        suffix = f"c{k}".encode()
-        for f in files:
-            rel = f.relative_to(CORPUS)
-            data = _UUID.sub(prefix + rb"\1", f.read_bytes())
-            data = _IDS.sub(rb"\1" + suffix, data)
-            parts = list(rel.parts)
-            parts[0] = f"{parts[0]}-copy{k:03d}"
-            name = _UUID.sub(prefix + rb"\1", "/".join(parts).encode()).decode()
-            out = projects / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-    marker.write_text(f"{copies} copies of {one_copy} bytes\n")
-    return target / "claude"
-
-
-def ensure_ccusage(work: Path) -> Path:
-    prefix = work / "npm"
-    binary = prefix / "node_modules" / ".bin" / "ccusage"
-    if not binary.exists():
-        subprocess.run(
-            ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix),
-             *CCUSAGE],
-            check=True,
-        )  # fmt: skip
-    return binary
-
-
-def _tree_rss_kb(pid: int) -> int:
-    total = 0
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    stack.extend(int(c) for c in fh.read().split())
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-    return total
-
-
-def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
-    """(wall seconds, peak MB of the process tree, stdout)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    peak = 0
-    chunks: list[bytes] = []
-    import threading
-
-    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))  # type: ignore[union-attr]
-    reader.start()
-    while proc.poll() is None:
-        peak = max(peak, _tree_rss_kb(proc.pid))
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    reader.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
-    return wall, peak / 1024, b"".join(chunks)
+from common import REPO, ensure_ccusage, measure, replicate
 
 
 def main() -> None:

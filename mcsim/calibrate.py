@@ -16,6 +16,7 @@ text, so it is small enough to cache on disk and to send between processes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -117,6 +118,7 @@ class CalSession:
         return [c for t in self.threads for c in t.calls]
 
 
+@functools.lru_cache(maxsize=256)
 def thinking_in_prompt(model: str) -> bool:
     """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+ (DOMAIN.md §2.3)."""
     parsed = parse_model(model)

@@ -6,15 +6,12 @@ pays for it.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mcsim.replay import CALL_COLUMNS, RECORDED, ReplayReport
+from mcsim.replay import RECORDED, ReplayReport
 
-_COL = {name: i for i, name in enumerate(CALL_COLUMNS)}
 _MAX_POINTS = 4000  # per line: enough to read, small enough to draw fast
 
 
@@ -27,14 +24,10 @@ def _plt() -> Any:
     return plt
 
 
-def _calls_by_policy(report: ReplayReport) -> dict[str, list[tuple[object, ...]]]:
-    rows: dict[str, list[tuple[object, ...]]] = defaultdict(list)
-    for session in report.sessions:
-        for row in session.call_rows:
-            rows[str(row[0])].append(row)
-    for policy_rows in rows.values():
-        policy_rows.sort(key=lambda r: (r[_COL["timestamp"]], r[_COL["session_id"]]))
-    return rows
+def _ordered_calls(report: ReplayReport) -> Any:
+    from mcsim.replay_output import calls_frame
+
+    return calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
 
 
 def _order(report: ReplayReport) -> list[str]:
@@ -48,15 +41,15 @@ def _thin(values: Sequence[float]) -> tuple[list[int], list[float]]:
 
 
 def cumulative_cost(report: ReplayReport, path: Path) -> None:
+    import polars as pl
+
     plt = _plt()
-    rows = _calls_by_policy(report)
+    calls = _ordered_calls(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
-        total = 0.0
-        series = []
-        for row in rows.get(name, []):
-            total += float(row[_COL["cost_usd"]] or 0.0)  # type: ignore[arg-type]
-            series.append(total)
+        costs = calls.filter(pl.col("policy") == name)["cost_usd"].fill_null(0.0)
+        series = costs.cum_sum().to_list()
+        total = series[-1] if series else 0.0
         xs, ys = _thin(series)
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
         ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
@@ -71,14 +64,16 @@ def cumulative_cost(report: ReplayReport, path: Path) -> None:
 
 
 def context_size(report: ReplayReport, path: Path) -> None:
+    import polars as pl
+
     plt = _plt()
-    rows = _calls_by_policy(report)
+    calls = _ordered_calls(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
         if name == RECORDED:
             continue  # the baseline's prompt is the recorded prompt
-        series = [float(r[_COL["prompt_tokens"]]) / 1000 for r in rows.get(name, [])]  # type: ignore[arg-type]
-        xs, ys = _thin(series)
+        prompts = calls.filter(pl.col("policy") == name)["prompt_tokens"] / 1000
+        xs, ys = _thin(prompts.to_list())
         ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
     ax.set_title("Context size sent on each call, per policy")
     ax.set_xlabel("API call (all sessions, in time order)")
@@ -115,24 +110,22 @@ def savings(report: ReplayReport, path: Path) -> None:
 
 
 def break_timeline(report: ReplayReport, path: Path) -> None:
+    import polars as pl
+
     plt = _plt()
     names = _order(report)
-    by_cause: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
-    for session in report.sessions:
-        for row in session.call_rows:
-            if row[_COL["is_break"]]:
-                y = names.index(str(row[0]))
-                ts = datetime.fromtimestamp(float(row[_COL["timestamp"]]), UTC)  # type: ignore[arg-type]
-                by_cause[str(row[_COL["break_cause"]])].append((ts, y))
+    breaks = _ordered_calls(report).filter(pl.col("is_break"))
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(names)))
-    for cause, points in sorted(by_cause.items()):
-        ax.scatter([p[0] for p in points], [p[1] for p in points], label=cause, s=22,
-                   alpha=0.75)  # fmt: skip
+    causes = sorted(set(breaks["break_cause"].to_list()))
+    for cause in causes:
+        part = breaks.filter(pl.col("break_cause") == cause)
+        ys = [names.index(p) for p in part["policy"].to_list()]
+        ax.scatter(part["timestamp"].to_list(), ys, label=cause, s=22, alpha=0.75)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.set_title("Cache breaks over time, by policy and cause")
     ax.set_xlabel("time (UTC)")
-    if by_cause:
+    if causes:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalSession, CalThread
@@ -88,6 +89,15 @@ class SessionReplay:
     calibration_fallbacks: int
     call_rows: list[tuple[object, ...]] = field(default_factory=list)
     break_rows: list[tuple[object, ...]] = field(default_factory=list)
+    # The rows as columns (CALL_COLUMNS / BREAK_COLUMNS order), made by `pack`: cheaper to
+    # send between processes and to turn into tables than row tuples.
+    call_columns: list[tuple[object, ...]] = field(default_factory=list)
+    break_columns: list[tuple[object, ...]] = field(default_factory=list)
+
+    def pack(self) -> None:
+        self.call_columns = list(zip(*self.call_rows, strict=True))
+        self.break_columns = list(zip(*self.break_rows, strict=True))
+        self.call_rows, self.break_rows = [], []
 
     @property
     def fidelity_error(self) -> float:
@@ -139,6 +149,7 @@ def replay_session(
                     out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
         if scenario.name != FIDELITY_RUN:
             out.policies.append(totals)
+    out.pack()
     return out
 
 
@@ -276,6 +287,7 @@ class ReplayReport:
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
+    calls_table: Any = None  # the calls DataFrame, built once (replay_output.calls_frame)
 
     def add(self, result: SessionReplay) -> None:
         self.recorded.merge(result.recorded)

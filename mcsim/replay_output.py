@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import platform
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from typing import Any
 import orjson
 
 from mcsim import __version__
-from mcsim.output import TS, frame, write_run_dir
+from mcsim.output import SCHEMA_VERSION, TS, frame, write_run_dir
 from mcsim.replay import BREAK_COLUMNS, CALL_COLUMNS, RECORDED, PolicyTotals, ReplayReport
 
 CACHE_EDIT_NOTE = (
@@ -130,25 +131,39 @@ def sessions_frame(report: ReplayReport) -> Any:
     return frame(rows, REPLAY_SESSIONS_SCHEMA)
 
 
-def _tuples_frame(
-    rows: list[tuple[object, ...]], columns: tuple[str, ...], schema: dict[str, str]
+def _columns_frame(
+    parts: list[list[tuple[object, ...]]], columns: tuple[str, ...], schema: dict[str, str]
 ) -> Any:
-    dicts = []
-    for row in rows:
-        d = dict(zip(columns, row, strict=True))
-        d["timestamp"] = _utc(float(d["timestamp"]))  # type: ignore[arg-type]
-        dicts.append(d)
-    return frame(dicts, schema)
+    """One table from every session's columns (timestamps arrive as epoch seconds)."""
+    import polars as pl
+
+    empty = frame([], schema)
+    if not parts:
+        return empty
+    data = {
+        name: list(itertools.chain.from_iterable(p[i] for p in parts))
+        for i, name in enumerate(columns)
+    }
+    stamps = pl.Series("timestamp", data.pop("timestamp"), dtype=pl.Float64)
+    df = pl.DataFrame(data, schema={k: v for k, v in empty.schema.items() if k in data})
+    df = df.with_columns(
+        (stamps * 1000).round().cast(pl.Int64).cast(pl.Datetime("ms", "UTC")).alias("timestamp"),
+        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
+    )
+    return df.select(empty.columns)
 
 
 def calls_frame(report: ReplayReport) -> Any:
-    rows = [r for s in report.sessions for r in s.call_rows]
-    return _tuples_frame(rows, CALL_COLUMNS, REPLAY_CALLS_SCHEMA)
+    """Every call of every policy (and of the recording); computed once per report."""
+    if report.calls_table is None:
+        parts = [s.call_columns for s in report.sessions if s.call_columns]
+        report.calls_table = _columns_frame(parts, CALL_COLUMNS, REPLAY_CALLS_SCHEMA)
+    return report.calls_table
 
 
 def breaks_frame(report: ReplayReport) -> Any:
-    rows = [r for s in report.sessions for r in s.break_rows]
-    return _tuples_frame(rows, BREAK_COLUMNS, REPLAY_BREAKS_SCHEMA)
+    parts = [s.break_columns for s in report.sessions if s.break_columns]
+    return _columns_frame(parts, BREAK_COLUMNS, REPLAY_BREAKS_SCHEMA)
 
 
 def run_record(

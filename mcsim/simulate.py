@@ -21,12 +21,13 @@ and cache breaks out. The model (DESIGN.md "The replay model"):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
-from mcsim.model import ThreadKind, Usage
-from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View
+from mcsim.model import ItemKind, ThreadKind, Usage
+from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
 from mcsim.prices import CallCost, PriceTable, parse_model
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
@@ -42,6 +43,7 @@ _MIN_CACHEABLE = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def min_cacheable_tokens(model: str) -> int:
     parsed = parse_model(model)
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
@@ -112,6 +114,8 @@ class _Replay:
         self.policies = policies
         self.prices = prices
         self.segments: list[LiveSegment] = []
+        self.results: list[LiveSegment] = []
+        self.compactable: list[LiveSegment] = []
         self.starts: list[int] = []  # recorded start position of each live segment
         self.cleared_saving: dict[int, int] = {}  # segment position -> tokens its clearing saved
         self.added = 0  # segments ever added (positions)
@@ -127,12 +131,18 @@ class _Replay:
         call = self.thread.calls[i]
         if call.compaction:
             self._reset()
+        scenario = self.scenario
         for seg in call.segments:
-            self.segments.append(
-                LiveSegment(
-                    self.added, i, seg.kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn
-                )
+            live = LiveSegment(
+                self.added, i, seg.kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn
             )
+            self.segments.append(live)
+            if seg.kind is ItemKind.TOOL_RESULT:
+                self.results.append(live)
+                if is_compactable(
+                    seg.tool_name, scenario.compactable_tools, scenario.exclude_tools
+                ):
+                    self.compactable.append(live)
             self.starts.append(self.rec_pos)
             self.added += 1
             self.rec_pos += seg.tokens
@@ -157,8 +167,8 @@ class _Replay:
                 self.thread.kind is ThreadKind.MAIN,
                 thinking_in_prompt(call.model),
                 self.segments,
-                self.scenario.compactable_tools,
-                self.scenario.exclude_tools,
+                self.results,
+                self.compactable,
                 rewrote,
             )
             clearing = policy.before_call(view)
@@ -208,6 +218,8 @@ class _Replay:
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
         self.segments = []
+        self.results = []
+        self.compactable = []
         self.starts = []
         self.rec_pos = self.thread.head_tokens
         self.saved = 0

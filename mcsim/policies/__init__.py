@@ -60,22 +60,16 @@ class View:
     model: str
     main_thread: bool
     thinking_in_prompt: bool
-    segments: Sequence[LiveSegment]
-    compactable: frozenset[str]  # tool names whose results may be cleared
-    excluded: frozenset[str]
+    segments: Sequence[LiveSegment]  # everything in the context, oldest first
+    results: Sequence[LiveSegment]  # the tool results among them
+    compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
     rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
 
-    def is_compactable(self, seg: LiveSegment) -> bool:
-        name = seg.tool_name
-        if name is None or name in self.excluded:
-            return False
-        return name in self.compactable or (name.startswith("Bash") and "Bash" in self.compactable)
+    def tool_results(self) -> Sequence[LiveSegment]:
+        return self.results
 
-    def tool_results(self) -> list[LiveSegment]:
-        return [s for s in self.segments if s.kind is ItemKind.TOOL_RESULT]
-
-    def compactable_results(self) -> list[LiveSegment]:
-        return [s for s in self.tool_results() if self.is_compactable(s)]
+    def compactable_results(self) -> Sequence[LiveSegment]:
+        return self.compactable
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +115,15 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
-def keep_newest(candidates: list[LiveSegment], keep: int) -> list[LiveSegment]:
+def is_compactable(tool: str | None, allowed: frozenset[str], excluded: frozenset[str]) -> bool:
+    """Whether a tool's results may be cleared: listed (shell variants count as Bash), not
+    excluded. MCP tools and sub-agent calls are never listed by default."""
+    if tool is None or tool in excluded:
+        return False
+    return tool in allowed or (tool.startswith("Bash") and "Bash" in allowed)
+
+
+def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:
     """All but the `keep` newest of `candidates` that are not cleared yet."""
     older = candidates[: max(len(candidates) - keep, 0)]
     return [s for s in older if not s.cleared]

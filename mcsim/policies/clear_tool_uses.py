@@ -43,7 +43,7 @@ class ClearToolUses(Policy):
         elif view.prompt_tokens <= self.values["trigger_input_tokens"]:
             return None
         excluded = set(self.values["exclude_tools"])
-        candidates = [s for s in results if view.is_compactable(s) and s.tool_name not in excluded]
+        candidates = [s for s in view.compactable if s.tool_name not in excluded]
         cleared = keep_newest(candidates, self.values["keep"])
         inputs: list[LiveSegment] = []
         if self.values["clear_tool_inputs"]:

@@ -1,0 +1,83 @@
+"""Speed and memory of `mcsim replay` (all example policies), cold and warm, next to ccusage.
+
+    python bench/bench_replay.py [--size-mb 520] [--runs 3] [--policy policies/all.yaml]
+
+Cold: an empty session cache (parse, tokenize, calibrate, replay). Warm: the cache the cold
+run wrote (replay only). ccusage (`session --offline --json`) runs alternately on the same
+replica as the reference. Prints wall time and peak memory per run, medians and ratios;
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from common import REPO, ensure_ccusage, measure, replicate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=520)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--policy", type=Path, default=REPO / "policies" / "all.yaml")
+    parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
+    args = parser.parse_args()
+
+    config = replicate(args.work / "replica", args.size_mb)
+    size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
+    ccusage = ensure_ccusage(args.work)
+    cache = args.work / "replay-cache"
+    out = args.work / "replay-out"
+    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
+    replay = [
+        sys.executable,
+        "-m",
+        "mcsim",
+        "replay",
+        str(config / "projects"),
+        "--policy",
+        str(args.policy),
+        "--cache-dir",
+        str(cache),
+        "--out",
+        str(out),
+        "--force",
+        "--json",
+    ]
+    print(f"corpus replica: {size / 1e6:.0f} MB; policies: {args.policy}")
+    results: dict[str, list[tuple[float, float]]] = {"ccusage": [], "cold": [], "warm": []}
+    for run in range(args.runs):
+        wall, peak, _ = measure([str(ccusage), "session", "--offline", "--json"], env)
+        results["ccusage"].append((wall, peak))
+        print(f"run {run + 1} ccusage       {wall:6.2f} s  peak {peak:7.0f} MB")
+        shutil.rmtree(cache, ignore_errors=True)
+        for label in ("cold", "warm"):
+            wall, peak, stdout = measure(replay, env)
+            results[label].append((wall, peak))
+            print(f"run {run + 1} mcsim {label:7s} {wall:6.2f} s  peak {peak:7.0f} MB")
+            if run == 0 and label == "warm":
+                doc = json.loads(stdout)
+                fid = doc["fidelity"]
+                print(
+                    f"         {doc['sessions']} sessions, {len(doc['policies'])} policies, "
+                    f"fidelity overall {fid['overall_error']:.4%}, "
+                    f"worst {fid['worst_session_error']:.4%}"
+                )
+    med = {k: statistics.median(w for w, _ in v) for k, v in results.items()}
+    peak = {k: max(p for _, p in v) for k, v in results.items()}
+    for k in results:
+        print(f"median {k:8s} {med[k]:6.2f} s  max peak {peak[k]:7.0f} MB")
+    print(
+        f"warm replay / ccusage: {med['warm'] / med['ccusage']:.2f}x (target <= 3x); "
+        f"cold / ccusage: {med['cold'] / med['ccusage']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
