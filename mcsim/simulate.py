@@ -28,7 +28,7 @@ from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
-from mcsim.prices import CallCost, PriceTable, parse_model
+from mcsim.prices import CallCost, ModelPrice, PriceTable, parse_model, price_usage
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
 
@@ -116,8 +116,6 @@ class _Replay:
         self.segments: list[LiveSegment] = []
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
-        self.starts: list[int] = []  # recorded start position of each live segment
-        self.cleared_saving: dict[int, int] = {}  # segment position -> tokens its clearing saved
         self.added = 0  # segments ever added (positions)
         self.rec_pos = thread.head_tokens  # recorded position where the next segment starts
         self.saved = 0  # tokens currently removed from the prompt
@@ -126,27 +124,16 @@ class _Replay:
         self.cache_intact = False  # the cache holds the whole previous prompt
         self.prev_ts: float | None = None
         self.prev_ttl = "5m"
+        self.main = thread.kind is ThreadKind.MAIN
+        self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
+        self.price_of: dict[str, ModelPrice | None] = {}
 
     def step(self, i: int) -> SimCall:
         call = self.thread.calls[i]
         if call.compaction:
             self._reset()
-        scenario = self.scenario
-        for seg in call.segments:
-            live = LiveSegment(
-                self.added, i, seg.kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn
-            )
-            self.segments.append(live)
-            if seg.kind is ItemKind.TOOL_RESULT:
-                self.results.append(live)
-                if is_compactable(
-                    seg.tool_name, scenario.compactable_tools, scenario.exclude_tools
-                ):
-                    self.compactable.append(live)
-            self.starts.append(self.rec_pos)
-            self.added += 1
-            self.rec_pos += seg.tokens
-        self.rec_pos += call.adjustment_tokens
+        if self.policies:  # without policies nothing is ever cleared: no need to track items
+            self._add_segments(i, call)
 
         announced = self.pending_edit > 0
         if announced:  # the server deleted these from its cached copy before this call
@@ -155,22 +142,25 @@ class _Replay:
             self.pending_edit = 0
 
         gap = call.timestamp_s - self.prev_ts if self.prev_ts is not None else None
+        recorded_prompt = call.prompt_tokens
         rewrote = edited = False
         newly = 0
+        view = None
         for policy in self.policies:
-            view = View(
-                i,
-                call.timestamp_s,
-                gap,
-                call.prompt_tokens - self.saved,
-                call.model,
-                self.thread.kind is ThreadKind.MAIN,
-                thinking_in_prompt(call.model),
-                self.segments,
-                self.results,
-                self.compactable,
-                rewrote,
-            )
+            if view is None or view.rewritten != rewrote:
+                view = View(
+                    i,
+                    call.timestamp_s,
+                    gap,
+                    recorded_prompt - self.saved,
+                    call.model,
+                    self.main,
+                    thinking_in_prompt(call.model),
+                    self.segments,
+                    self.results,
+                    self.compactable,
+                    rewrote,
+                )
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
@@ -186,8 +176,8 @@ class _Replay:
                 self.pending_edit += net
                 edited = True
 
-        prompt = call.prompt_tokens - self.saved
-        ttl = call.ttl if self.scenario.ttl == "recorded" else self.scenario.ttl
+        prompt = recorded_prompt - self.saved
+        ttl = self.fixed_ttl or call.ttl
         read, write, uncached = self._cache(call, prompt, gap, rewrote)
         write_1h = write if ttl == "1h" else 0
         usage = Usage(
@@ -200,13 +190,16 @@ class _Replay:
             inference_geo=call.inference_geo,
         )
         self.prev_ts, self.prev_ttl = call.timestamp_s, ttl
+        if call.model not in self.price_of:
+            self.price_of[call.model] = self.prices.lookup(call.model)
+        price = self.price_of[call.model]
         return SimCall(
             i,
             call.timestamp_s,
             call.model,
             ttl,
             usage,
-            self.prices.cost(call.model, usage, call.timestamp_s),
+            price_usage(price, usage, call.timestamp_s) if price else None,
             self.saved,
             newly,
             rewrote,
@@ -215,12 +208,29 @@ class _Replay:
             call.compaction,
         )
 
+    def _add_segments(self, i: int, call: CalCall) -> None:
+        allowed, excluded = self.scenario.compactable_tools, self.scenario.exclude_tools
+        segments, results, compactable = self.segments, self.results, self.compactable
+        position, start = self.added, self.rec_pos
+        for seg in call.segments:
+            live = LiveSegment(
+                position, i, seg.kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn, start
+            )
+            segments.append(live)
+            if seg.kind is ItemKind.TOOL_RESULT:
+                results.append(live)
+                if is_compactable(seg.tool_name, allowed, excluded):
+                    compactable.append(live)
+            position += 1
+            start += seg.tokens
+        self.added = position
+        self.rec_pos = start + call.adjustment_tokens
+
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
         self.segments = []
         self.results = []
         self.compactable = []
-        self.starts = []
         self.rec_pos = self.thread.head_tokens
         self.saved = 0
         self.pending_edit = 0
@@ -235,9 +245,8 @@ class _Replay:
             if seg.cleared:
                 continue
             seg.cleared = True
-            saved = max(seg.tokens - cost, 0)
-            self.cleared_saving[seg.position] = saved
-            net += saved
+            seg.saved = max(seg.tokens - cost, 0)
+            net += seg.saved
         return net
 
     def _cache(
@@ -268,9 +277,5 @@ class _Replay:
 
     def _to_replay(self, recorded_position: int) -> int:
         """A position in the recorded prompt, in the replayed prompt (less what was cleared)."""
-        removed = sum(
-            self.cleared_saving.get(seg.position, 0)
-            for seg, start in zip(self.segments, self.starts, strict=True)
-            if seg.cleared and start < recorded_position
-        )
+        removed = sum(s.saved for s in self.segments if s.cleared and s.start < recorded_position)
         return max(recorded_position - removed, 0)

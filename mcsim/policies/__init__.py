@@ -46,7 +46,9 @@ class LiveSegment:
     tool_name: str | None
     tool_use_id: str | None
     turn: int
+    start: int = 0  # where it starts in the recorded prompt (tokens)
     cleared: bool = False
+    saved: int = 0  # tokens its clearing removed from the prompt
 
 
 @dataclass(frozen=True, slots=True)
