@@ -6,7 +6,6 @@ pays for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +23,49 @@ def _plt() -> Any:
     return plt
 
 
-def _ordered_calls(report: ReplayReport) -> Any:
-    from mcsim.replay_output import calls_frame
+def _series(report: ReplayReport) -> dict[str, Any]:
+    """Per policy, its calls in time order (computed once per report, shared by the charts)."""
+    if report.chart_series is None:
+        import polars as pl
 
-    return calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
+        from mcsim.replay_output import calls_frame
+
+        ordered = calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
+        report.chart_series = {
+            name: part.select(
+                pl.col("cost_usd").fill_null(0.0).cum_sum().alias("cumulative_cost"),
+                (pl.col("prompt_tokens") / 1000).alias("prompt_k"),
+                "timestamp",
+                "is_break",
+                "break_cause",
+            )
+            for (name,), part in ordered.group_by("policy", maintain_order=True)
+        }
+    series: dict[str, Any] = report.chart_series
+    return series
 
 
 def _order(report: ReplayReport) -> list[str]:
     return [RECORDED, *(s.name for s in report.scenarios)]
 
 
-def _thin(values: Sequence[float]) -> tuple[list[int], list[float]]:
-    step = max(1, len(values) // _MAX_POINTS)
-    xs = list(range(0, len(values), step))
-    return xs, [values[i] for i in xs]
+def _thin(column: Any) -> tuple[Any, Any]:
+    """Every n-th point of a series so a line has at most _MAX_POINTS (x, y) points."""
+    step = max(1, len(column) // _MAX_POINTS)
+    values = column.to_numpy()[::step]
+    return range(0, len(column), step), values
 
 
 def cumulative_cost(report: ReplayReport, path: Path) -> None:
-    import polars as pl
-
     plt = _plt()
-    calls = _ordered_calls(report)
+    series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
-        costs = calls.filter(pl.col("policy") == name)["cost_usd"].fill_null(0.0)
-        series = costs.cum_sum().to_list()
-        total = series[-1] if series else 0.0
-        xs, ys = _thin(series)
+        if name not in series:
+            continue
+        cumulative = series[name]["cumulative_cost"]
+        total = float(cumulative[-1]) if len(cumulative) else 0.0
+        xs, ys = _thin(cumulative)
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
         ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
     ax.set_title("Cumulative cost over calls, recorded vs each policy")
@@ -64,16 +79,13 @@ def cumulative_cost(report: ReplayReport, path: Path) -> None:
 
 
 def context_size(report: ReplayReport, path: Path) -> None:
-    import polars as pl
-
     plt = _plt()
-    calls = _ordered_calls(report)
+    series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
-        if name == RECORDED:
+        if name == RECORDED or name not in series:
             continue  # the baseline's prompt is the recorded prompt
-        prompts = calls.filter(pl.col("policy") == name)["prompt_tokens"] / 1000
-        xs, ys = _thin(prompts.to_list())
+        xs, ys = _thin(series[name]["prompt_k"])
         ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
     ax.set_title("Context size sent on each call, per policy")
     ax.set_xlabel("API call (all sessions, in time order)")
@@ -97,8 +109,13 @@ def savings(report: ReplayReport, path: Path) -> None:
     ax.bar([x + 0.2 for x in xs], vs_rec, width=0.4, label="vs recorded spend")
     ax.axhline(0, color="black", linewidth=0.8)
     for x, value in zip(xs, vs_base, strict=True):
-        ax.annotate(f"{value:+.1f}%", (x - 0.2, value), ha="center",
-                    va="bottom" if value >= 0 else "top", fontsize=8)  # fmt: skip
+        ax.annotate(
+            f"{value:+.1f}%",
+            (x - 0.2, value),
+            ha="center",
+            va="bottom" if value >= 0 else "top",
+            fontsize=8,
+        )
     ax.set_xticks(list(xs), names, rotation=20, ha="right")
     ax.set_ylabel("savings (% of cost; negative = costs more)")
     ax.set_title("Savings by policy")
@@ -114,13 +131,19 @@ def break_timeline(report: ReplayReport, path: Path) -> None:
 
     plt = _plt()
     names = _order(report)
-    breaks = _ordered_calls(report).filter(pl.col("is_break"))
+    parts = [
+        series.filter(pl.col("is_break")).with_columns(pl.lit(names.index(name)).alias("y"))
+        for name, series in _series(report).items()
+        if name in names
+    ]
+    breaks = pl.concat(parts) if parts else pl.DataFrame()
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(names)))
-    causes = sorted(set(breaks["break_cause"].to_list()))
+    causes = sorted(set(breaks["break_cause"].to_list())) if len(breaks) else []
     for cause in causes:
         part = breaks.filter(pl.col("break_cause") == cause)
-        ys = [names.index(p) for p in part["policy"].to_list()]
-        ax.scatter(part["timestamp"].to_list(), ys, label=cause, s=22, alpha=0.75)
+        ax.scatter(
+            part["timestamp"].to_numpy(), part["y"].to_numpy(), label=cause, s=22, alpha=0.75
+        )
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.set_title("Cache breaks over time, by policy and cause")
