@@ -32,16 +32,44 @@ DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are l
 
 # Columns of the per-call rows (calls.parquet), in order.
 CALL_COLUMNS = (
-    "policy", "session_id", "project", "thread_id", "thread_kind", "call_index", "timestamp",
-    "model", "ttl", "prompt_tokens", "input_tokens", "cache_write_5m_tokens",
-    "cache_write_1h_tokens", "cache_read_tokens", "output_tokens", "cost_usd",
-    "cleared_tokens", "newly_cleared_tokens", "rewrote", "cache_edit", "is_break",
+    "policy",
+    "session_id",
+    "project",
+    "thread_id",
+    "thread_kind",
+    "call_index",
+    "timestamp",
+    "model",
+    "ttl",
+    "prompt_tokens",
+    "input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_read_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cleared_tokens",
+    "newly_cleared_tokens",
+    "rewrote",
+    "cache_edit",
+    "is_break",
     "break_cause",
-)  # fmt: skip
+)
 BREAK_COLUMNS = (
-    "policy", "session_id", "project", "thread_id", "call_index", "timestamp", "model",
-    "previous_read_tokens", "read_tokens", "drop_tokens", "gap_seconds", "cause", "expected",
-)  # fmt: skip
+    "policy",
+    "session_id",
+    "project",
+    "thread_id",
+    "call_index",
+    "timestamp",
+    "model",
+    "previous_read_tokens",
+    "read_tokens",
+    "drop_tokens",
+    "gap_seconds",
+    "cause",
+    "expected",
+)
 
 
 @dataclass
@@ -87,17 +115,10 @@ class SessionReplay:
     fidelity_error_tokens: int
     fidelity_weight_tokens: int
     calibration_fallbacks: int
-    call_rows: list[tuple[object, ...]] = field(default_factory=list)
-    break_rows: list[tuple[object, ...]] = field(default_factory=list)
-    # The rows as columns (CALL_COLUMNS / BREAK_COLUMNS order), made by `pack`: cheaper to
-    # send between processes and to turn into tables than row tuples.
-    call_columns: list[tuple[object, ...]] = field(default_factory=list)
-    break_columns: list[tuple[object, ...]] = field(default_factory=list)
-
-    def pack(self) -> None:
-        self.call_columns = list(zip(*self.call_rows, strict=True))
-        self.break_columns = list(zip(*self.break_rows, strict=True))
-        self.call_rows, self.break_rows = [], []
+    # Per-call and per-break rows as columns (CALL_COLUMNS / BREAK_COLUMNS order): cheaper
+    # to build, to send between processes and to turn into tables than row tuples.
+    call_columns: list[list[object]] = field(default_factory=list)
+    break_columns: list[list[object]] = field(default_factory=list)
 
     @property
     def fidelity_error(self) -> float:
@@ -125,7 +146,9 @@ def replay_session(
         sum(c.fallback for c in calls),
     )
     if keep_rows:
-        out.call_rows.extend(_recorded_rows(session, prices))
+        out.call_columns = [[] for _ in CALL_COLUMNS]
+        out.break_columns = [[] for _ in BREAK_COLUMNS]
+        _recorded_rows(out, session, prices)
     runs = list(scenarios)
     if scenarios[0].ttl != "recorded":
         runs.append(baseline(scenarios[0], ttl="recorded"))
@@ -141,16 +164,20 @@ def replay_session(
                 scenario.name == BASELINE and scenario.ttl == "recorded"
             )
             if is_fidelity_run:
-                for rec, simc in zip(thread.calls, sim.calls, strict=True):
-                    rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
-                    out.fidelity_error_tokens += abs(
-                        simc.usage.cache_read_tokens - rec.cache_read_tokens
-                    ) + abs(simc.usage.cache_write_tokens - rec_write)
-                    out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
+                _fidelity(out, thread, sim)
         if scenario.name != FIDELITY_RUN:
             out.policies.append(totals)
-    out.pack()
     return out
+
+
+def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
+    """Add the token-weighted error of reads and writes against the recording."""
+    for i, rec in enumerate(thread.calls):
+        rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
+        sim_write = sim.cache_write_5m_tokens[i] + sim.cache_write_1h_tokens[i]
+        out.fidelity_error_tokens += abs(sim.cache_read_tokens[i] - rec.cache_read_tokens)
+        out.fidelity_error_tokens += abs(sim_write - rec_write)
+        out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
 
 
 def _recorded_breaks(thread: CalThread) -> dict[int, CacheBreak]:
@@ -195,23 +222,23 @@ def _recorded_usage(call: CalCall) -> Usage:
 
 
 def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:
-    previous_prompt = None
-    for call in sim.calls:
-        totals.tokens.add(call.usage)
-        totals.calls += 1
-        totals.context_tokens += call.prompt_tokens
-        totals.cleared_tokens += call.newly_cleared_tokens
-        if call.cost is None:
-            totals.unpriced_calls += 1
-        else:
-            totals.cost_usd += call.cost.total_usd
-        if call.compaction and previous_prompt is not None:
-            rec = recorded[call.call_index]
-            before = recorded[call.call_index - 1]
-            threshold = _compaction_threshold(rec, before)
+    t = totals.tokens
+    t.input_tokens += sum(sim.input_tokens)
+    t.cache_write_5m_tokens += sum(sim.cache_write_5m_tokens)
+    t.cache_write_1h_tokens += sum(sim.cache_write_1h_tokens)
+    t.cache_read_tokens += sum(sim.cache_read_tokens)
+    t.output_tokens += sum(sim.output_tokens)
+    totals.calls += len(sim.prompt_tokens)
+    totals.context_tokens += sum(sim.prompt_tokens)
+    totals.cleared_tokens += sum(sim.newly_cleared_tokens)
+    priced = [c for c in sim.cost_usd if c is not None]
+    totals.cost_usd += sum(priced)
+    totals.unpriced_calls += len(sim.cost_usd) - len(priced)
+    for i, compacted in enumerate(sim.compaction):
+        if compacted and i > 0:
+            threshold = _compaction_threshold(recorded[i], recorded[i - 1])
             totals.compactions += 1
-            totals.compactions_still_reached += previous_prompt >= threshold
-        previous_prompt = call.prompt_tokens
+            totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
     totals.cache_breaks += len(sim.breaks)
     totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
 
@@ -224,45 +251,90 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
     return min(call.compaction_pre_tokens, before.prompt_tokens)
 
 
-def _recorded_rows(session: CalSession, prices: PriceTable) -> list[tuple[object, ...]]:
-    rows: list[tuple[object, ...]] = []
+def _recorded_rows(out: SessionReplay, session: CalSession, prices: PriceTable) -> None:
     for thread in session.threads:
         found = _recorded_breaks(thread)
         for i, call in enumerate(thread.calls):
             usage = _recorded_usage(call)
             cost = prices.cost(call.model, usage, call.timestamp_s)
             brk = found.get(i)
-            rows.append(
-                (RECORDED, session.session_id, session.project, thread.thread_id,
-                 thread.kind.value, i, call.timestamp_s, call.model, call.ttl,
-                 usage.prompt_tokens, usage.input_tokens, usage.cache_write_5m_tokens,
-                 usage.cache_write_1h_tokens, usage.cache_read_tokens, usage.output_tokens,
-                 cost.total_usd if cost else None, 0, 0, False, False, brk is not None,
-                 brk.cause.value if brk else None)
-            )  # fmt: skip
-    return rows
+            row = (
+                RECORDED,
+                session.session_id,
+                session.project,
+                thread.thread_id,
+                thread.kind.value,
+                i,
+                call.timestamp_s,
+                call.model,
+                call.ttl,
+                usage.prompt_tokens,
+                usage.input_tokens,
+                usage.cache_write_5m_tokens,
+                usage.cache_write_1h_tokens,
+                usage.cache_read_tokens,
+                usage.output_tokens,
+                cost.total_usd if cost else None,
+                0,
+                0,
+                False,
+                False,
+                brk is not None,
+                brk.cause.value if brk else None,
+            )
+            for column, value in zip(out.call_columns, row, strict=True):
+                column.append(value)
 
 
 def _rows(out: SessionReplay, policy: str, session: CalSession, sim: SimThread) -> None:
-    breaks = {b.call_index: b for b in sim.breaks}
-    for call in sim.calls:
-        u = call.usage
-        b = breaks.get(call.call_index)
-        out.call_rows.append(
-            (policy, session.session_id, session.project, sim.thread_id, sim.kind.value,
-             call.call_index, call.timestamp_s, call.model, call.ttl, u.prompt_tokens,
-             u.input_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens,
-             u.cache_read_tokens, u.output_tokens, call.cost.total_usd if call.cost else None,
-             call.cleared_tokens, call.newly_cleared_tokens, call.rewrote, call.cache_edit,
-             b is not None, b.cause.value if b else None)
-        )  # fmt: skip
+    n = len(sim.prompt_tokens)
+    causes: list[str | None] = [None] * n
     for b in sim.breaks:
-        call = sim.calls[b.call_index]
-        out.break_rows.append(
-            (policy, session.session_id, session.project, sim.thread_id, b.call_index,
-             call.timestamp_s, call.model, b.previous_read_tokens, b.read_tokens,
-             b.drop_tokens, b.gap_seconds, b.cause.value, b.expected)
-        )  # fmt: skip
+        causes[b.call_index] = b.cause.value
+    columns: tuple[Sequence[object], ...] = (
+        [policy] * n,
+        [session.session_id] * n,
+        [session.project] * n,
+        [sim.thread_id] * n,
+        [sim.kind.value] * n,
+        range(n),
+        sim.timestamp_s,
+        sim.model,
+        sim.ttl,
+        sim.prompt_tokens,
+        sim.input_tokens,
+        sim.cache_write_5m_tokens,
+        sim.cache_write_1h_tokens,
+        sim.cache_read_tokens,
+        sim.output_tokens,
+        sim.cost_usd,
+        sim.cleared_tokens,
+        sim.newly_cleared_tokens,
+        sim.rewrote,
+        sim.cache_edit,
+        [c is not None for c in causes],
+        causes,
+    )
+    for column, values in zip(out.call_columns, columns, strict=True):
+        column.extend(values)
+    for b in sim.breaks:
+        row = (
+            policy,
+            session.session_id,
+            session.project,
+            sim.thread_id,
+            b.call_index,
+            sim.timestamp_s[b.call_index],
+            sim.model[b.call_index],
+            b.previous_read_tokens,
+            b.read_tokens,
+            b.drop_tokens,
+            b.gap_seconds,
+            b.cause.value,
+            b.expected,
+        )
+        for column, value in zip(out.break_columns, row, strict=True):
+            column.append(value)
 
 
 # ---------------------------------------------------------------- a whole run

@@ -132,7 +132,7 @@ def sessions_frame(report: ReplayReport) -> Any:
 
 
 def _columns_frame(
-    parts: list[list[tuple[object, ...]]], columns: tuple[str, ...], schema: dict[str, str]
+    parts: list[list[list[object]]], columns: tuple[str, ...], schema: dict[str, str]
 ) -> Any:
     """One table from every session's columns (timestamps arrive as epoch seconds)."""
     import polars as pl

@@ -28,7 +28,7 @@ from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
-from mcsim.prices import CallCost, ModelPrice, PriceTable, parse_model, price_usage
+from mcsim.prices import ModelPrice, PriceTable, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
 
@@ -56,14 +56,14 @@ def placeholder_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SimCall:
-    """One replayed call."""
+    """One replayed call (a row view of a SimThread, for tests and scripts)."""
 
     call_index: int
     timestamp_s: float
     model: str
     ttl: str
     usage: Usage
-    cost: CallCost | None
+    cost_usd: float | None  # None: the model is not in the price table
     cleared_tokens: int  # removed from this call's prompt by the policy, in total
     newly_cleared_tokens: int  # cleared by a decision taken before this call
     rewrote: bool
@@ -78,29 +78,61 @@ class SimCall:
 
 @dataclass(frozen=True, slots=True)
 class SimThread:
+    """A replayed thread, as columns (one list per quantity, one entry per call): the replay
+    of a large corpus makes hundreds of thousands of calls, and columns are what the totals,
+    the detector and the tables consume."""
+
     thread_id: str
     kind: ThreadKind
-    calls: tuple[SimCall, ...]
+    timestamp_s: list[float]
+    model: list[str]
+    ttl: list[str]
+    input_tokens: list[int]
+    cache_write_5m_tokens: list[int]
+    cache_write_1h_tokens: list[int]
+    cache_read_tokens: list[int]
+    output_tokens: list[int]
+    prompt_tokens: list[int]
+    cost_usd: list[float | None]
+    cleared_tokens: list[int]
+    newly_cleared_tokens: list[int]
+    rewrote: list[bool]
+    cache_edit: list[bool]
+    deletion_announced: list[bool]
+    compaction: list[bool]
     breaks: tuple[CacheBreak, ...]
+
+    @property
+    def calls(self) -> list[SimCall]:
+        return [
+            SimCall(
+                i,
+                self.timestamp_s[i],
+                self.model[i],
+                self.ttl[i],
+                Usage(
+                    self.input_tokens[i],
+                    self.cache_write_5m_tokens[i],
+                    self.cache_write_1h_tokens[i],
+                    self.cache_read_tokens[i],
+                    self.output_tokens[i],
+                ),
+                self.cost_usd[i],
+                self.cleared_tokens[i],
+                self.newly_cleared_tokens[i],
+                self.rewrote[i],
+                self.cache_edit[i],
+                self.deletion_announced[i],
+                self.compaction[i],
+            )
+            for i in range(len(self.timestamp_s))
+        ]
 
 
 def simulate_thread(thread: CalThread, scenario: Scenario, prices: PriceTable) -> SimThread:
     applies = thread.kind is ThreadKind.MAIN or not scenario.main_thread_only
     policies = scenario.build() if applies else []
-    sim = _Replay(thread, scenario, policies, prices)
-    calls = tuple(sim.step(i) for i in range(len(thread.calls)))
-    observations = [
-        CallObservation(
-            c.timestamp_s,
-            c.model,
-            c.usage.cache_read_tokens,
-            TTL_SECONDS[c.ttl],
-            compaction_before=c.compaction,
-            deletion_announced=c.deletion_announced,
-        )
-        for c in calls
-    ]
-    return SimThread(thread.thread_id, thread.kind, calls, tuple(detect_breaks(observations)))
+    return _Replay(thread, scenario, policies, prices).run()
 
 
 class _Replay:
@@ -120,29 +152,153 @@ class _Replay:
         self.rec_pos = thread.head_tokens  # recorded position where the next segment starts
         self.saved = 0  # tokens currently removed from the prompt
         self.pending_edit = 0  # cache-edit savings that take effect at the next call
-        self.cache_valid = 0  # tokens of the cached prefix that still match the prompt
-        self.cache_intact = False  # the cache holds the whole previous prompt
-        self.prev_ts: float | None = None
-        self.prev_ttl = "5m"
-        self.main = thread.kind is ThreadKind.MAIN
-        self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
-        self.price_of: dict[str, ModelPrice | None] = {}
 
-    def step(self, i: int) -> SimCall:
-        call = self.thread.calls[i]
-        if call.compaction:
-            self._reset()
-        if self.policies:  # without policies nothing is ever cleared: no need to track items
-            self._add_segments(i, call)
+    def run(self) -> SimThread:
+        thread = self.thread
+        calls = thread.calls
+        n = len(calls)
+        fixed_ttl = None if self.scenario.ttl == "recorded" else self.scenario.ttl
+        main = thread.kind is ThreadKind.MAIN
+        head = thread.head_tokens
+        policies = self.policies
+        price_of: dict[str, ModelPrice | None] = {}
+        out_ttl: list[str] = []
+        out_in: list[int] = []
+        out_w5: list[int] = []
+        out_w1: list[int] = []
+        out_read: list[int] = []
+        out_prompt: list[int] = []
+        out_cost: list[float | None] = []
+        out_cleared: list[int] = []
+        out_newly: list[int] = []
+        out_rewrote: list[bool] = []
+        out_edit: list[bool] = []
+        out_announced: list[bool] = []
+        cache_valid = 0  # tokens of the cached prefix that still match the prompt
+        cache_intact = False  # the cache holds the whole previous prompt
+        prev_ts: float | None = None
+        prev_ttl_s = 300.0
+        for i in range(n):
+            call = calls[i]
+            if call.compaction:
+                self._reset()
+            if policies:  # without policies nothing is ever cleared: no need to track items
+                self._add_segments(i, call)
+            announced = self.pending_edit > 0
+            if announced:  # the server deleted these from its cached copy before this call
+                self.saved += self.pending_edit
+                cache_valid = max(cache_valid - self.pending_edit, 0)
+                self.pending_edit = 0
+            ts = call.timestamp_s
+            gap = ts - prev_ts if prev_ts is not None else None
+            recorded_prompt = (
+                call.input_tokens
+                + call.cache_write_5m_tokens
+                + call.cache_write_1h_tokens
+                + call.cache_read_tokens
+            )
+            rewrote = edited = False
+            newly = 0
+            if policies:
+                rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt, main)
+            prompt = recorded_prompt - self.saved
+            ttl = fixed_ttl or call.ttl
 
-        announced = self.pending_edit > 0
-        if announced:  # the server deleted these from its cached copy before this call
-            self.saved += self.pending_edit
-            self.cache_valid = max(self.cache_valid - self.pending_edit, 0)
-            self.pending_edit = 0
+            # The cache (see the module docstring).
+            uncached = min(call.input_tokens, prompt)
+            if prompt < min_cacheable_tokens(call.model):
+                read = write = 0
+                uncached = prompt
+            else:
+                alive = gap is not None and gap <= prev_ttl_s
+                valid = cache_valid if alive else 0
+                intact = alive and cache_intact
+                if rewrote and valid > head:
+                    valid, intact = head, False
+                kind = call.read_class
+                if kind is ReadClass.FIRST:
+                    valid, intact = call.read_anchor, False  # warm from elsewhere (shared head)
+                elif kind is ReadClass.PARTIAL:
+                    anchor = self._to_replay(call.read_anchor)
+                    # Read after the TTL ran out: that prefix was kept warm elsewhere.
+                    valid, intact = (min(valid, anchor) if alive else anchor), False
+                elif kind is ReadClass.EXTERNAL_MISS:
+                    valid, intact = 0, False
+                read = valid + call.read_delta if intact and kind is ReadClass.FULL else valid
+                read = max(0, min(read, prompt - uncached))
+                write = prompt - uncached - read
+                cache_valid, cache_intact = prompt, True
+            write_1h = write if ttl == "1h" else 0
 
-        gap = call.timestamp_s - self.prev_ts if self.prev_ts is not None else None
-        recorded_prompt = call.prompt_tokens
+            model = call.model
+            if model not in price_of:
+                price_of[model] = self.prices.lookup(model)
+            price = price_of[model]
+            if price is None:
+                cost = None
+            else:
+                r, _ = rates_for(price, prompt, ts, call.speed, call.inference_geo)
+                cost = (
+                    uncached * r.input
+                    + (write - write_1h) * r.cache_write_5m
+                    + write_1h * r.cache_write_1h
+                    + read * r.cache_read
+                    + call.output_tokens * r.output
+                ) * 1e-6
+            out_ttl.append(ttl)
+            out_in.append(uncached)
+            out_w5.append(write - write_1h)
+            out_w1.append(write_1h)
+            out_read.append(read)
+            out_prompt.append(prompt)
+            out_cost.append(cost)
+            out_cleared.append(self.saved)
+            out_newly.append(newly)
+            out_rewrote.append(rewrote)
+            out_edit.append(edited)
+            out_announced.append(announced or rewrote)
+            prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
+
+        stamps = [c.timestamp_s for c in calls]
+        models = [c.model for c in calls]
+        compactions = [c.compaction for c in calls]
+        observations = [
+            CallObservation(
+                stamps[i],
+                models[i],
+                out_read[i],
+                TTL_SECONDS[out_ttl[i]],
+                compaction_before=compactions[i],
+                deletion_announced=out_announced[i],
+            )
+            for i in range(n)
+        ]
+        return SimThread(
+            thread.thread_id,
+            thread.kind,
+            stamps,
+            models,
+            out_ttl,
+            out_in,
+            out_w5,
+            out_w1,
+            out_read,
+            [c.output_tokens for c in calls],
+            out_prompt,
+            out_cost,
+            out_cleared,
+            out_newly,
+            out_rewrote,
+            out_edit,
+            out_announced,
+            compactions,
+            tuple(detect_breaks(observations)),
+        )
+
+    def _decide(
+        self, i: int, call: CalCall, gap: float | None, recorded_prompt: int, main: bool
+    ) -> tuple[bool, bool, int]:
+        """Run the policy stack before a call: (rewrote, cache-edited, tokens newly cleared)."""
         rewrote = edited = False
         newly = 0
         view = None
@@ -154,7 +310,7 @@ class _Replay:
                     gap,
                     recorded_prompt - self.saved,
                     call.model,
-                    self.main,
+                    main,
                     thinking_in_prompt(call.model),
                     self.segments,
                     self.results,
@@ -175,38 +331,7 @@ class _Replay:
             else:
                 self.pending_edit += net
                 edited = True
-
-        prompt = recorded_prompt - self.saved
-        ttl = self.fixed_ttl or call.ttl
-        read, write, uncached = self._cache(call, prompt, gap, rewrote)
-        write_1h = write if ttl == "1h" else 0
-        usage = Usage(
-            uncached,
-            write - write_1h,
-            write_1h,
-            read,
-            call.output_tokens,
-            speed=call.speed,
-            inference_geo=call.inference_geo,
-        )
-        self.prev_ts, self.prev_ttl = call.timestamp_s, ttl
-        if call.model not in self.price_of:
-            self.price_of[call.model] = self.prices.lookup(call.model)
-        price = self.price_of[call.model]
-        return SimCall(
-            i,
-            call.timestamp_s,
-            call.model,
-            ttl,
-            usage,
-            price_usage(price, usage, call.timestamp_s) if price else None,
-            self.saved,
-            newly,
-            rewrote,
-            edited,
-            announced or rewrote,
-            call.compaction,
-        )
+        return rewrote, edited, newly
 
     def _add_segments(self, i: int, call: CalCall) -> None:
         allowed, excluded = self.scenario.compactable_tools, self.scenario.exclude_tools
@@ -248,32 +373,6 @@ class _Replay:
             seg.saved = max(seg.tokens - cost, 0)
             net += seg.saved
         return net
-
-    def _cache(
-        self, call: CalCall, prompt: int, gap: float | None, rewrote: bool
-    ) -> tuple[int, int, int]:
-        """(read, write, uncached input) of a call whose replayed prompt is `prompt`."""
-        uncached = min(call.input_tokens, prompt)
-        if prompt < min_cacheable_tokens(call.model):
-            return 0, 0, prompt
-        alive = gap is not None and gap <= TTL_SECONDS[self.prev_ttl]
-        valid = self.cache_valid if alive else 0
-        intact = alive and self.cache_intact
-        if rewrote and valid > self.thread.head_tokens:
-            valid, intact = self.thread.head_tokens, False
-        kind = call.read_class
-        if kind is ReadClass.FIRST:
-            valid, intact = call.read_anchor, False  # warm from elsewhere (shared system prompt)
-        elif kind is ReadClass.PARTIAL:
-            anchor = self._to_replay(call.read_anchor)
-            # Read after the TTL ran out: that prefix (the shared head) was kept warm elsewhere.
-            valid, intact = (min(valid, anchor) if alive else anchor), False
-        elif kind is ReadClass.EXTERNAL_MISS:
-            valid, intact = 0, False
-        read = valid + call.read_delta if intact and kind is ReadClass.FULL else valid
-        read = max(0, min(read, prompt - uncached))
-        self.cache_valid, self.cache_intact = prompt, True
-        return read, prompt - uncached - read, uncached
 
     def _to_replay(self, recorded_position: int) -> int:
         """A position in the recorded prompt, in the replayed prompt (less what was cleared)."""

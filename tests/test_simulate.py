@@ -27,7 +27,7 @@ def scenario(kind: str, ttl: str = "recorded", **values: object) -> Scenario:
 def totals(sim: SimThread) -> tuple[int, int, float]:
     reads = sum(c.usage.cache_read_tokens for c in sim.calls)
     writes = sum(c.usage.cache_write_tokens for c in sim.calls)
-    cost = sum(c.cost.total_usd for c in sim.calls if c.cost)
+    cost = sum(c.cost_usd for c in sim.calls if c.cost_usd is not None)
     return reads, writes, cost
 
 
@@ -213,8 +213,8 @@ def test_cost_is_the_sum_of_its_priced_parts(t: object, policy: Scenario, ttl: s
     assert rates is not None
     for c in sim.calls:
         u = c.usage
-        assert c.cost is not None
-        assert c.cost.total_usd == pytest.approx(price_usage(rates, u, c.timestamp_s).total_usd)
+        assert c.cost_usd is not None
+        assert c.cost_usd == pytest.approx(price_usage(rates, u, c.timestamp_s).total_usd)
         r = rates.rates if u.prompt_tokens <= 200_000 else rates.long_context[0].rates
         expected = (
             u.input_tokens * r.input
@@ -223,7 +223,7 @@ def test_cost_is_the_sum_of_its_priced_parts(t: object, policy: Scenario, ttl: s
             + u.cache_read_tokens * r.cache_read
             + u.output_tokens * r.output
         ) / 1e6
-        assert c.cost.total_usd == pytest.approx(expected)
+        assert c.cost_usd == pytest.approx(expected)
         assert u.prompt_tokens == c.prompt_tokens
 
 

@@ -146,20 +146,34 @@ class PriceTable:
         )
 
 
-def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
+def rates_for(
+    price: ModelPrice,
+    prompt_tokens: int,
+    timestamp_s: float,
+    speed: str | None = None,
+    inference_geo: str | None = None,
+) -> tuple[Rates, bool]:
+    """The rates that apply to one call, and whether the long-context rule applied."""
     rates = price.rates
     long_context = False
     for rule in price.long_context:
-        if rule.applies(usage.prompt_tokens, timestamp_s):
+        if rule.applies(prompt_tokens, timestamp_s):
             rates, long_context = rule.rates, True
             break
     factor = 1.0
-    if usage.speed is not None:
-        factor *= price.speed.get(usage.speed, 1.0)
-    if usage.inference_geo is not None:
-        factor *= price.inference_geo.get(usage.inference_geo, 1.0)
+    if speed is not None:
+        factor *= price.speed.get(speed, 1.0)
+    if inference_geo is not None:
+        factor *= price.inference_geo.get(inference_geo, 1.0)
     if factor != 1.0:
         rates = rates.scaled(factor)
+    return rates, long_context
+
+
+def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
+    rates, long_context = rates_for(
+        price, usage.prompt_tokens, timestamp_s, usage.speed, usage.inference_geo
+    )
     per = 1e-6
     return CallCost(
         usage.input_tokens * rates.input * per,
