@@ -43,6 +43,10 @@ _MIN_CACHEABLE = {
 }
 
 
+# Only these are ever cleared; text and attachments are tracked by their size alone.
+_CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKING})
+
+
 @functools.lru_cache(maxsize=256)
 def min_cacheable_tokens(model: str) -> int:
     parsed = parse_model(model)
@@ -152,6 +156,7 @@ class _Replay:
         self.rec_pos = thread.head_tokens  # recorded position where the next segment starts
         self.saved = 0  # tokens currently removed from the prompt
         self.pending_edit = 0  # cache-edit savings that take effect at the next call
+        self.turn = 0
 
     def run(self) -> SimThread:
         thread = self.thread
@@ -316,6 +321,7 @@ class _Replay:
                     self.results,
                     self.compactable,
                     rewrote,
+                    self.turn,
                 )
             clearing = policy.before_call(view)
             if clearing is None:
@@ -338,14 +344,17 @@ class _Replay:
         segments, results, compactable = self.segments, self.results, self.compactable
         position, start = self.added, self.rec_pos
         for seg in call.segments:
-            live = LiveSegment(
-                position, i, seg.kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn, start
-            )
-            segments.append(live)
-            if seg.kind is ItemKind.TOOL_RESULT:
-                results.append(live)
-                if is_compactable(seg.tool_name, allowed, excluded):
-                    compactable.append(live)
+            kind = seg.kind
+            self.turn = max(self.turn, seg.turn)
+            if kind in _CLEARABLE:
+                live = LiveSegment(
+                    position, i, kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn, start
+                )
+                segments.append(live)
+                if kind is ItemKind.TOOL_RESULT:
+                    results.append(live)
+                    if is_compactable(seg.tool_name, allowed, excluded):
+                        compactable.append(live)
             position += 1
             start += seg.tokens
         self.added = position

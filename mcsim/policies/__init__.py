@@ -62,10 +62,12 @@ class View:
     model: str
     main_thread: bool
     thinking_in_prompt: bool
-    segments: Sequence[LiveSegment]  # everything in the context, oldest first
+    segments: Sequence[LiveSegment]  # what could be cleared (tool results and calls,
+    # thinking), oldest first; text is never cleared and is not listed
     results: Sequence[LiveSegment]  # the tool results among them
     compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
     rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
+    turn: int = 0  # the current user turn
 
     def tool_results(self) -> Sequence[LiveSegment]:
         return self.results

@@ -24,6 +24,5 @@ class ClearThinking(Policy):
         thinking = [s for s in view.segments if s.kind is ItemKind.THINKING]
         if not thinking:
             return None
-        newest = max(s.turn for s in view.segments)
-        cleared = [s for s in thinking if not s.cleared and s.turn <= newest - keep]
+        cleared = [s for s in thinking if not s.cleared and s.turn <= view.turn - keep]
         return Clearing(tuple(cleared), Mode.REWRITE, placeholder="") if cleared else None
