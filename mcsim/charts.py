@@ -45,6 +45,18 @@ def _series(report: ReplayReport) -> dict[str, Any]:
     return series
 
 
+def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
+    """Title, axis labels, grid and legend, then write the PNG and free the figure."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _order(report: ReplayReport) -> list[str]:
     return [RECORDED, *(s.name for s in report.scenarios)]
 
@@ -68,14 +80,8 @@ def cumulative_cost(report: ReplayReport, path: Path) -> None:
         xs, ys = _thin(cumulative)
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
         ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
-    ax.set_title("Cumulative cost over calls, recorded vs each policy")
-    ax.set_xlabel("API call (all sessions, in time order)")
-    ax.set_ylabel("cumulative cost (USD)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
+            "API call (all sessions, in time order)", "cumulative cost (USD)")  # fmt: skip
 
 
 def context_size(report: ReplayReport, path: Path) -> None:
@@ -87,14 +93,8 @@ def context_size(report: ReplayReport, path: Path) -> None:
             continue  # the baseline's prompt is the recorded prompt
         xs, ys = _thin(series[name]["prompt_k"])
         ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
-    ax.set_title("Context size sent on each call, per policy")
-    ax.set_xlabel("API call (all sessions, in time order)")
-    ax.set_ylabel("prompt size (thousand tokens)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "Context size sent on each call, per policy",
+            "API call (all sessions, in time order)", "prompt size (thousand tokens)")  # fmt: skip
 
 
 def savings(report: ReplayReport, path: Path) -> None:
@@ -117,13 +117,8 @@ def savings(report: ReplayReport, path: Path) -> None:
             fontsize=8,
         )
     ax.set_xticks(list(xs), names, rotation=20, ha="right")
-    ax.set_ylabel("savings (% of cost; negative = costs more)")
-    ax.set_title("Savings by policy")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "Savings by policy", "policy",
+            "savings (% of cost; negative = costs more)")  # fmt: skip
 
 
 def break_timeline(report: ReplayReport, path: Path) -> None:
