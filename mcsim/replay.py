@@ -24,7 +24,7 @@ from mcsim.prices import PriceTable
 from mcsim.recorded import TTL_SECONDS, TokenTotals
 from mcsim.scenario import BASELINE, Scenario, baseline
 from mcsim.session_cache import CalibratedSource
-from mcsim.simulate import SimThread, simulate_thread
+from mcsim.simulate import PreparedThread, SimThread, simulate_thread
 
 RECORDED = "recorded"
 FIDELITY_RUN = "_fidelity"
@@ -153,10 +153,11 @@ def replay_session(
     if scenarios[0].ttl != "recorded":
         runs.append(baseline(scenarios[0], ttl="recorded"))
         runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
+    prepared = [PreparedThread(thread) for thread in session.threads]
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
-        for thread in session.threads:
-            sim = simulate_thread(thread, scenario, prices)
+        for thread, items in zip(session.threads, prepared, strict=True):
+            sim = simulate_thread(thread, scenario, prices, items)
             _add_thread(totals, sim, thread.calls)
             if keep_rows and scenario.name != FIDELITY_RUN:
                 _rows(out, scenario.name, session, sim)

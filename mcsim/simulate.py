@@ -133,27 +133,102 @@ class SimThread:
         ]
 
 
-def simulate_thread(thread: CalThread, scenario: Scenario, prices: PriceTable) -> SimThread:
+class PreparedThread:
+    """A thread's clearable items as live segments, made once and shared by every scenario
+    replayed on the thread (each replay starts by marking them all uncleared again)."""
+
+    def __init__(self, thread: CalThread) -> None:
+        self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
+        self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
+        self.turns: list[int] = []  # per call: the user turn it belongs to
+        self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
+        self._compactable = {}
+        position = turn = 0
+        start = thread.head_tokens  # where the next item starts in the recorded prompt
+        for call in thread.calls:
+            if call.compaction:
+                start = thread.head_tokens
+            lives: list[LiveSegment] = []
+            for seg in call.segments:
+                turn = max(turn, seg.turn)
+                if seg.kind in _CLEARABLE:
+                    lives.append(
+                        LiveSegment(
+                            position,
+                            len(self.segments),
+                            seg.kind,
+                            seg.tokens,
+                            seg.tool_name,
+                            seg.tool_use_id,
+                            seg.turn,
+                            start,
+                        )
+                    )
+                position += 1
+                start += seg.tokens
+            start += call.adjustment_tokens
+            self.segments.append(lives)
+            self.results.append([s for s in lives if s.kind is ItemKind.TOOL_RESULT])
+            self.turns.append(turn)
+
+    def compactable(
+        self, allowed: frozenset[str], excluded: frozenset[str]
+    ) -> list[list[LiveSegment]]:
+        key = (allowed, excluded)
+        if key not in self._compactable:
+            self._compactable[key] = [
+                [s for s in results if is_compactable(s.tool_name, allowed, excluded)]
+                for results in self.results
+            ]
+        return self._compactable[key]
+
+    def reset(self) -> None:
+        for lives in self.segments:
+            for seg in lives:
+                seg.cleared = False
+                seg.saved = 0
+
+
+def simulate_thread(
+    thread: CalThread,
+    scenario: Scenario,
+    prices: PriceTable,
+    prepared: PreparedThread | None = None,
+) -> SimThread:
+    """Replay one thread under a scenario. Pass the same `prepared` for every scenario of a
+    thread to build its items once (it is made here when not given)."""
     applies = thread.kind is ThreadKind.MAIN or not scenario.main_thread_only
     policies = scenario.build() if applies else []
-    return _Replay(thread, scenario, policies, prices).run()
+    if policies:
+        prepared = prepared or PreparedThread(thread)
+        prepared.reset()
+    return _Replay(thread, scenario, policies, prices, prepared).run()
 
 
 class _Replay:
     """The mutable state of one thread's replay."""
 
     def __init__(
-        self, thread: CalThread, scenario: Scenario, policies: list[Policy], prices: PriceTable
+        self,
+        thread: CalThread,
+        scenario: Scenario,
+        policies: list[Policy],
+        prices: PriceTable,
+        prepared: PreparedThread | None,
     ) -> None:
         self.thread = thread
         self.scenario = scenario
         self.policies = policies
         self.prices = prices
+        self.prepared = prepared
+        self.compactable_per_call = (
+            prepared.compactable(scenario.compactable_tools, scenario.exclude_tools)
+            if prepared is not None
+            else []
+        )
         self.segments: list[LiveSegment] = []
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
-        self.added = 0  # segments ever added (positions)
-        self.rec_pos = thread.head_tokens  # recorded position where the next segment starts
         self.saved = 0  # tokens currently removed from the prompt
         self.pending_edit = 0  # cache-edit savings that take effect at the next call
         self.turn = 0
@@ -188,7 +263,7 @@ class _Replay:
             if call.compaction:
                 self._reset()
             if policies:  # without policies nothing is ever cleared: no need to track items
-                self._add_segments(i, call)
+                self._add_segments(i)
             announced = self.pending_edit > 0
             if announced:  # the server deleted these from its cached copy before this call
                 self.saved += self.pending_edit
@@ -339,33 +414,19 @@ class _Replay:
                 edited = True
         return rewrote, edited, newly
 
-    def _add_segments(self, i: int, call: CalCall) -> None:
-        allowed, excluded = self.scenario.compactable_tools, self.scenario.exclude_tools
-        segments, results, compactable = self.segments, self.results, self.compactable
-        position, start = self.added, self.rec_pos
-        for seg in call.segments:
-            kind = seg.kind
-            self.turn = max(self.turn, seg.turn)
-            if kind in _CLEARABLE:
-                live = LiveSegment(
-                    position, i, kind, seg.tokens, seg.tool_name, seg.tool_use_id, seg.turn, start
-                )
-                segments.append(live)
-                if kind is ItemKind.TOOL_RESULT:
-                    results.append(live)
-                    if is_compactable(seg.tool_name, allowed, excluded):
-                        compactable.append(live)
-            position += 1
-            start += seg.tokens
-        self.added = position
-        self.rec_pos = start + call.adjustment_tokens
+    def _add_segments(self, i: int) -> None:
+        prepared = self.prepared
+        assert prepared is not None
+        self.segments.extend(prepared.segments[i])
+        self.results.extend(prepared.results[i])
+        self.compactable.extend(self.compactable_per_call[i])
+        self.turn = prepared.turns[i]
 
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
         self.segments = []
         self.results = []
         self.compactable = []
-        self.rec_pos = self.thread.head_tokens
         self.saved = 0
         self.pending_edit = 0
         for policy in self.policies:
