@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from mcsim.pipeline import LoadStats
 from mcsim.recorded import InspectReport, SessionSummary, TokenTotals
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
@@ -23,6 +24,13 @@ def _tokens_json(t: TokenTotals) -> dict[str, int]:
         "cache_read_tokens": t.cache_read_tokens,
         "output_tokens": t.output_tokens,
     }
+
+
+def skip_examples_json(stats: LoadStats) -> list[dict[str, object]]:
+    return [
+        {"file": e.file, "line": e.line, "reason": e.reason, "detail": e.detail}
+        for e in stats.skips.examples
+    ]
 
 
 def _session_json(s: SessionSummary) -> dict[str, Any]:
@@ -53,10 +61,7 @@ def skipped_json(report: InspectReport) -> dict[str, Any]:
         "by_reason": dict(sorted(skips.counts.items())),
         "repaired_lines": sum(skips.repaired.values()),
         "repaired_by_reason": dict(sorted(skips.repaired.items())),
-        "examples": [
-            {"file": e.file, "line": e.line, "reason": e.reason, "detail": e.detail}
-            for e in skips.examples
-        ],
+        "examples": skip_examples_json(report.stats),
         "examples_omitted": skips.examples_omitted,
     }
 
@@ -202,7 +207,13 @@ def warnings_text(report: InspectReport) -> list[str]:
             f"note: {report.split_mismatch_calls} calls had a cache_creation split that did not "
             "add up; the billed total was used and the rest priced as 5-minute writes"
         )
-    skips = report.stats.skips
+    return out + load_notes(report.stats)
+
+
+def load_notes(stats: LoadStats) -> list[str]:
+    """Lines about input that was skipped, repaired or counted once, with the first examples."""
+    out = []
+    skips = stats.skips
     if skips.total or skips.repaired:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(skips.counts.items()))
         repaired = ", ".join(f"{k} {v}" for k, v in sorted(skips.repaired.items()))
@@ -215,9 +226,9 @@ def warnings_text(report: InspectReport) -> list[str]:
             out.append(f"  {e.file}:{e.line}: {e.reason}" + (f": {e.detail}" if e.detail else ""))
         if len(skips.examples) > TERMINAL_EXAMPLES:
             out.append(f"  … {len(skips.examples) - TERMINAL_EXAMPLES} more (all in --json)")
-    if report.stats.duplicate_calls:
+    if stats.duplicate_calls:
         out.append(
-            f"note: {report.stats.duplicate_calls} calls appeared in more than one project "
+            f"note: {stats.duplicate_calls} calls appeared in more than one project "
             "folder and were counted once"
         )
     return out

@@ -215,6 +215,8 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
+    from mcsim.render import skip_examples_json
+
     over = report.sessions_over_threshold()
     return {
         "policies": [
@@ -259,13 +261,14 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
         "skipped": {
             "total": report.stats.skips.total,
             "by_reason": dict(sorted(report.stats.skips.counts.items())),
+            "examples": skip_examples_json(report.stats),
         },
         "out_dir": out_dir,
     }
 
 
 def replay_text(report: ReplayReport) -> str:
-    from mcsim.render import table
+    from mcsim.render import load_notes, table
 
     headers = ["policy", "cost $", "vs recorded", "vs baseline", "cleared", "hit %",
                "breaks", "unexpected"]  # fmt: skip
@@ -292,6 +295,16 @@ def replay_text(report: ReplayReport) -> str:
     )
     for s in over[:5]:
         lines.append(f"  {s.project} {s.session_id}: {s.fidelity_error:.2%}")
-    lines.append(f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
-                 + CACHE_EDIT_NOTE + ".")  # fmt: skip
+    lines.append(
+        f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
+        + CACHE_EDIT_NOTE
+        + "."
+    )
+    unpriced = report.recorded.unpriced_calls
+    if unpriced:
+        lines.append(
+            f"warning: {unpriced} recorded calls use a model not in price table "
+            f"{report.price_table}; every cost here excludes them"
+        )
+    lines.extend(load_notes(report.stats))
     return "\n".join(lines)

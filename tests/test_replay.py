@@ -224,3 +224,26 @@ def test_policies_lists_every_kind() -> None:
     }
     params = {p["name"]: p["default"] for p in kinds["time_based_microcompact"]["params"]}
     assert params == {"gap_threshold_minutes": 60.0, "keep_recent": 5}
+
+
+def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -> None:
+    import shutil
+
+    project = tmp_path / "in" / "p"
+    project.mkdir(parents=True)
+    for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
+        shutil.copy(f, project / f.name)
+    broken = project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
+    with broken.open("ab") as fh:
+        fh.write(b'{"bad json\n[1, 2]\n')
+    args = ["replay", str(tmp_path / "in"), "--policy", str(ALL), "--no-cache"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "r"), "--json"])
+    assert result.exit_code == 0, result.output
+    skipped = json.loads(result.stdout)["skipped"]
+    assert skipped["by_reason"] == {"invalid_json": 1, "not_object": 1}
+    assert [(e["line"], e["reason"]) for e in skipped["examples"]] == [
+        (102, "invalid_json"),
+        (103, "not_object"),
+    ]
+    text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")]).stdout
+    assert "skipped 2 lines (invalid_json 1, not_object 1):" in text
