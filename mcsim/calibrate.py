@@ -23,6 +23,7 @@ from enum import IntEnum
 from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
 from mcsim.prices import parse_model
 from mcsim.recorded import TTL_SECONDS, recorded_ttl
+from mcsim.refetch import resource_of
 from mcsim.tokens import TokenEstimator
 
 # A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
@@ -47,7 +48,7 @@ class Segment:
     tool_use_id: str | None = None
     turn: int = 0  # index of the user turn it belongs to
     is_error: bool = False
-    text_hash: int = 0  # stable hash of the content (re-fetch analysis); 0 when unknown
+    resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,18 +146,23 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     turn = 0
     prev: Call | None = None
     prev_ttl: str | None = None
+    resources: dict[str, str | None] = {}  # tool_use_id -> what the call touched
     for call in thread.calls:
         thinking = thinking_in_prompt(call.model)
         raw: list[Segment] = []
         for item in call.items:
             if item.kind is ItemKind.USER_TEXT:
                 turn += 1
-            if item.text:
-                estimate, digest = estimator.sized(item.text)
-            else:
-                estimate, digest = _chars_estimate(item.chars), 0
+            estimate = estimator.estimate(item.text) if item.text else _chars_estimate(item.chars)
             if item.kind is ItemKind.THINKING and not thinking:
                 estimate = 0
+            resource = None
+            if item.kind is ItemKind.TOOL_USE:
+                resource = resource_of(item.tool_name, item.text)
+                if item.tool_use_id:
+                    resources[item.tool_use_id] = resource
+            elif item.kind is ItemKind.TOOL_RESULT and item.tool_use_id:
+                resource = resources.get(item.tool_use_id)
             raw.append(
                 Segment(
                     item.kind,
@@ -165,7 +171,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                     item.tool_use_id,
                     turn,
                     item.is_error,
-                    digest,
+                    resource,
                 )
             )
         prompt = call.usage.prompt_tokens
@@ -240,7 +246,7 @@ def _scale(raw: list[Segment], target: int) -> list[Segment]:
     for i in order[:short]:
         sizes[i] += 1
     return [
-        Segment(s.kind, n, s.tool_name, s.tool_use_id, s.turn, s.is_error, s.text_hash)
+        Segment(s.kind, n, s.tool_name, s.tool_use_id, s.turn, s.is_error, s.resource)
         for s, n in zip(raw, sizes, strict=True)
     ]
 

@@ -61,16 +61,14 @@ class TokenEstimator:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def estimate(self, text: str) -> int:
-        return self.sized(text)[0] if text else 0
-
-    def sized(self, text: str) -> tuple[int, int]:
-        """(tokens, a stable 64-bit hash of the text): the hash is computed anyway."""
+        if not text:
+            return 0
         key = self.key(text)
         cached = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = self._counter.count(text)
             self.tokenized += 1
-        return cached, int.from_bytes(key[:8], "little")
+        return cached
 
     def __len__(self) -> int:
         return len(self._cache)

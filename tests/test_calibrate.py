@@ -63,7 +63,7 @@ def test_growth_is_split_in_proportion_to_estimates(tmp_path: Path) -> None:
     results = [s for s in second.segments if s.kind is ItemKind.TOOL_RESULT]
     assert [s.tool_name for s in results] == ["Read", "Grep"]
     assert results[0].tokens > 3 * results[1].tokens  # 400 vs 100 words, plus the tool calls
-    assert results[0].text_hash != results[1].text_hash != 0
+    assert [s.resource for s in results] == ["file:a", "grep:b|"]
 
 
 def test_thinking_is_in_the_prompt_only_on_newer_models() -> None:
