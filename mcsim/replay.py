@@ -87,6 +87,19 @@ class PolicyTotals:
     breaks_by_cause: Counter[str] = field(default_factory=Counter)
     compactions: int = 0
     compactions_still_reached: int = 0
+    cleared_results: int = 0
+    refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
+    refetch_cost_usd: float = 0.0
+
+    @property
+    def refetch_risk(self) -> float:
+        """The share of cleared results the agent needed again."""
+        return self.refetch_hazards / self.cleared_results if self.cleared_results else 0.0
+
+    @property
+    def net_cost_usd(self) -> float:
+        """Cost with the estimated re-fetches added: the pessimistic end of the range."""
+        return self.cost_usd + self.refetch_cost_usd
 
     def merge(self, other: PolicyTotals) -> None:
         self.tokens.merge(other.tokens)
@@ -99,6 +112,9 @@ class PolicyTotals:
         self.breaks_by_cause.update(other.breaks_by_cause)
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
+        self.cleared_results += other.cleared_results
+        self.refetch_hazards += other.refetch_hazards
+        self.refetch_cost_usd += other.refetch_cost_usd
 
 
 @dataclass
@@ -242,6 +258,9 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
             totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
     totals.cache_breaks += len(sim.breaks)
     totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
+    totals.cleared_results += sim.cleared_results
+    totals.refetch_hazards += len(sim.hazards)
+    totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
 
 
 def _compaction_threshold(call: CalCall, before: CalCall) -> int:

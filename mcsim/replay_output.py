@@ -49,7 +49,9 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cache_hit_ratio": "float", "mean_context_tokens": "float", "cache_breaks": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
-    "compactions_still_reached": "int", "fidelity_overall_error": "float",
+    "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
+    "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
+    "fidelity_overall_error": "float",
     "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
 }  # fmt: skip
 
@@ -96,6 +98,11 @@ def summary_frame(report: ReplayReport) -> Any:
                 "unpriced_calls": t.unpriced_calls,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
+                "cleared_results": t.cleared_results,
+                "refetch_hazards": t.refetch_hazards,
+                "refetch_risk": t.refetch_risk,
+                "refetch_cost_usd": t.refetch_cost_usd,
+                "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, report.baseline.cost_usd),
                 "fidelity_overall_error": report.fidelity_overall,
                 "fidelity_worst_session_error": report.fidelity_worst,
                 "fidelity_ok": fidelity_ok,
@@ -234,6 +241,11 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
+                "cleared_results": t.cleared_results,
+                "refetch_hazards": t.refetch_hazards,
+                "refetch_risk": t.refetch_risk,
+                "refetch_cost_usd": t.refetch_cost_usd,
+                "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, report.baseline.cost_usd),
                 "unpriced_calls": t.unpriced_calls,
             }
             for name, description, t in _policy_rows(report)[1:]
@@ -270,8 +282,8 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
 def replay_text(report: ReplayReport) -> str:
     from mcsim.render import load_notes, table
 
-    headers = ["policy", "cost $", "vs recorded", "vs baseline", "cleared", "hit %",
-               "breaks", "unexpected"]  # fmt: skip
+    headers = ["policy", "cost $", "vs recorded", "vs baseline", "net of re-fetch", "cleared",
+               "re-fetch risk", "hit %", "breaks", "unexpected"]  # fmt: skip
     rows = []
     for name, _desc, t in _policy_rows(report):
         rows.append(
@@ -280,13 +292,19 @@ def replay_text(report: ReplayReport) -> str:
                 f"{t.cost_usd:.4f}",
                 f"{_pct(t.cost_usd, report.recorded.cost_usd):+.2f}%",
                 "" if name == RECORDED else f"{_pct(t.cost_usd, report.baseline.cost_usd):+.2f}%",
+                ""
+                if name == RECORDED
+                else f"{_pct(t.net_cost_usd, report.baseline.cost_usd):+.2f}%",
                 f"{t.cleared_tokens:,}",
+                f"{t.refetch_hazards}/{t.cleared_results} ({100 * t.refetch_risk:.0f}%)"
+                if t.cleared_results
+                else "",
                 f"{100 * t.tokens.cache_hit_ratio:.1f}",
                 str(t.cache_breaks),
                 str(_unexpected(t)),
             ]
         )
-    lines = table(headers, rows, right=set(range(1, 8)))
+    lines = table(headers, rows, right=set(range(1, 10)))
     over = report.sessions_over_threshold()
     label = "OK" if not over else f"LOW: {len(over)} sessions over {report.fidelity_threshold:.0%}"
     lines.append(

@@ -21,6 +21,7 @@ and cache breaks out. The model (DESIGN.md "The replay model"):
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass
 
@@ -81,6 +82,18 @@ class SimCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Hazard:
+    """A cleared tool result whose resource the recorded agent used again (refetch.py)."""
+
+    cleared_before_call: int
+    tool_name: str | None
+    resource: str
+    reused_at_call: int
+    tokens: int
+    refetch_cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
 class SimThread:
     """A replayed thread, as columns (one list per quantity, one entry per call): the replay
     of a large corpus makes hundreds of thousands of calls, and columns are what the totals,
@@ -105,6 +118,8 @@ class SimThread:
     deletion_announced: list[bool]
     compaction: list[bool]
     breaks: tuple[CacheBreak, ...]
+    hazards: tuple[Hazard, ...] = ()
+    cleared_results: int = 0  # tool results the policy cleared
 
     @property
     def calls(self) -> list[SimCall]:
@@ -141,6 +156,10 @@ class PreparedThread:
         self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
         self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
         self.turns: list[int] = []  # per call: the user turn it belongs to
+        # resource -> calls (in order) whose items include a tool call touching it
+        self.uses: dict[str, list[int]] = {}
+        # per call: index of the next compaction after it (len(calls) if none)
+        self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
         position = turn = 0
@@ -162,14 +181,25 @@ class PreparedThread:
                             seg.tool_use_id,
                             seg.turn,
                             start,
+                            resource=seg.resource,
                         )
                     )
                 position += 1
                 start += seg.tokens
             start += call.adjustment_tokens
+            for seg in call.segments:
+                if seg.kind is ItemKind.TOOL_USE and seg.resource:
+                    self.uses.setdefault(seg.resource, []).append(len(self.segments))
             self.segments.append(lives)
             self.results.append([s for s in lives if s.kind is ItemKind.TOOL_RESULT])
             self.turns.append(turn)
+
+        upcoming = len(thread.calls)
+        for i in range(len(thread.calls) - 1, -1, -1):
+            self.next_compaction.append(upcoming)
+            if thread.calls[i].compaction:
+                upcoming = i
+        self.next_compaction.reverse()
 
     def compactable(
         self, allowed: frozenset[str], excluded: frozenset[str]
@@ -232,6 +262,7 @@ class _Replay:
         self.saved = 0  # tokens currently removed from the prompt
         self.pending_edit = 0  # cache-edit savings that take effect at the next call
         self.turn = 0
+        self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
 
     def run(self) -> SimThread:
         thread = self.thread
@@ -353,6 +384,7 @@ class _Replay:
             )
             for i in range(n)
         ]
+        hazards = tuple(self._hazards(out_prompt, out_ttl)) if self.policies else ()
         return SimThread(
             thread.thread_id,
             thread.kind,
@@ -373,6 +405,8 @@ class _Replay:
             out_announced,
             compactions,
             tuple(detect_breaks(observations)),
+            hazards,
+            len(self.cleared_log),
         )
 
     def _decide(
@@ -401,7 +435,7 @@ class _Replay:
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
-            net = self._clear(clearing)
+            net = self._clear(clearing, i)
             newly += net
             if clearing.mode is Mode.REWRITE:
                 self.saved += net
@@ -432,7 +466,7 @@ class _Replay:
         for policy in self.policies:
             policy.reset()
 
-    def _clear(self, clearing: Clearing) -> int:
+    def _clear(self, clearing: Clearing, i: int) -> int:
         """Mark segments cleared; the net tokens they stop costing (a placeholder stays)."""
         cost = placeholder_tokens(clearing.placeholder)
         net = 0
@@ -442,7 +476,33 @@ class _Replay:
             seg.cleared = True
             seg.saved = max(seg.tokens - cost, 0)
             net += seg.saved
+            if seg.kind is ItemKind.TOOL_RESULT:
+                self.cleared_log.append((seg, i))
         return net
+
+    def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
+        """Cleared results whose resource was used again before the next compaction."""
+        prepared = self.prepared
+        assert prepared is not None
+        out = []
+        for seg, i in self.cleared_log:
+            resource = seg.resource
+            if resource is None:
+                continue
+            calls = prepared.uses.get(resource, [])
+            k = bisect.bisect_right(calls, i)
+            if k == len(calls) or calls[k] >= prepared.next_compaction[i]:
+                continue
+            j = calls[k]
+            price = self.prices.lookup(self.thread.calls[j].model)
+            cost = 0.0
+            if price is not None:
+                write = (
+                    price.rates.cache_write_1h if ttls[j] == "1h" else price.rates.cache_write_5m
+                )
+                cost = (seg.tokens * write + prompts[j] * price.rates.cache_read) * 1e-6
+            out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
+        return out
 
     def _to_replay(self, recorded_position: int) -> int:
         """A position in the recorded prompt, in the replayed prompt (less what was cleared)."""

@@ -12,8 +12,15 @@ INPUT = 3  # uncached tokens after the last breakpoint, every call
 OUTPUT = 100
 
 
-def result(tokens: int, tool: str = "Read", tool_id: str = "t") -> Segment:
-    return Segment(ItemKind.TOOL_RESULT, tokens, tool, tool_id)
+def result(
+    tokens: int, tool: str = "Read", tool_id: str = "t", resource: str | None = None
+) -> Segment:
+    return Segment(ItemKind.TOOL_RESULT, tokens, tool, tool_id, resource=resource)
+
+
+def use(resource: str, tool: str = "Read", tokens: int = 50) -> Segment:
+    """The tool call that precedes a result (what it touched is `resource`)."""
+    return Segment(ItemKind.TOOL_USE, tokens, tool, "u", resource=resource)
 
 
 def text(tokens: int, turn: int = 1) -> Segment:
@@ -35,7 +42,14 @@ def thread(
     for i, (gap, segments) in enumerate(steps):
         now += gap
         numbered = tuple(
-            Segment(s.kind, s.tokens, s.tool_name, f"{s.tool_use_id}{i}-{j}", s.turn)
+            Segment(
+                s.kind,
+                s.tokens,
+                s.tool_name,
+                f"{s.tool_use_id}{i}-{j}",
+                s.turn,
+                resource=s.resource,
+            )
             for j, s in enumerate(segments)
         )
         prompt = (head if i == 0 else prompt_prev) + sum(s.tokens for s in numbered)

@@ -49,6 +49,7 @@ class LiveSegment:
     start: int = 0  # where it starts in the recorded prompt (tokens)
     cleared: bool = False
     saved: int = 0  # tokens its clearing removed from the prompt
+    resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
 @dataclass(frozen=True, slots=True)
