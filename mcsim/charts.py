@@ -14,7 +14,8 @@ from mcsim.replay import RECORDED, ReplayReport
 _MAX_POINTS = 4000  # per line: enough to read, small enough to draw fast
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot with the non-interactive Agg backend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,7 +70,7 @@ def _thin(column: Any) -> tuple[Any, Any]:
 
 
 def cumulative_cost(report: ReplayReport, path: Path) -> None:
-    plt = _plt()
+    plt = pyplot()
     series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
@@ -85,7 +86,7 @@ def cumulative_cost(report: ReplayReport, path: Path) -> None:
 
 
 def context_size(report: ReplayReport, path: Path) -> None:
-    plt = _plt()
+    plt = pyplot()
     series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for name in _order(report):
@@ -98,7 +99,7 @@ def context_size(report: ReplayReport, path: Path) -> None:
 
 
 def savings(report: ReplayReport, path: Path) -> None:
-    plt = _plt()
+    plt = pyplot()
     summaries = [s for s in report.summaries() if s.name != "baseline"]
     names = [s.name for s in summaries]
     vs_base = [s.savings_pct(report.baseline.cost_usd) for s in summaries]
@@ -124,7 +125,7 @@ def savings(report: ReplayReport, path: Path) -> None:
 def break_timeline(report: ReplayReport, path: Path) -> None:
     import polars as pl
 
-    plt = _plt()
+    plt = pyplot()
     names = _order(report)
     parts = [
         series.filter(pl.col("is_break")).with_columns(pl.lit(names.index(name)).alias("y"))

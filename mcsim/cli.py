@@ -17,6 +17,7 @@ import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError
+from mcsim.sweep import DEFAULT_MAX_RISK
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
@@ -119,6 +120,76 @@ def _print_json(doc: dict[str, Any]) -> None:
     sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
 
+def _replay_options(fn: F) -> F:
+    """Options shared by the commands that replay: policy file, cache, run directory, gates."""
+    options = [
+        click.option(
+            "--policy",
+            "policy_file",
+            required=True,
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="YAML policy file (see `mcsim policies` and policies/ for examples).",
+        ),
+        click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Run directory to write (default: reports/<time>-<policy file name>).",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or "
+            "~/.cache/mcsim).",
+        ),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache."),
+        click.option(
+            "--fail-under-savings",
+            type=float,
+            metavar="PCT",
+            help="Exit 1 if savings vs no pruning, net of re-fetches, fall below PCT percent.",
+        ),
+        click.option(
+            "--fail-over-risk",
+            type=click.FloatRange(min=0),
+            metavar="PCT",
+            help="Exit 1 if the re-fetch risk exceeds PCT percent of cleared results.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _run_dir(out_dir: Path | None, policy_file: Path, force: bool) -> Path:
+    from mcsim.output import check_out_dir
+
+    if out_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
+    check_out_dir(out_dir, force)
+    return out_dir
+
+
+def _gate(
+    checks: list[tuple[str, float, float]],
+    fail_under_savings: float | None,
+    fail_over_risk: float | None,
+) -> None:
+    """(what, net savings %, risk share) per checked result; exit 1 on the first failure."""
+    for what, savings, risk in checks:
+        if fail_under_savings is not None and savings < fail_under_savings:
+            raise McsimError(
+                f"{what} saves {savings:+.2f}% net of re-fetches, under --fail-under-savings "
+                f"{fail_under_savings:g}%"
+            )
+        if fail_over_risk is not None and 100 * risk > fail_over_risk:
+            raise McsimError(
+                f"{what} has a re-fetch risk of {100 * risk:.1f}%, over --fail-over-risk "
+                f"{fail_over_risk:g}%"
+            )
+
+
 @cli.command()
 @_input_options
 @click.option(
@@ -180,25 +251,7 @@ def inspect(
 
 @cli.command()
 @_input_options
-@click.option(
-    "--policy",
-    "policy_file",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML policy file (see `mcsim policies` and policies/ for examples).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Run directory to write (default: reports/<time>-<policy file name>).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or ~/.cache/mcsim).",
-)
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache.")
+@_replay_options
 @click.option(
     "--fidelity-threshold",
     type=click.FloatRange(min=0),
@@ -218,6 +271,8 @@ def replay(
     out_dir: Path | None,
     cache_dir: Path | None,
     no_cache: bool,
+    fail_under_savings: float | None,
+    fail_over_risk: float | None,
     fidelity_threshold: float,
 ) -> None:
     """Replay sessions under each policy of a policy file, beside the recording and a
@@ -230,7 +285,6 @@ def replay(
     Example:
       mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
     """
-    from mcsim.output import check_out_dir
     from mcsim.prices import load_table
     from mcsim.replay import run_replay
     from mcsim.replay_output import replay_json, replay_text, run_record, write_replay_outputs
@@ -240,10 +294,7 @@ def replay(
     since_s, until_s = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
-    if out_dir is None:
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    check_out_dir(out_dir, force)
+    out_dir = _run_dir(out_dir, policy_file, force)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     with _progress(not as_json) as progress:
         report = run_replay(
@@ -259,9 +310,12 @@ def replay(
         )
     if not report.sessions:
         raise McsimError("no API calls could be read from the input; nothing to replay")
-    options = {"since": str(since) if since else None, "until": str(until) if until else None,
-               "prices": str(prices_path) if prices_path else None,
-               "fidelity_threshold": fidelity_threshold}  # fmt: skip
+    options = {
+        "since": str(since) if since else None,
+        "until": str(until) if until else None,
+        "prices": str(prices_path) if prices_path else None,
+        "fidelity_threshold": fidelity_threshold,
+    }
     run = run_record(report, list(paths), policy_file, options)
     write_replay_outputs(report, out_dir, force, run)
     if as_json:
@@ -271,6 +325,123 @@ def replay(
         click.echo(
             f"wrote {out_dir}/ (summary, sessions, calls, breaks .parquet; run.json; charts)"
         )
+    base = report.baseline.cost_usd
+    checks = [
+        (
+            f"policy {s.name}",
+            100 * (base - s.totals.net_cost_usd) / base if base else 0.0,
+            s.totals.refetch_risk,
+        )
+        for s in report.summaries()
+        if s.name != "baseline"
+    ]
+    _gate(checks, fail_under_savings, fail_over_risk)
+
+
+@cli.command()
+@_input_options
+@_replay_options
+@click.option(
+    "--name", "policy_name", help="The policy to sweep (needed when the file holds several)."
+)
+@click.option(
+    "--grid",
+    "grids",
+    multiple=True,
+    required=True,
+    metavar="KEY=VALUES",
+    help="A parameter and its values: lists (5m,1h), ranges (1..20) or stepped ranges "
+    "(0..120:15); `kind.param` picks a layer of a stack; `ttl` is the cache TTL. Repeatable.",
+)
+@click.option(
+    "--max-risk",
+    type=click.FloatRange(min=0, max=100),
+    default=100 * DEFAULT_MAX_RISK,
+    show_default=True,
+    metavar="PCT",
+    help="Highest re-fetch risk (percent of cleared results) a recommendation may have.",
+)
+def sweep(
+    paths: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    prices_path: Path | None,
+    force: bool,
+    as_json: bool,
+    workers: int | None,
+    policy_file: Path,
+    out_dir: Path | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+    fail_under_savings: float | None,
+    fail_over_risk: float | None,
+    policy_name: str | None,
+    grids: tuple[str, ...],
+    max_risk: float,
+) -> None:
+    """Replay many variants of one policy over a parameter grid and recommend one.
+
+    Writes sweep.parquet (per variant, and per variant x session), savings_curve.png,
+    risk_tradeoff.png and run.json, and prints every variant with the recommendation: the
+    highest savings net of re-fetches whose re-fetch risk stays under --max-risk.
+
+    \b
+    Example:
+      mcsim sweep ~/.claude/projects --policy policies/claude-code.yaml --name claude-code \
+        --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
+    """
+    from mcsim.prices import load_table
+    from mcsim.replay import run_replay
+    from mcsim.replay_output import run_record
+    from mcsim.scenario import baseline, load_policy_file
+    from mcsim.session_cache import default_cache_dir
+    from mcsim.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
+    from mcsim.sweep_output import sweep_json, sweep_text, write_sweep_outputs
+
+    since_s, until_s = _dates(since, until)
+    scenarios = load_policy_file(policy_file)
+    base = pick_policy(scenarios, policy_name, str(policy_file))
+    variants = build_variants(base, [parse_axis(g) for g in grids])
+    prices = load_table(prices_path)
+    out_dir = _run_dir(out_dir, policy_file, force)
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
+    with _progress(not as_json) as progress:
+        report = run_replay(
+            list(paths),
+            runs,
+            prices,
+            cache_dir=cache,
+            keep_rows=False,
+            since_s=since_s,
+            until_s=until_s,
+            workers=workers,
+            progress=progress,
+        )
+    if not report.sessions:
+        raise McsimError("no API calls could be read from the input; nothing to sweep")
+    results = outcomes(report, variants)
+    rec = recommend(results, max_risk / 100)
+    options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
+    run = run_record(report, list(paths), policy_file, options)
+    write_sweep_outputs(report, results, rec, out_dir, force, run)
+    if as_json:
+        _print_json(sweep_json(report, results, rec, str(out_dir)))
+    else:
+        click.echo(sweep_text(report, results, rec))
+        click.echo(f"wrote {out_dir}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)")
+    if fail_under_savings is not None or fail_over_risk is not None:
+        if rec.best is None:
+            raise McsimError(f"no recommendation to gate on: {rec.reason}")
+        best = rec.best
+        checks = [
+            (
+                f"recommended variant {best.variant.name}",
+                best.net_savings_pct,
+                best.totals.refetch_risk,
+            )
+        ]
+        _gate(checks, fail_under_savings, fail_over_risk)
 
 
 @cli.command()
@@ -300,8 +471,10 @@ def policies(as_json: bool) -> None:
         for p in kind["params"]:
             default = "none" if p["default"] is None else p["default"]
             click.echo(f"    {p['name']} (default {default}): {p['help']}")
-    click.echo("Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
-               "compactable_tools, exclude_tools, main_thread_only.")  # fmt: skip
+    click.echo(
+        "Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
+        "compactable_tools, exclude_tools, main_thread_only."
+    )
 
 
 def main() -> None:

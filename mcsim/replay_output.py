@@ -209,7 +209,7 @@ def write_replay_outputs(
         "sessions.parquet": lambda p: sessions_frame(report).write_parquet(p),
         "calls.parquet": lambda p: calls_frame(report).write_parquet(p),
         "breaks.parquet": lambda p: breaks_frame(report).write_parquet(p),
-        "run.json": lambda p: _write_json(p, run),
+        "run.json": lambda p: write_json(p, run),
     }
     for name, draw in CHARTS.items():
         writers[name] = lambda p, draw=draw: draw(report, p)  # type: ignore[misc]
@@ -217,7 +217,7 @@ def write_replay_outputs(
     return list(writers)
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
+def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
 

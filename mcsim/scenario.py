@@ -187,11 +187,12 @@ def _layer(raw: dict[str, Any], where: str) -> Layer:
             raise PolicyFileError(
                 f"{where}: key '{key}': not a parameter of {kind} (allowed: {allowed})"
             )
-    values = tuple((p.name, _value(p, raw.get(p.name, p.default), where)) for p in cls.params)
+    values = tuple((p.name, check_value(p, raw.get(p.name, p.default), where)) for p in cls.params)
     return Layer(kind, values)
 
 
-def _value(param: Param, value: Any, where: str) -> Any:
+def check_value(param: Param, value: Any, where: str) -> Any:
+    """A parameter value validated against its declaration; errors name `where` and the key."""
     bad = f"{where}: key '{param.name}': "
     if value is None:
         if param.optional or param.default is None:
