@@ -60,6 +60,7 @@ def test_readme_documents_every_parquet_column() -> None:
         REPLAY_SESSIONS_SCHEMA,
         SUMMARY_SCHEMA,
     )
+    from mcsim.sweep_output import SWEEP_SCHEMA
 
     text = re.sub(r"\s+", " ", (REPO / "README.md").read_text())
     schemas = (
@@ -70,6 +71,7 @@ def test_readme_documents_every_parquet_column() -> None:
         REPLAY_SESSIONS_SCHEMA,
         REPLAY_CALLS_SCHEMA,
         REPLAY_BREAKS_SCHEMA,
+        SWEEP_SCHEMA,
     )
     for schema in schemas:
         for column in schema:
@@ -77,7 +79,7 @@ def test_readme_documents_every_parquet_column() -> None:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    for command in ("inspect", "replay", "policies"):
+    for command in ("inspect", "replay", "sweep", "policies"):
         result = CliRunner().invoke(cli, [command, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout, command
