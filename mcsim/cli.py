@@ -424,6 +424,7 @@ def sweep(
     rec = recommend(results, max_risk / 100)
     options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
     run = run_record(report, list(paths), policy_file, options)
+    run["recommendation"] = sweep_json(report, results, rec, str(out_dir))["recommendation"]
     write_sweep_outputs(report, results, rec, out_dir, force, run)
     if as_json:
         _print_json(sweep_json(report, results, rec, str(out_dir)))
@@ -442,6 +443,22 @@ def sweep(
             )
         ]
         _gate(checks, fail_under_savings, fail_over_risk)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+def report(run_dir: Path) -> None:
+    """Write report.html and report.md into a replay or sweep run directory: a cost review
+    for readers who will not run mcsim (charts embedded; opens with no network).
+
+    \b
+    Example:
+      mcsim report reports/20261129-101500-claude-code
+    """
+    from mcsim.report import build_report
+
+    html_path, md_path = build_report(run_dir)
+    click.echo(f"wrote {html_path} and {md_path}")
 
 
 @cli.command()

@@ -131,6 +131,7 @@ class SessionReplay:
     fidelity_error_tokens: int
     fidelity_weight_tokens: int
     calibration_fallbacks: int
+    models: tuple[str, ...] = ()
     # Per-call and per-break rows as columns (CALL_COLUMNS / BREAK_COLUMNS order): cheaper
     # to build, to send between processes and to turn into tables than row tuples.
     call_columns: list[list[object]] = field(default_factory=list)
@@ -160,6 +161,7 @@ def replay_session(
         0,
         0,
         sum(c.fallback for c in calls),
+        tuple(sorted({c.model for c in calls})),
     )
     if keep_rows:
         out.call_columns = [[] for _ in CALL_COLUMNS]

@@ -193,6 +193,46 @@ def run_record(
         "price_table": report.price_table,
         "options": options,
         "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
+        **run_summary(report),
+    }
+
+
+def run_summary(report: ReplayReport) -> dict[str, Any]:
+    """What `mcsim report` shows that the tables do not hold: the input, the recording, the
+    fidelity of the replay."""
+    sessions = report.sessions
+    rec = report.recorded
+    return {
+        "analysed": {
+            "sessions": len(sessions),
+            "calls": rec.calls,
+            "start": _utc(min(s.start_s for s in sessions)).isoformat() if sessions else None,
+            "end": _utc(max(s.end_s for s in sessions)).isoformat() if sessions else None,
+            "projects": sorted({s.project for s in sessions}),
+            "models": sorted({m for s in sessions for m in s.models}),
+        },
+        "recorded": {
+            "cost_usd": rec.cost_usd,
+            "unpriced_calls": rec.unpriced_calls,
+            "input_tokens": rec.tokens.input_tokens,
+            "cache_write_5m_tokens": rec.tokens.cache_write_5m_tokens,
+            "cache_write_1h_tokens": rec.tokens.cache_write_1h_tokens,
+            "cache_read_tokens": rec.tokens.cache_read_tokens,
+            "output_tokens": rec.tokens.output_tokens,
+            "cache_hit_ratio": rec.tokens.cache_hit_ratio,
+            "cache_breaks": rec.cache_breaks,
+            "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
+        },
+        "baseline_cost_usd": report.baseline.cost_usd,
+        "fidelity": {
+            "overall_error": report.fidelity_overall,
+            "worst_session_error": report.fidelity_worst,
+            "threshold": report.fidelity_threshold,
+            "sessions_over_threshold": [
+                {"session_id": s.session_id, "error": s.fidelity_error}
+                for s in report.sessions_over_threshold()
+            ],
+        },
     }
 
 
