@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,6 +263,7 @@ def _sweep_section(run: dict[str, Any], sweep: Any) -> Section:
     )
 
 
+_NUMERIC = re.compile(r"^[+\-$]?[\d,.$]+%?$")
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:980px;margin:2em auto;
 padding:0 1em;color:#1d1d1f;line-height:1.5}
@@ -270,7 +272,7 @@ h2{font-size:1.25em;margin-top:1.8em}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em}
 th,td{border:1px solid #ccc;padding:.35em .7em;text-align:left}
 th{background:#f3f3f3}
-td:not(:first-child){text-align:right}
+td.n{text-align:right}
 figure{margin:1.2em 0}
 figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.88em;color:#555}
@@ -299,7 +301,11 @@ def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Pat
             parts.extend(f"<th>{e(h)}</th>" for h in head)
             parts.append("</tr></thead><tbody>")
             for row in rows:
-                parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+                cells = "".join(
+                    f'<td class="n">{e(c)}</td>' if _NUMERIC.match(c) else f"<td>{e(c)}</td>"
+                    for c in row
+                )
+                parts.append(f"<tr>{cells}</tr>")
             parts.append("</tbody></table>")
         for chart in section.charts:
             path = run_dir / chart
