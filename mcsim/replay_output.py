@@ -68,6 +68,17 @@ def _unexpected(t: PolicyTotals) -> int:
     return t.cache_breaks - t.breaks_by_cause["compaction"] - t.breaks_by_cause["policy_clearing"]
 
 
+def _refetch_fields(t: PolicyTotals, baseline_usd: float) -> dict[str, Any]:
+    """The re-fetch risk of a policy, and its savings with the re-fetches paid."""
+    return {
+        "cleared_results": t.cleared_results,
+        "refetch_hazards": t.refetch_hazards,
+        "refetch_risk": t.refetch_risk,
+        "refetch_cost_usd": t.refetch_cost_usd,
+        "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, baseline_usd),
+    }
+
+
 def _policy_rows(report: ReplayReport) -> list[tuple[str, str, PolicyTotals]]:
     rows = [(RECORDED, "as recorded", report.recorded)]
     rows += [(s.name, s.description, s.totals) for s in report.summaries()]
@@ -98,11 +109,7 @@ def summary_frame(report: ReplayReport) -> Any:
                 "unpriced_calls": t.unpriced_calls,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
-                "cleared_results": t.cleared_results,
-                "refetch_hazards": t.refetch_hazards,
-                "refetch_risk": t.refetch_risk,
-                "refetch_cost_usd": t.refetch_cost_usd,
-                "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, report.baseline.cost_usd),
+                **_refetch_fields(t, report.baseline.cost_usd),
                 "fidelity_overall_error": report.fidelity_overall,
                 "fidelity_worst_session_error": report.fidelity_worst,
                 "fidelity_ok": fidelity_ok,
@@ -281,11 +288,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
-                "cleared_results": t.cleared_results,
-                "refetch_hazards": t.refetch_hazards,
-                "refetch_risk": t.refetch_risk,
-                "refetch_cost_usd": t.refetch_cost_usd,
-                "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, report.baseline.cost_usd),
+                **_refetch_fields(t, report.baseline.cost_usd),
                 "unpriced_calls": t.unpriced_calls,
             }
             for name, description, t in _policy_rows(report)[1:]

@@ -121,16 +121,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             label=f"{label}: net of re-fetches",
         )
     if rec.best is not None:
-        ax.scatter(
-            [_axis_value(dict(rec.best.variant.params)[x_key])],
-            [rec.best.net_savings_pct],
-            s=200,
-            facecolors="none",
-            edgecolors="red",
-            linewidths=2,
-            label=f"recommended: {rec.best.variant.name}",
-            zorder=5,
-        )
+        _mark(ax, _axis_value(dict(rec.best.variant.params)[x_key]), rec.best)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_title(f"Savings vs no pruning over {x_key}")
     ax.set_xlabel(x_key)
@@ -140,6 +131,20 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _mark(ax: Any, x: Any, best: Outcome) -> None:
+    """Circle the recommended variant."""
+    ax.scatter(
+        [x],
+        [best.net_savings_pct],
+        s=210,
+        facecolors="none",
+        edgecolors="red",
+        linewidths=2,
+        label=f"recommended: {best.variant.name}",
+        zorder=5,
+    )
 
 
 def _axis_value(value: Any) -> Any:
@@ -176,16 +181,7 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             textcoords="offset points",
         )
     if rec.best is not None:
-        ax.scatter(
-            [100 * rec.best.totals.refetch_risk],
-            [rec.best.net_savings_pct],
-            s=220,
-            facecolors="none",
-            edgecolors="red",
-            linewidths=2,
-            label=f"recommended: {rec.best.variant.name}",
-            zorder=5,
-        )
+        _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_title("Savings (net of re-fetches) vs re-fetch risk")
     ax.set_xlabel("re-fetch risk (% of cleared results the agent needed again)")
