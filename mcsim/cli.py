@@ -17,7 +17,9 @@ import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError
-from mcsim.sweep import DEFAULT_MAX_RISK
+
+# mcsim.sweep.DEFAULT_MAX_RISK in percent; not imported here, to keep `inspect` startup light.
+MAX_RISK_DEFAULT_PCT = 50.0
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
@@ -356,7 +358,7 @@ def replay(
 @click.option(
     "--max-risk",
     type=click.FloatRange(min=0, max=100),
-    default=100 * DEFAULT_MAX_RISK,
+    default=MAX_RISK_DEFAULT_PCT,
     show_default=True,
     metavar="PCT",
     help="Highest re-fetch risk (percent of cleared results) a recommendation may have.",

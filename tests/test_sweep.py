@@ -221,3 +221,10 @@ def test_bad_grid_exits_2(tmp_path: Path) -> None:
         in result.stderr
     )
     assert not (tmp_path / "x").exists()
+
+
+def test_the_cli_default_risk_limit_is_the_library_default() -> None:
+    from mcsim.cli import MAX_RISK_DEFAULT_PCT
+    from mcsim.sweep import DEFAULT_MAX_RISK
+
+    assert MAX_RISK_DEFAULT_PCT == 100 * DEFAULT_MAX_RISK
