@@ -449,7 +449,8 @@ def sweep(
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-def report(run_dir: Path) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
+def report(run_dir: Path, as_json: bool) -> None:
     """Write report.html and report.md into a replay or sweep run directory: a cost review
     for readers who will not run mcsim (charts embedded; opens with no network).
 
@@ -460,7 +461,10 @@ def report(run_dir: Path) -> None:
     from mcsim.report import build_report
 
     html_path, md_path = build_report(run_dir)
-    click.echo(f"wrote {html_path} and {md_path}")
+    if as_json:
+        _print_json({"html": str(html_path), "markdown": str(md_path)})
+    else:
+        click.echo(f"wrote {html_path} and {md_path}")
 
 
 @cli.command()
