@@ -81,6 +81,29 @@ def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
     return breaks
 
 
+def detect_breaks_columns(
+    timestamps: Sequence[float],
+    models: Sequence[str],
+    reads: Sequence[int],
+    ttl_seconds: Sequence[float],
+    compaction: Sequence[bool],
+    announced: Sequence[bool],
+) -> list[CacheBreak]:
+    """`detect_breaks` over columns, building objects only for the calls that broke (a long
+    replay has hundreds of thousands of calls and few breaks)."""
+    out = []
+    for i in range(1, len(reads)):
+        if not is_drop(reads[i - 1], reads[i]):
+            continue
+        prev = CallObservation(timestamps[i - 1], models[i - 1], reads[i - 1], ttl_seconds[i - 1])
+        cur = CallObservation(
+            timestamps[i], models[i], reads[i], ttl_seconds[i], compaction[i], announced[i]
+        )
+        gap = cur.timestamp_s - prev.timestamp_s
+        out.append(CacheBreak(i, prev.cache_read_tokens, reads[i], gap, _cause(prev, cur, gap)))
+    return out
+
+
 def _cause(prev: CallObservation, cur: CallObservation, gap: float) -> BreakCause:
     if cur.deletion_announced:
         return BreakCause.POLICY_CLEARING

@@ -25,7 +25,7 @@ import bisect
 import functools
 from dataclasses import dataclass
 
-from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
+from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
@@ -373,17 +373,9 @@ class _Replay:
         stamps = [c.timestamp_s for c in calls]
         models = [c.model for c in calls]
         compactions = [c.compaction for c in calls]
-        observations = [
-            CallObservation(
-                stamps[i],
-                models[i],
-                out_read[i],
-                TTL_SECONDS[out_ttl[i]],
-                compaction_before=compactions[i],
-                deletion_announced=out_announced[i],
-            )
-            for i in range(n)
-        ]
+        breaks = detect_breaks_columns(
+            stamps, models, out_read, [TTL_SECONDS[t] for t in out_ttl], compactions, out_announced
+        )
         hazards = tuple(self._hazards(out_prompt, out_ttl)) if self.policies else ()
         return SimThread(
             thread.thread_id,
@@ -404,7 +396,7 @@ class _Replay:
             out_edit,
             out_announced,
             compactions,
-            tuple(detect_breaks(observations)),
+            tuple(breaks),
             hazards,
             len(self.cleared_log),
         )

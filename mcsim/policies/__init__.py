@@ -52,7 +52,7 @@ class LiveSegment:
     resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is built per call and policy, frozen inits are slow
 class View:
     """What a policy may look at before a call."""
 
