@@ -1,3 +1,4 @@
 from mcsim.cli import main
 
-main()
+if __name__ == "__main__":  # also imported by processes the CLI spawns
+    main()

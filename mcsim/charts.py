@@ -1,11 +1,16 @@
 """PNG charts of a replay, readable without the code: titles, axis labels and units on each.
 
-matplotlib is imported here only (with the non-interactive Agg backend), so nothing else
-pays for it.
+The data the charts need is extracted once from a report (`chart_data`, plain numpy arrays
+and lists); drawing it needs only matplotlib. That split lets the command line draw in a
+separate process (`ChartProcess`), started before the replay so matplotlib's import and the
+drawing overlap the replay and the tables. matplotlib is imported here only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +29,46 @@ def pyplot() -> Any:
     return plt
 
 
-def _series(report: ReplayReport) -> dict[str, Any]:
-    """Per policy, its calls in time order (computed once per report, shared by the charts)."""
-    if report.chart_series is None:
-        import polars as pl
+@dataclass
+class ChartData:
+    """Everything the replay charts draw, as numpy arrays and lists (picklable)."""
 
-        from mcsim.replay_output import calls_frame
+    names: list[str]  # the recording, then every scenario, in order
+    cumulative_cost: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> (x, y)
+    prompt_k: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    breaks: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # cause -> (time, row)
+    savings: list[tuple[str, float, float]] = field(default_factory=list)  # vs base, vs rec
 
-        ordered = calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
-        report.chart_series = {
-            name: part.select(
-                pl.col("cost_usd").fill_null(0.0).cum_sum().alias("cumulative_cost"),
-                (pl.col("prompt_tokens") / 1000).alias("prompt_k"),
-                "timestamp",
-                "is_break",
-                "break_cause",
-            )
-            for (name,), part in ordered.group_by("policy", maintain_order=True)
-        }
-    series: dict[str, Any] = report.chart_series
-    return series
+
+def _thin(values: Any) -> tuple[Any, Any]:
+    """Every n-th point of a series so a line has at most _MAX_POINTS points."""
+    step = max(1, len(values) // _MAX_POINTS)
+    return range(0, len(values), step), values[::step]
+
+
+def chart_data(report: ReplayReport) -> ChartData:
+    import numpy as np
+    import polars as pl
+
+    from mcsim.replay_output import calls_frame
+
+    names = [RECORDED, *(s.name for s in report.scenarios)]
+    data = ChartData(names)
+    ordered = calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
+    for (name,), part in ordered.group_by("policy", maintain_order=True):
+        data.cumulative_cost[name] = _thin(part["cost_usd"].fill_null(0.0).cum_sum().to_numpy())
+        data.prompt_k[name] = _thin((part["prompt_tokens"] / 1000).to_numpy())
+    broke = ordered.filter(pl.col("is_break"))
+    rows = broke["policy"].replace_strict({n: i for i, n in enumerate(names)}, default=-1)
+    broke = broke.with_columns(rows.alias("row"))
+    for (cause,), part in broke.group_by("break_cause", maintain_order=True):
+        data.breaks[str(cause)] = (part["timestamp"].to_numpy(), np.asarray(part["row"]))
+    data.savings = [
+        (s.name, s.savings_pct(report.baseline.cost_usd), s.savings_pct(report.recorded.cost_usd))
+        for s in report.summaries()
+        if s.name != "baseline"
+    ]
+    return data
 
 
 def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
@@ -58,93 +83,61 @@ def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, yl
     plt.close(fig)
 
 
-def _order(report: ReplayReport) -> list[str]:
-    return [RECORDED, *(s.name for s in report.scenarios)]
-
-
-def _thin(column: Any) -> tuple[Any, Any]:
-    """Every n-th point of a series so a line has at most _MAX_POINTS (x, y) points."""
-    step = max(1, len(column) // _MAX_POINTS)
-    values = column.to_numpy()[::step]
-    return range(0, len(column), step), values
-
-
-def cumulative_cost(report: ReplayReport, path: Path) -> None:
+def cumulative_cost(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
-    for name in _order(report):
-        if name not in series:
+    for name in data.names:
+        if name not in data.cumulative_cost:
             continue
-        cumulative = series[name]["cumulative_cost"]
-        total = float(cumulative[-1]) if len(cumulative) else 0.0
-        xs, ys = _thin(cumulative)
+        xs, ys = data.cumulative_cost[name]
+        total = float(ys[-1]) if len(ys) else 0.0
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
         ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
     _finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
             "API call (all sessions, in time order)", "cumulative cost (USD)")  # fmt: skip
 
 
-def context_size(report: ReplayReport, path: Path) -> None:
+def context_size(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    series = _series(report)
     fig, ax = plt.subplots(figsize=(10, 5.5))
-    for name in _order(report):
-        if name == RECORDED or name not in series:
+    for name in data.names:
+        if name == RECORDED or name not in data.prompt_k:
             continue  # the baseline's prompt is the recorded prompt
-        xs, ys = _thin(series[name]["prompt_k"])
+        xs, ys = data.prompt_k[name]
         ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
     _finish(plt, fig, ax, path, "Context size sent on each call, per policy",
             "API call (all sessions, in time order)", "prompt size (thousand tokens)")  # fmt: skip
 
 
-def savings(report: ReplayReport, path: Path) -> None:
+def savings(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    summaries = [s for s in report.summaries() if s.name != "baseline"]
-    names = [s.name for s in summaries]
-    vs_base = [s.savings_pct(report.baseline.cost_usd) for s in summaries]
-    vs_rec = [s.savings_pct(report.recorded.cost_usd) for s in summaries]
+    names = [s[0] for s in data.savings]
+    vs_base = [s[1] for s in data.savings]
+    vs_rec = [s[2] for s in data.savings]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 3), 5))
     xs = range(len(names))
     ax.bar([x - 0.2 for x in xs], vs_base, width=0.4, label="vs no pruning (baseline)")
     ax.bar([x + 0.2 for x in xs], vs_rec, width=0.4, label="vs recorded spend")
     ax.axhline(0, color="black", linewidth=0.8)
     for x, value in zip(xs, vs_base, strict=True):
-        ax.annotate(
-            f"{value:+.1f}%",
-            (x - 0.2, value),
-            ha="center",
-            va="bottom" if value >= 0 else "top",
-            fontsize=8,
-        )
+        ax.annotate(f"{value:+.1f}%", (x - 0.2, value), ha="center",
+                    va="bottom" if value >= 0 else "top", fontsize=8)  # fmt: skip
     ax.set_xticks(list(xs), names, rotation=20, ha="right")
     _finish(plt, fig, ax, path, "Savings by policy", "policy",
             "savings (% of cost; negative = costs more)")  # fmt: skip
 
 
-def break_timeline(report: ReplayReport, path: Path) -> None:
-    import polars as pl
-
+def break_timeline(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    names = _order(report)
-    parts = [
-        series.filter(pl.col("is_break")).with_columns(pl.lit(names.index(name)).alias("y"))
-        for name, series in _series(report).items()
-        if name in names
-    ]
-    breaks = pl.concat(parts) if parts else pl.DataFrame()
+    names = data.names
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(names)))
-    causes = sorted(set(breaks["break_cause"].to_list())) if len(breaks) else []
-    for cause in causes:
-        part = breaks.filter(pl.col("break_cause") == cause)
-        ax.scatter(
-            part["timestamp"].to_numpy(), part["y"].to_numpy(), label=cause, s=22, alpha=0.75
-        )
+    for cause, (times, rows) in sorted(data.breaks.items()):
+        ax.scatter(times, rows, label=cause, s=22, alpha=0.75)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.set_title("Cache breaks over time, by policy and cause")
     ax.set_xlabel("time (UTC)")
-    if causes:
+    if data.breaks:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
@@ -159,3 +152,59 @@ CHARTS = {
     "savings.png": savings,
     "break_timeline.png": break_timeline,
 }
+
+
+def draw_all(data: ChartData, folder: Path) -> None:
+    for name, draw in CHARTS.items():
+        draw(data, folder / name)
+
+
+def _serve(conn: Any) -> None:
+    """The chart process: import matplotlib at once, then draw what the parent sends."""
+    pyplot()
+    request = conn.recv()
+    if request is None:
+        return
+    data, folder = request
+    try:
+        draw_all(data, folder)
+    except Exception as exc:  # reported to the parent, which fails the write
+        conn.send(f"{type(exc).__name__}: {exc}")
+    else:
+        conn.send("ok")
+
+
+class ChartProcess:
+    """Draws the replay charts in a fresh process (spawned: it inherits no threads or state).
+
+    Start it before the replay: matplotlib's import then overlaps the replay, and the drawing
+    overlaps writing the tables.
+    """
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self._proc.start()
+        child.close()
+
+    def start(self, data: ChartData, folder: Path) -> None:
+        self._conn.send((data, folder))
+
+    def wait(self) -> None:
+        try:
+            answer = self._conn.recv()
+        except EOFError:
+            answer = f"the chart process ended with exit code {self._proc.exitcode}"
+        self._proc.join()
+        if answer != "ok":
+            raise OSError(f"could not draw the charts: {answer}")
+
+    def close(self) -> None:
+        """Stop the process if it was never asked to draw (an error before the outputs)."""
+        if self._proc.is_alive():
+            with contextlib.suppress(OSError):
+                self._conn.send(None)
+            self._proc.join(timeout=5)
+            if self._proc.is_alive():
+                self._proc.kill()

@@ -287,6 +287,7 @@ def replay(
     Example:
       mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
     """
+    from mcsim.charts import ChartProcess
     from mcsim.prices import load_table
     from mcsim.replay import run_replay
     from mcsim.replay_output import replay_json, replay_text, run_record, write_replay_outputs
@@ -298,28 +299,32 @@ def replay(
     prices = load_table(prices_path)
     out_dir = _run_dir(out_dir, policy_file, force)
     cache = None if no_cache else (cache_dir or default_cache_dir())
-    with _progress(not as_json) as progress:
-        report = run_replay(
-            list(paths),
-            scenarios,
-            prices,
-            cache_dir=cache,
-            since_s=since_s,
-            until_s=until_s,
-            workers=workers,
-            progress=progress,
-            fidelity_threshold=fidelity_threshold,
-        )
-    if not report.sessions:
-        raise McsimError("no API calls could be read from the input; nothing to replay")
-    options = {
-        "since": str(since) if since else None,
-        "until": str(until) if until else None,
-        "prices": str(prices_path) if prices_path else None,
-        "fidelity_threshold": fidelity_threshold,
-    }
-    run = run_record(report, list(paths), policy_file, options)
-    write_replay_outputs(report, out_dir, force, run)
+    charts = ChartProcess()  # imports matplotlib while the replay runs
+    try:
+        with _progress(not as_json) as progress:
+            report = run_replay(
+                list(paths),
+                scenarios,
+                prices,
+                cache_dir=cache,
+                since_s=since_s,
+                until_s=until_s,
+                workers=workers,
+                progress=progress,
+                fidelity_threshold=fidelity_threshold,
+            )
+        if not report.sessions:
+            raise McsimError("no API calls could be read from the input; nothing to replay")
+        options = {
+            "since": str(since) if since else None,
+            "until": str(until) if until else None,
+            "prices": str(prices_path) if prices_path else None,
+            "fidelity_threshold": fidelity_threshold,
+        }
+        run = run_record(report, list(paths), policy_file, options)
+        write_replay_outputs(report, out_dir, force, run, charts)
+    finally:
+        charts.close()
     if as_json:
         _print_json(replay_json(report, str(out_dir)))
     else:

@@ -30,18 +30,28 @@ def check_out_dir(out_dir: Path, force: bool) -> None:
             raise OutputExistsError(f"{out_dir}: already holds a run (use --force to replace it)")
 
 
-def write_run_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]], force: bool) -> None:
+def write_run_dir(
+    out_dir: Path,
+    writers: dict[str, Callable[[Path], None]],
+    force: bool,
+    background: Callable[[Path], Callable[[], None]] | None = None,
+) -> None:
     """Write every file into a temporary sibling directory, then swap it into place.
 
     A reader never sees a half-written run, and a failed write leaves the old run intact.
+    `background(folder)` starts more writing elsewhere (another process) and returns the
+    function that waits for it; the swap happens only after it finished.
     """
     check_out_dir(out_dir, force)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a run dir is not
     try:
+        wait = background(tmp) if background is not None else None
         for name, write in writers.items():
             write(tmp / name)
+        if wait is not None:
+            wait()
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
             os.rename(out_dir, old / "run")

@@ -382,7 +382,6 @@ class ReplayReport:
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
     calls_table: Any = None  # the calls DataFrame, built once (replay_output.calls_frame)
-    chart_series: Any = None  # per-policy series for the charts, built once (charts._series)
 
     def add(self, result: SessionReplay) -> None:
         self.recorded.merge(result.recorded)

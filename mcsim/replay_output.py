@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from mcsim import __version__
+from mcsim.charts import ChartProcess
 from mcsim.output import SCHEMA_VERSION, TS, frame, write_run_dir
 from mcsim.replay import BREAK_COLUMNS, CALL_COLUMNS, RECORDED, PolicyTotals, ReplayReport
 
@@ -248,8 +249,10 @@ def write_replay_outputs(
     out_dir: Path,
     force: bool,
     run: dict[str, Any],
+    chart_process: ChartProcess | None = None,
 ) -> list[str]:
-    from mcsim.charts import CHARTS
+    """Tables, run.json and charts; the charts are drawn by `chart_process` when given."""
+    from mcsim.charts import CHARTS, chart_data, draw_all
 
     writers: dict[str, Callable[[Path], None]] = {
         "summary.parquet": lambda p: summary_frame(report).write_parquet(p),
@@ -258,10 +261,17 @@ def write_replay_outputs(
         "breaks.parquet": lambda p: breaks_frame(report).write_parquet(p),
         "run.json": lambda p: write_json(p, run),
     }
-    for name, draw in CHARTS.items():
-        writers[name] = lambda p, draw=draw: draw(report, p)  # type: ignore[misc]
-    write_run_dir(out_dir, writers, force)
-    return list(writers)
+    data = chart_data(report)
+
+    def charts(folder: Path) -> Callable[[], None]:
+        if chart_process is None:
+            draw_all(data, folder)
+            return lambda: None
+        chart_process.start(data, folder)
+        return chart_process.wait
+
+    write_run_dir(out_dir, writers, force, background=charts)
+    return [*writers, *CHARTS]
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
