@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mcsim.output import frame, write_run_dir
-from mcsim.replay import ReplayReport
+from mcsim.replay import PolicyTotals, ReplayReport
 from mcsim.replay_output import CACHE_EDIT_NOTE, write_json
 from mcsim.sweep import Outcome, Recommendation, Variant, pareto_front
 
@@ -37,56 +37,48 @@ def _params_text(v: Variant) -> str:
 def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> Any:
     """One row per variant (level `variant`) and per variant x session (level `session`)."""
     best = rec.best.variant.name if rec.best else None
-    rows = []
-    for o in results:
-        t = o.totals
-        rows.append(
-            {
-                "level": "variant",
-                "variant": o.variant.name,
-                "params": _params_text(o.variant),
-                "session_id": None,
-                "project": None,
-                "cost_usd": t.cost_usd,
-                "savings_vs_baseline_pct": o.savings_pct,
-                "net_savings_vs_baseline_pct": o.net_savings_pct,
-                "cleared_tokens": t.cleared_tokens,
-                "cache_breaks": t.cache_breaks,
-                "cleared_results": t.cleared_results,
-                "refetch_hazards": t.refetch_hazards,
-                "refetch_risk": t.refetch_risk,
-                "refetch_cost_usd": t.refetch_cost_usd,
-                "recommended": o.variant.name == best,
-            }
-        )
+    base_cost = report.baseline.cost_usd
+    rows = [_row("variant", o.variant, None, None, o.totals, base_cost, best) for o in results]
     names = {o.variant.scenario.name: o.variant for o in results}
     for s in report.sessions:
         base = next((p for p in s.policies if p.name == "baseline"), None)
-        base_cost = base.cost_usd if base else 0.0
+        session_base = base.cost_usd if base else 0.0
         for t in s.policies:
             variant = names.get(t.name)
-            if variant is None:
-                continue
-            rows.append(
-                {
-                    "level": "session",
-                    "variant": variant.name,
-                    "params": _params_text(variant),
-                    "session_id": s.session_id,
-                    "project": s.project,
-                    "cost_usd": t.cost_usd,
-                    "savings_vs_baseline_pct": _pct(t.cost_usd, base_cost),
-                    "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, base_cost),
-                    "cleared_tokens": t.cleared_tokens,
-                    "cache_breaks": t.cache_breaks,
-                    "cleared_results": t.cleared_results,
-                    "refetch_hazards": t.refetch_hazards,
-                    "refetch_risk": t.refetch_risk,
-                    "refetch_cost_usd": t.refetch_cost_usd,
-                    "recommended": variant.name == best,
-                }
-            )
+            if variant is not None:
+                rows.append(
+                    _row("session", variant, s.session_id, s.project, t, session_base, best)
+                )
     return frame(rows, SWEEP_SCHEMA)
+
+
+def _row(
+    level: str,
+    variant: Variant,
+    session_id: str | None,
+    project: str | None,
+    t: PolicyTotals,
+    base_cost: float,
+    best: str | None,
+) -> dict[str, Any]:
+    """One sweep.parquet row: a variant's totals over the run, or over one session."""
+    return {
+        "level": level,
+        "variant": variant.name,
+        "params": _params_text(variant),
+        "session_id": session_id,
+        "project": project,
+        "cost_usd": t.cost_usd,
+        "savings_vs_baseline_pct": _pct(t.cost_usd, base_cost),
+        "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, base_cost),
+        "cleared_tokens": t.cleared_tokens,
+        "cache_breaks": t.cache_breaks,
+        "cleared_results": t.cleared_results,
+        "refetch_hazards": t.refetch_hazards,
+        "refetch_risk": t.refetch_risk,
+        "refetch_cost_usd": t.refetch_cost_usd,
+        "recommended": variant.name == best,
+    }
 
 
 def _pct(value: float, reference: float) -> float:
