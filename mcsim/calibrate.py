@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
 from mcsim.prices import parse_model
@@ -38,8 +39,10 @@ class ReadClass(IntEnum):
     FIRST = 4  # first call of the thread
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+# Segment and CalCall are NamedTuples rather than frozen dataclasses: both are immutable
+# records, but a warm replay unpickles every one of them from the session cache, and a
+# NamedTuple loads about 3x faster (frozen dataclasses restore each field in Python).
+class Segment(NamedTuple):
     """One item of the conversation with its calibrated size."""
 
     kind: ItemKind
@@ -51,8 +54,7 @@ class Segment:
     resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
-@dataclass(frozen=True, slots=True)
-class CalCall:
+class CalCall(NamedTuple):
     """A recorded call with what the simulation needs, and nothing else."""
 
     message_id: str

@@ -48,21 +48,22 @@ def _thin(values: Any) -> tuple[Any, Any]:
 
 def chart_data(report: ReplayReport) -> ChartData:
     import numpy as np
-    import polars as pl
 
-    from mcsim.replay_output import calls_frame
-
-    names = [RECORDED, *(s.name for s in report.scenarios)]
-    data = ChartData(names)
-    ordered = calls_frame(report).sort(["timestamp", "session_id", "thread_id", "call_index"])
-    for (name,), part in ordered.group_by("policy", maintain_order=True):
-        data.cumulative_cost[name] = _thin(part["cost_usd"].fill_null(0.0).cum_sum().to_numpy())
-        data.prompt_k[name] = _thin((part["prompt_tokens"] / 1000).to_numpy())
-    broke = ordered.filter(pl.col("is_break"))
-    rows = broke["policy"].replace_strict({n: i for i, n in enumerate(names)}, default=-1)
-    broke = broke.with_columns(rows.alias("row"))
-    for (cause,), part in broke.group_by("break_cause", maintain_order=True):
-        data.breaks[str(cause)] = (part["timestamp"].to_numpy(), np.asarray(part["row"]))
+    rows = report.call_rows()
+    data = ChartData(rows.policies)
+    order = rows.time_order()
+    causes = rows.values["break_cause"]
+    for index, name in enumerate(rows.policies):
+        part = rows.policy_slice(index)
+        cost = rows.numbers["cost_usd"][part][order]
+        data.cumulative_cost[name] = _thin(np.nancumsum(cost))
+        data.prompt_k[name] = _thin(rows.numbers["prompt_tokens"][part][order] / 1000)
+    broke = np.flatnonzero(rows.numbers["is_break"])
+    broke_cause = rows.codes["break_cause"][broke]
+    stamps = (rows.numbers["timestamp"][broke] * 1000).round().astype("datetime64[ms]")
+    for code, cause in enumerate(causes):
+        mine = broke_cause == code
+        data.breaks[cause] = (stamps[mine], broke[mine] // rows.calls)  # row = policy
     data.savings = [
         (s.name, s.savings_pct(report.baseline.cost_usd), s.savings_pct(report.recorded.cost_usd))
         for s in report.summaries()

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalSession, CalThread
@@ -22,39 +21,15 @@ from mcsim.model import Usage
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.prices import PriceTable
 from mcsim.recorded import TTL_SECONDS, TokenTotals
+from mcsim.rows import RowsTable, SessionRows
 from mcsim.scenario import BASELINE, Scenario, baseline
 from mcsim.session_cache import CalibratedSource
-from mcsim.simulate import PreparedThread, SimThread, simulate_thread
+from mcsim.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
 RECORDED = "recorded"
 FIDELITY_RUN = "_fidelity"
 DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
 
-# Columns of the per-call rows (calls.parquet), in order.
-CALL_COLUMNS = (
-    "policy",
-    "session_id",
-    "project",
-    "thread_id",
-    "thread_kind",
-    "call_index",
-    "timestamp",
-    "model",
-    "ttl",
-    "prompt_tokens",
-    "input_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_read_tokens",
-    "output_tokens",
-    "cost_usd",
-    "cleared_tokens",
-    "newly_cleared_tokens",
-    "rewrote",
-    "cache_edit",
-    "is_break",
-    "break_cause",
-)
 BREAK_COLUMNS = (
     "policy",
     "session_id",
@@ -132,9 +107,9 @@ class SessionReplay:
     fidelity_weight_tokens: int
     calibration_fallbacks: int
     models: tuple[str, ...] = ()
-    # Per-call and per-break rows as columns (CALL_COLUMNS / BREAK_COLUMNS order): cheaper
-    # to build, to send between processes and to turn into tables than row tuples.
-    call_columns: list[list[object]] = field(default_factory=list)
+    # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
+    # build, to send between processes and to turn into tables than row tuples.
+    call_rows: SessionRows | None = None
     break_columns: list[list[object]] = field(default_factory=list)
 
     @property
@@ -149,7 +124,7 @@ def replay_session(
     """Replay one calibrated session under every scenario (the baseline first)."""
     calls = session.calls
     stamps = [c.timestamp_s for c in calls]
-    recorded = _recorded_totals(session, prices)
+    recorded, recorded_threads = _recorded(session, prices)
     out = SessionReplay(
         session.session_id,
         session.project,
@@ -164,21 +139,38 @@ def replay_session(
         tuple(sorted({c.model for c in calls})),
     )
     if keep_rows:
-        out.call_columns = [[] for _ in CALL_COLUMNS]
+        out.call_rows = SessionRows(
+            session.session_id,
+            session.project,
+            [(t.thread_id, t.kind.value, len(t.calls)) for t in session.threads],
+        )
         out.break_columns = [[] for _ in BREAK_COLUMNS]
-        _recorded_rows(out, session, prices)
+        _recorded_rows(out.call_rows, session, recorded_threads)
     runs = list(scenarios)
     if scenarios[0].ttl != "recorded":
         runs.append(baseline(scenarios[0], ttl="recorded"))
         runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
     prepared = [PreparedThread(thread) for thread in session.threads]
+    # Per (thread, TTL): the replay with no pruning, from which every policy's replay copies
+    # the calls before its first clearing. Made on purpose only for a TTL several runs share.
+    unpruned: dict[tuple[int, str], SimThread] = {}
+    shared = Counter(s.ttl for s in runs)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
-        for thread, items in zip(session.threads, prepared, strict=True):
-            sim = simulate_thread(thread, scenario, prices, items)
+        if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+            out.call_rows.start_run(scenario.name)
+        for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
+            key = (index, scenario.ttl)
+            pruning = prunes(thread, scenario)
+            if pruning and key not in unpruned and shared[scenario.ttl] > 1:
+                plain = baseline(scenario, ttl=scenario.ttl)
+                unpruned[key] = simulate_thread(thread, plain, prices, items)
+            sim = simulate_thread(thread, scenario, prices, items, unpruned.get(key))
+            if not pruning:
+                unpruned.setdefault(key, sim)
             _add_thread(totals, sim, thread.calls)
-            if keep_rows and scenario.name != FIDELITY_RUN:
-                _rows(out, scenario.name, session, sim)
+            if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+                _rows(out, out.call_rows, scenario.name, session, sim)
             is_fidelity_run = scenario.name == FIDELITY_RUN or (
                 scenario.name == BASELINE and scenario.ttl == "recorded"
             )
@@ -186,6 +178,8 @@ def replay_session(
                 _fidelity(out, thread, sim)
         if scenario.name != FIDELITY_RUN:
             out.policies.append(totals)
+    if out.call_rows is not None:
+        out.call_rows.seal()
     return out
 
 
@@ -209,23 +203,31 @@ def _recorded_breaks(thread: CalThread) -> dict[int, CacheBreak]:
     return {b.call_index: b for b in detect_breaks(observations)}
 
 
-def _recorded_totals(session: CalSession, prices: PriceTable) -> PolicyTotals:
+def _recorded(
+    session: CalSession, prices: PriceTable
+) -> tuple[PolicyTotals, list[tuple[list[float | None], dict[int, CacheBreak]]]]:
+    """The recording's totals, and per thread its calls' costs and breaks (for the rows)."""
     totals = PolicyTotals(RECORDED)
+    threads = []
     for thread in session.threads:
-        found = _recorded_breaks(thread).values()
+        found = _recorded_breaks(thread)
         totals.cache_breaks += len(found)
-        totals.breaks_by_cause.update(b.cause.value for b in found)
-    for call in session.calls:
-        usage = _recorded_usage(call)
-        totals.tokens.add(usage)
-        totals.calls += 1
-        totals.context_tokens += usage.prompt_tokens
-        cost = prices.cost(call.model, usage, call.timestamp_s)
-        if cost is None:
-            totals.unpriced_calls += 1
-        else:
-            totals.cost_usd += cost.total_usd
-    return totals
+        totals.breaks_by_cause.update(b.cause.value for b in found.values())
+        costs: list[float | None] = []
+        for call in thread.calls:
+            usage = _recorded_usage(call)
+            totals.tokens.add(usage)
+            totals.calls += 1
+            totals.context_tokens += usage.prompt_tokens
+            cost = prices.cost(call.model, usage, call.timestamp_s)
+            if cost is None:
+                totals.unpriced_calls += 1
+                costs.append(None)
+            else:
+                totals.cost_usd += cost.total_usd
+                costs.append(cost.total_usd)
+        threads.append((costs, found))
+    return totals, threads
 
 
 def _recorded_usage(call: CalCall) -> Usage:
@@ -273,72 +275,60 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
     return min(call.compaction_pre_tokens, before.prompt_tokens)
 
 
-def _recorded_rows(out: SessionReplay, session: CalSession, prices: PriceTable) -> None:
-    for thread in session.threads:
-        found = _recorded_breaks(thread)
-        for i, call in enumerate(thread.calls):
-            usage = _recorded_usage(call)
-            cost = prices.cost(call.model, usage, call.timestamp_s)
-            brk = found.get(i)
-            row = (
-                RECORDED,
-                session.session_id,
-                session.project,
-                thread.thread_id,
-                thread.kind.value,
-                i,
-                call.timestamp_s,
-                call.model,
-                call.ttl,
-                usage.prompt_tokens,
-                usage.input_tokens,
-                usage.cache_write_5m_tokens,
-                usage.cache_write_1h_tokens,
-                usage.cache_read_tokens,
-                usage.output_tokens,
-                cost.total_usd if cost else None,
-                0,
-                0,
-                False,
-                False,
-                brk is not None,
-                brk.cause.value if brk else None,
-            )
-            for column, value in zip(out.call_columns, row, strict=True):
-                column.append(value)
+def _recorded_rows(
+    rows: SessionRows,
+    session: CalSession,
+    recorded: list[tuple[list[float | None], dict[int, CacheBreak]]],
+) -> None:
+    rows.start_run(RECORDED)
+    for thread, (costs, found) in zip(session.threads, recorded, strict=True):
+        calls = thread.calls
+        n = len(calls)
+        rows.add(
+            (
+                range(n),
+                [c.prompt_tokens for c in calls],
+                [c.input_tokens for c in calls],
+                [c.cache_write_5m_tokens for c in calls],
+                [c.cache_write_1h_tokens for c in calls],
+                [c.cache_read_tokens for c in calls],
+                [c.output_tokens for c in calls],
+                [0] * n,
+                [0] * n,
+            ),
+            ([c.timestamp_s for c in calls], costs),
+            ([False] * n, [False] * n, [i in found for i in range(n)]),
+            [c.model for c in calls],
+            [c.ttl for c in calls],
+            ((i, b.cause.value) for i, b in sorted(found.items())),
+        )
 
 
-def _rows(out: SessionReplay, policy: str, session: CalSession, sim: SimThread) -> None:
+def _rows(
+    out: SessionReplay, rows: SessionRows, policy: str, session: CalSession, sim: SimThread
+) -> None:
     n = len(sim.prompt_tokens)
-    causes: list[str | None] = [None] * n
+    broke = [False] * n
     for b in sim.breaks:
-        causes[b.call_index] = b.cause.value
-    columns: tuple[Sequence[object], ...] = (
-        [policy] * n,
-        [session.session_id] * n,
-        [session.project] * n,
-        [sim.thread_id] * n,
-        [sim.kind.value] * n,
-        range(n),
-        sim.timestamp_s,
+        broke[b.call_index] = True
+    rows.add(
+        (
+            range(n),
+            sim.prompt_tokens,
+            sim.input_tokens,
+            sim.cache_write_5m_tokens,
+            sim.cache_write_1h_tokens,
+            sim.cache_read_tokens,
+            sim.output_tokens,
+            sim.cleared_tokens,
+            sim.newly_cleared_tokens,
+        ),
+        (sim.timestamp_s, sim.cost_usd),
+        (sim.rewrote, sim.cache_edit, broke),
         sim.model,
         sim.ttl,
-        sim.prompt_tokens,
-        sim.input_tokens,
-        sim.cache_write_5m_tokens,
-        sim.cache_write_1h_tokens,
-        sim.cache_read_tokens,
-        sim.output_tokens,
-        sim.cost_usd,
-        sim.cleared_tokens,
-        sim.newly_cleared_tokens,
-        sim.rewrote,
-        sim.cache_edit,
-        [c is not None for c in causes],
-        causes,
+        ((b.call_index, b.cause.value) for b in sim.breaks),
     )
-    for column, values in zip(out.call_columns, columns, strict=True):
-        column.extend(values)
     for b in sim.breaks:
         row = (
             policy,
@@ -381,7 +371,15 @@ class ReplayReport:
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
-    calls_table: Any = None  # the calls DataFrame, built once (replay_output.calls_frame)
+    _rows: RowsTable | None = None
+
+    def call_rows(self) -> RowsTable:
+        """Every session's per-call rows, joined once (empty unless replayed with keep_rows)."""
+        if self._rows is None:
+            names = [RECORDED, *(s.name for s in self.scenarios)]
+            parts = [s.call_rows for s in self.sessions if s.call_rows is not None]
+            self._rows = RowsTable(parts, names)
+        return self._rows
 
     def add(self, result: SessionReplay) -> None:
         self.recorded.merge(result.recorded)

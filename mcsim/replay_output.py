@@ -15,7 +15,7 @@ import orjson
 from mcsim import __version__
 from mcsim.charts import ChartProcess
 from mcsim.output import SCHEMA_VERSION, TS, frame, write_run_dir
-from mcsim.replay import BREAK_COLUMNS, CALL_COLUMNS, RECORDED, PolicyTotals, ReplayReport
+from mcsim.replay import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
 
 CACHE_EDIT_NOTE = (
     "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed as "
@@ -169,11 +169,26 @@ def _columns_frame(
 
 
 def calls_frame(report: ReplayReport) -> Any:
-    """Every call of every policy (and of the recording); computed once per report."""
-    if report.calls_table is None:
-        parts = [s.call_columns for s in report.sessions if s.call_columns]
-        report.calls_table = _columns_frame(parts, CALL_COLUMNS, REPLAY_CALLS_SCHEMA)
-    return report.calls_table
+    """Every call of every policy (and of the recording), ordered by policy, session, thread
+    and call."""
+    import polars as pl
+
+    rows = report.call_rows()
+    empty = frame([], REPLAY_CALLS_SCHEMA)
+    columns = {}
+    for name, dtype in empty.schema.items():
+        if name in rows.codes:
+            columns[name] = rows.string(name)
+        elif name in rows.numbers:
+            values = rows.numbers[name]
+            if name == "timestamp":  # epoch seconds to milliseconds
+                values = (values * 1000).round().astype("int64")
+            columns[name] = pl.Series(name, values).cast(dtype)
+    table = pl.DataFrame(columns).with_columns(
+        pl.col("cost_usd").fill_nan(None),
+        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
+    )
+    return table.select(empty.columns)
 
 
 def breaks_frame(report: ReplayReport) -> Any:

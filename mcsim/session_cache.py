@@ -21,7 +21,7 @@ from mcsim.model import SkipReport
 from mcsim.pipeline import CallKey, Loaded, without_calls
 from mcsim.tokens import TokenEstimator
 
-CACHE_FORMAT = "mcsim-calibrated/2"
+CACHE_FORMAT = "mcsim-calibrated/3"
 
 
 def default_cache_dir() -> Path:

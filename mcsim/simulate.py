@@ -24,11 +24,12 @@ from __future__ import annotations
 import bisect
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
-from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
+from mcsim.policies import REGISTRY, Clearing, LiveSegment, Mode, Policy, View, is_compactable
 from mcsim.prices import ModelPrice, PriceTable, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
@@ -52,6 +53,13 @@ _CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKI
 def min_cacheable_tokens(model: str) -> int:
     parsed = parse_model(model)
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
+
+
+def _pricing(price: ModelPrice | None) -> tuple[ModelPrice | None, float]:
+    """A model's price, and the prompt size up to which its base rates always apply."""
+    if price is None or not price.long_context:
+        return price, float("inf")
+    return price, min(rule.above_tokens for rule in price.long_context)
 
 
 def placeholder_tokens(text: str) -> int:
@@ -219,20 +227,43 @@ class PreparedThread:
                 seg.saved = 0
 
 
+def _clears(kind: str) -> bool:
+    """Whether a policy kind can clear anything: `none` keeps the base class's hook."""
+    return REGISTRY[kind].before_call is not Policy.before_call
+
+
+def prunes(thread: CalThread, scenario: Scenario) -> bool:
+    """Whether any of the scenario's policies acts on this thread (none act on a sub-agent
+    when the scenario is main-thread-only)."""
+    if thread.kind is not ThreadKind.MAIN and scenario.main_thread_only:
+        return False
+    return any(_clears(layer.kind) for layer in scenario.layers)
+
+
 def simulate_thread(
     thread: CalThread,
     scenario: Scenario,
     prices: PriceTable,
     prepared: PreparedThread | None = None,
+    unpruned: SimThread | None = None,
 ) -> SimThread:
     """Replay one thread under a scenario. Pass the same `prepared` for every scenario of a
-    thread to build its items once (it is made here when not given)."""
-    applies = thread.kind is ThreadKind.MAIN or not scenario.main_thread_only
-    policies = scenario.build() if applies else []
+    thread to build its items once (it is made here when not given).
+
+    `unpruned`, when given, must be this thread's replay with no pruning under the same TTL.
+    Until a policy first clears something the replay is identical to it, so those calls are
+    copied from it rather than simulated again (and a thread no policy acts on is it).
+    """
+    if not prunes(thread, scenario):
+        if unpruned is not None:
+            return unpruned
+        policies = []
+    else:
+        policies = [p for p in scenario.build() if _clears(p.kind)]
     if policies:
         prepared = prepared or PreparedThread(thread)
         prepared.reset()
-    return _Replay(thread, scenario, policies, prices, prepared).run()
+    return _Replay(thread, scenario, policies, prices, prepared, unpruned).run()
 
 
 class _Replay:
@@ -245,8 +276,10 @@ class _Replay:
         policies: list[Policy],
         prices: PriceTable,
         prepared: PreparedThread | None,
+        unpruned: SimThread | None = None,
     ) -> None:
         self.thread = thread
+        self.unpruned = unpruned
         self.scenario = scenario
         self.policies = policies
         self.prices = prices
@@ -263,16 +296,18 @@ class _Replay:
         self.pending_edit = 0  # cache-edit savings that take effect at the next call
         self.turn = 0
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
+        main = thread.kind is ThreadKind.MAIN
+        self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
+        self._show_lists()
 
     def run(self) -> SimThread:
         thread = self.thread
         calls = thread.calls
         n = len(calls)
         fixed_ttl = None if self.scenario.ttl == "recorded" else self.scenario.ttl
-        main = thread.kind is ThreadKind.MAIN
         head = thread.head_tokens
         policies = self.policies
-        price_of: dict[str, ModelPrice | None] = {}
+        price_of: dict[str, tuple[ModelPrice | None, float]] = {}
         out_ttl: list[str] = []
         out_in: list[int] = []
         out_w5: list[int] = []
@@ -289,6 +324,9 @@ class _Replay:
         cache_intact = False  # the cache holds the whole previous prompt
         prev_ts: float | None = None
         prev_ttl_s = 300.0
+        # Calls [0, same) are identical to the unpruned replay: nothing cleared yet.
+        same = 0
+        copying = self.unpruned is not None
         for i in range(n):
             call = calls[i]
             if call.compaction:
@@ -311,13 +349,22 @@ class _Replay:
             rewrote = edited = False
             newly = 0
             if policies:
-                rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt, main)
-            prompt = recorded_prompt - self.saved
+                rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt)
             ttl = fixed_ttl or call.ttl
+            minimum = min_cacheable_tokens(call.model)
+            if copying:
+                if not (rewrote or edited or announced or self.saved):
+                    same += 1
+                    if recorded_prompt >= minimum:
+                        cache_valid, cache_intact = recorded_prompt, True
+                    prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
+                    continue
+                copying = False
+            prompt = recorded_prompt - self.saved
 
             # The cache (see the module docstring).
             uncached = min(call.input_tokens, prompt)
-            if prompt < min_cacheable_tokens(call.model):
+            if prompt < minimum:
                 read = write = 0
                 uncached = prompt
             else:
@@ -343,12 +390,15 @@ class _Replay:
 
             model = call.model
             if model not in price_of:
-                price_of[model] = self.prices.lookup(model)
-            price = price_of[model]
+                price_of[model] = _pricing(self.prices.lookup(model))
+            price, plain_below = price_of[model]
             if price is None:
                 cost = None
             else:
-                r, _ = rates_for(price, prompt, ts, call.speed, call.inference_geo)
+                if prompt <= plain_below and not call.speed and not call.inference_geo:
+                    r = price.rates  # no long-context rule can apply, no multiplier
+                else:
+                    r, _ = rates_for(price, prompt, ts, call.speed, call.inference_geo)
                 cost = (
                     uncached * r.input
                     + (write - write_1h) * r.cache_write_5m
@@ -370,6 +420,25 @@ class _Replay:
             out_announced.append(announced or rewrote)
             prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
 
+        if same:  # the calls before the first clearing, as the unpruned replay made them
+            ref = self.unpruned
+            assert ref is not None
+            copies: list[tuple[list[Any], list[Any]]] = [
+                (out_ttl, ref.ttl),
+                (out_in, ref.input_tokens),
+                (out_w5, ref.cache_write_5m_tokens),
+                (out_w1, ref.cache_write_1h_tokens),
+                (out_read, ref.cache_read_tokens),
+                (out_prompt, ref.prompt_tokens),
+                (out_cost, ref.cost_usd),
+                (out_cleared, ref.cleared_tokens),
+                (out_newly, ref.newly_cleared_tokens),
+                (out_rewrote, ref.rewrote),
+                (out_edit, ref.cache_edit),
+                (out_announced, ref.deletion_announced),
+            ]
+            for column, unpruned in copies:
+                column[:0] = unpruned[:same]
         stamps = [c.timestamp_s for c in calls]
         models = [c.model for c in calls]
         compactions = [c.compaction for c in calls]
@@ -402,28 +471,21 @@ class _Replay:
         )
 
     def _decide(
-        self, i: int, call: CalCall, gap: float | None, recorded_prompt: int, main: bool
+        self, i: int, call: CalCall, gap: float | None, recorded_prompt: int
     ) -> tuple[bool, bool, int]:
         """Run the policy stack before a call: (rewrote, cache-edited, tokens newly cleared)."""
         rewrote = edited = False
         newly = 0
-        view = None
+        view = self.view  # one per thread, updated in place: a View per call costs a lot
+        view.call_index = i
+        view.timestamp_s = call.timestamp_s
+        view.gap_seconds = gap
+        view.prompt_tokens = recorded_prompt - self.saved
+        view.model = call.model
+        view.thinking_in_prompt = thinking_in_prompt(call.model)
+        view.rewritten = False
+        view.turn = self.turn
         for policy in self.policies:
-            if view is None or view.rewritten != rewrote:
-                view = View(
-                    i,
-                    call.timestamp_s,
-                    gap,
-                    recorded_prompt - self.saved,
-                    call.model,
-                    main,
-                    thinking_in_prompt(call.model),
-                    self.segments,
-                    self.results,
-                    self.compactable,
-                    rewrote,
-                    self.turn,
-                )
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
@@ -431,7 +493,8 @@ class _Replay:
             newly += net
             if clearing.mode is Mode.REWRITE:
                 self.saved += net
-                rewrote = True
+                rewrote = view.rewritten = True
+                view.prompt_tokens = recorded_prompt - self.saved
                 for other in self.policies:
                     if other is not policy:
                         other.after_rewrite()
@@ -455,8 +518,14 @@ class _Replay:
         self.compactable = []
         self.saved = 0
         self.pending_edit = 0
+        self._show_lists()
         for policy in self.policies:
             policy.reset()
+
+    def _show_lists(self) -> None:
+        self.view.segments = self.segments
+        self.view.results = self.results
+        self.view.compactable = self.compactable
 
     def _clear(self, clearing: Clearing, i: int) -> int:
         """Mark segments cleared; the net tokens they stop costing (a placeholder stays)."""

@@ -235,3 +235,23 @@ def test_without_pruning_and_a_live_cache_each_call_reads_its_predecessor(t: obj
     for prev, cur in itertools.pairwise(calls):
         if prev.prompt_tokens >= 1024:  # below Sonnet's minimum nothing was cached
             assert cur.usage.cache_read_tokens == min(prev.prompt_tokens, cur.prompt_tokens - INPUT)
+
+
+STACK = Scenario(
+    "stack",
+    (
+        Layer("time_based_microcompact", (("gap_threshold_minutes", 5), ("keep_recent", 2))),
+        Layer("cached_microcompact", (("trigger_threshold", 3), ("keep_recent", 1))),
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(threads(), st.sampled_from([*POLICIES, STACK]), st.sampled_from(["recorded", "5m", "1h"]))
+def test_copying_the_unpruned_replay_until_the_first_clearing_changes_nothing(
+    t: object, policy: Scenario, ttl: str
+) -> None:
+    policy = Scenario(policy.name, policy.layers, ttl)
+    unpruned = simulate_thread(t, baseline(ttl=ttl), PRICES)  # type: ignore[arg-type]
+    copied = simulate_thread(t, policy, PRICES, unpruned=unpruned)  # type: ignore[arg-type]
+    assert copied == simulate_thread(t, policy, PRICES)  # type: ignore[arg-type]

@@ -10,9 +10,9 @@ import line at the bottom of this file.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from mcsim.model import ItemKind
 
@@ -52,9 +52,13 @@ class LiveSegment:
     resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
-@dataclass(slots=True)  # not frozen: one is built per call and policy, frozen inits are slow
+@dataclass(slots=True)
 class View:
-    """What a policy may look at before a call."""
+    """What a policy may look at before a call.
+
+    Valid only during `before_call`: the simulation updates one View per thread in place
+    (building one per call was a measurable share of the replay), so a policy must not keep it.
+    """
 
     call_index: int
     timestamp_s: float
@@ -77,14 +81,13 @@ class View:
         return self.compactable
 
 
-@dataclass(frozen=True, slots=True)
-class Clearing:
+class Clearing(NamedTuple):  # immutable; a NamedTuple because one is made almost every call
     """What a policy asks to clear before a call."""
 
     segments: tuple[LiveSegment, ...]
     mode: Mode
     placeholder: str = "[Old tool result content cleared]"
-    inputs: tuple[LiveSegment, ...] = field(default=())  # tool_use inputs cleared too
+    inputs: tuple[LiveSegment, ...] = ()  # tool_use inputs cleared too
 
 
 class Policy:

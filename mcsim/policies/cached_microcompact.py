@@ -27,6 +27,7 @@ class CachedMicrocompact(Policy):
     def reset(self) -> None:
         self.registered: list[LiveSegment] = []
         self.seen: set[int] = set()
+        self.scanned = 0  # compactable results already looked at
 
     def after_rewrite(self) -> None:
         self.reset()
@@ -34,10 +35,12 @@ class CachedMicrocompact(Policy):
     def before_call(self, view: View) -> Clearing | None:
         if not view.main_thread or view.rewritten:
             return None
-        for seg in view.compactable_results():
+        results = view.compactable_results()
+        for seg in results[self.scanned :]:  # the list only grows until a reset
             if seg.position not in self.seen and not seg.cleared:
                 self.seen.add(seg.position)
                 self.registered.append(seg)
+        self.scanned = len(results)
         if len(self.registered) <= self.values["trigger_threshold"]:
             return None
         keep = self.values["keep_recent"]

@@ -9,7 +9,7 @@ prefix almost every time it masks something.
 
 from __future__ import annotations
 
-from mcsim.policies import Clearing, Mode, Param, Policy, View, keep_newest, register
+from mcsim.policies import Clearing, Mode, Param, Policy, View, register
 
 
 @register
@@ -25,6 +25,7 @@ class KeepLastN(Policy):
 
     def reset(self) -> None:
         self.calls = 0
+        self.done = 0
 
     def before_call(self, view: View) -> Clearing | None:
         self.calls += 1
@@ -34,9 +35,11 @@ class KeepLastN(Policy):
         if messages <= self.values["min_messages"]:
             return None
         results = view.compactable_results()
-        if self.values["keep_first"] and results:
-            results = results[1:]
-        cleared = keep_newest(results, self.values["n"])
+        first = 1 if self.values["keep_first"] else 0
+        end = max(len(results) - self.values["n"], 0)  # results before this are masked
+        # Every result before `done` is masked already: each masking clears all older ones.
+        cleared = [s for s in results[max(first, self.done) : end] if not s.cleared]
+        self.done = max(self.done, end)
         if not cleared:
             return None
         return Clearing(tuple(cleared), Mode.REWRITE, placeholder="Old environment output omitted")

@@ -1,0 +1,205 @@
+"""Per-call rows of a replay: built as typed arrays in the workers, joined with numpy.
+
+A replay of a large corpus makes hundreds of thousands of rows (every call under every
+policy). Python objects per value are what made them slow to build, to send between processes
+and to turn into a table, so a session's rows travel as `array.array` columns, and the string
+columns (policy, thread, model, TTL, break cause) as runs or sparse entries: they repeat, and
+a break is rare. Numbers are packed with `struct` (a few ns a value, where `array.extend`
+takes tens). `RowsTable` joins every session's rows in the parent into numpy columns,
+ordered by policy (the recording first), then session, thread and call, so each policy's rows
+are one slice in the same call order. Workers never import numpy or polars (fork safety);
+only the parent does.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any
+
+# Columns by storage type, in the order `SessionRows.add` takes them.
+INT_COLUMNS = (
+    "call_index",
+    "prompt_tokens",
+    "input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_read_tokens",
+    "output_tokens",
+    "cleared_tokens",
+    "newly_cleared_tokens",
+)
+FLOAT_COLUMNS = ("timestamp", "cost_usd")  # cost NaN = unpriced (a null in the table)
+BOOL_COLUMNS = ("rewrote", "cache_edit", "is_break")
+
+
+def runs(values: Sequence[str]) -> list[tuple[str, int]]:
+    """Run-length encoding: (value, count) pairs."""
+    if not values:
+        return []
+    if values.count(values[0]) == len(values):  # one value: the usual case, in C
+        return [(values[0], len(values))]
+    return [(value, sum(1 for _ in group)) for value, group in groupby(values)]
+
+
+@dataclass
+class SessionRows:
+    """One session's rows: for each run (the recording, then each scenario), every thread's
+    calls in the same order, so every run has `calls` rows."""
+
+    session_id: str
+    project: str
+    threads: list[tuple[str, str, int]]  # (thread_id, thread_kind, calls), in row order
+    policies: list[str] = field(default_factory=list)  # the runs, in row order
+    rows: int = 0
+    # Per column, packed chunks (native int64, float64, one byte per bool); `seal` joins them.
+    ints: list[list[bytes]] = field(default_factory=lambda: [[] for _ in INT_COLUMNS])
+    floats: list[list[bytes]] = field(default_factory=lambda: [[] for _ in FLOAT_COLUMNS])
+    bools: list[list[bytes]] = field(default_factory=lambda: [[] for _ in BOOL_COLUMNS])
+    model: list[tuple[str, int]] = field(default_factory=list)
+    ttl: list[tuple[str, int]] = field(default_factory=list)
+    causes: list[tuple[int, str]] = field(default_factory=list)  # (row, break cause)
+
+    @property
+    def calls(self) -> int:
+        return sum(n for _, _, n in self.threads)
+
+    def start_run(self, policy: str) -> None:
+        self.policies.append(policy)
+
+    def add(
+        self,
+        ints: Sequence[Sequence[int]],
+        floats: Sequence[Sequence[float | None]],
+        bools: Sequence[Sequence[bool]],
+        model: Sequence[str],
+        ttl: Sequence[str],
+        causes: Iterable[tuple[int, str]],
+    ) -> None:
+        """One thread's calls of the current run, as columns in *_COLUMNS order; `causes`
+        holds (call index in the thread, cause) for the calls that broke the cache."""
+        n = len(model)
+        offset = self.rows
+        self.rows += n
+        for chunks, values in zip(self.ints, ints, strict=True):
+            chunks.append(struct.pack(f"{n}q", *values))
+        for chunks, fvalues in zip(self.floats, floats, strict=True):
+            if None in fvalues:
+                fvalues = [float("nan") if v is None else v for v in fvalues]
+            chunks.append(struct.pack(f"{n}d", *fvalues))
+        for chunks, bvalues in zip(self.bools, bools, strict=True):
+            chunks.append(bytes(bvalues))
+        self.model.extend(runs(model))
+        self.ttl.extend(runs(ttl))
+        self.causes.extend((offset + i, cause) for i, cause in causes)
+
+    def seal(self) -> None:
+        """Join each column's chunks (fewer objects to send to the parent)."""
+        for chunks in (*self.ints, *self.floats, *self.bools):
+            chunks[:] = [b"".join(chunks)]
+
+
+class RowsTable:
+    """Every session's rows joined into numpy columns, ordered policy-major.
+
+    `policies` names the runs in order; every session must hold the same runs. String
+    columns are kept as codes into `values[name]` (-1 = null) until `string` decodes them.
+    """
+
+    def __init__(self, sessions: Sequence[SessionRows], policies: Sequence[str]) -> None:
+        import numpy as np
+
+        for s in sessions:
+            if s.policies != list(policies):
+                raise ValueError(f"session {s.session_id} holds runs {s.policies}")
+        self.policies = list(policies)
+        runs_n = len(policies)
+        counts = np.array([s.calls for s in sessions], dtype=np.int64)
+        self.calls = int(counts.sum())  # rows per policy
+        # Row r of the session-major concatenation sits at order[r] in policy-major order.
+        session_start = np.cumsum(counts * runs_n) - counts * runs_n
+        starts = (session_start[None, :] + np.arange(runs_n)[:, None] * counts[None, :]).ravel()
+        lengths = np.tile(counts, runs_n)
+        order = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        order += np.arange(len(order))
+        self.rows = len(order)
+
+        def joined(parts: list[list[bytes]], dtype: Any) -> Any:
+            packed = b"".join(chunk for chunks in parts for chunk in chunks)
+            return np.frombuffer(packed, dtype=dtype)[order]
+
+        self.numbers: dict[str, Any] = {}
+        for i, name in enumerate(INT_COLUMNS):
+            self.numbers[name] = joined([s.ints[i] for s in sessions], np.int64)
+        for i, name in enumerate(FLOAT_COLUMNS):
+            self.numbers[name] = joined([s.floats[i] for s in sessions], np.float64)
+        for i, name in enumerate(BOOL_COLUMNS):
+            self.numbers[name] = joined([s.bools[i] for s in sessions], np.int8).astype(bool)
+
+        self.values: dict[str, list[str]] = {}
+        self.codes: dict[str, Any] = {}
+        per_session = np.repeat(np.arange(len(sessions)), counts)
+        self._set("session_id", [s.session_id for s in sessions], np.tile(per_session, runs_n))
+        self._set("project", [s.project for s in sessions], np.tile(per_session, runs_n))
+        self._set("policy", self.policies, np.repeat(np.arange(runs_n), self.calls))
+        ids = self._encode([(t[0], t[2]) for s in sessions for t in s.threads])
+        kinds = self._encode([(t[1], t[2]) for s in sessions for t in s.threads])
+        for name, (values, codes) in (("thread_id", ids), ("thread_kind", kinds)):
+            self._set(name, values, np.tile(codes, runs_n))
+        for name in ("model", "ttl"):
+            values, codes = self._encode([p for s in sessions for p in getattr(s, name)])
+            self._set(name, values, codes[order])
+        causes = np.full(self.rows, -1, dtype=np.int32)
+        values, cause_codes = _dictionary([c for s in sessions for _, c in s.causes])
+        at = [start + row for s, start in zip(sessions, session_start, strict=True)
+              for row, _ in s.causes]  # fmt: skip
+        causes[np.asarray(at, dtype=np.int64)] = cause_codes
+        self._set("break_cause", values, causes[order])
+
+    def _set(self, name: str, values: list[str], codes: Any) -> None:
+        self.values[name] = values
+        self.codes[name] = codes
+
+    @staticmethod
+    def _encode(pairs: list[tuple[str, int]]) -> tuple[list[str], Any]:
+        """Runs of (value, count) as a dictionary and one code per row."""
+        import numpy as np
+
+        values, codes = _dictionary([v for v, _ in pairs])
+        return values, np.repeat(codes, np.array([n for _, n in pairs], dtype=np.int64))
+
+    def string(self, name: str) -> Any:
+        """A string column as a polars Series (code -1 = null)."""
+        import numpy as np
+        import polars as pl
+
+        values = pl.Series(name, [*self.values[name], None], dtype=pl.String)
+        codes = self.codes[name]
+        return values.gather(np.where(codes < 0, len(values) - 1, codes))
+
+    def time_order(self) -> Any:
+        """Indices of one policy's rows in time order (ties: session, thread, call): the same
+        for every policy, since each run holds the same calls in the same order."""
+        import numpy as np
+
+        n = self.calls
+        keys = [self.numbers["call_index"][:n]]
+        for name in ("thread_id", "session_id"):
+            rank = np.argsort(np.argsort(np.array(self.values[name], dtype=object)))
+            keys.append(rank[self.codes[name][:n]])
+        keys.append(self.numbers["timestamp"][:n])
+        return np.lexsort(keys)
+
+    def policy_slice(self, index: int) -> slice:
+        return slice(index * self.calls, (index + 1) * self.calls)
+
+
+def _dictionary(items: list[str]) -> tuple[list[str], Any]:
+    """Distinct values (first-seen order) and each item's code."""
+    import numpy as np
+
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(v, len(index)) for v in items], dtype=np.int32)
+    return list(index), codes
