@@ -88,11 +88,13 @@ def detect_breaks_columns(
     ttl_seconds: Sequence[float],
     compaction: Sequence[bool],
     announced: Sequence[bool],
+    start: int = 1,
 ) -> list[CacheBreak]:
     """`detect_breaks` over columns, building objects only for the calls that broke (a long
-    replay has hundreds of thousands of calls and few breaks)."""
+    replay has hundreds of thousands of calls and few breaks); calls before `start` are only
+    looked at as the predecessor of the next."""
     out = []
-    for i in range(1, len(reads)):
+    for i in range(max(start, 1), len(reads)):
         if not is_drop(reads[i - 1], reads[i]):
             continue
         prev = CallObservation(timestamps[i - 1], models[i - 1], reads[i - 1], ttl_seconds[i - 1])

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
 from mcsim.calibrate import CalCall, CalSession, CalThread
-from mcsim.model import Usage
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
-from mcsim.prices import PriceTable
+from mcsim.prices import PriceTable, rates_for, total_usd
 from mcsim.recorded import TTL_SECONDS, TokenTotals
 from mcsim.rows import RowsTable, SessionRows
 from mcsim.scenario import BASELINE, Scenario, baseline
@@ -150,7 +149,10 @@ def replay_session(
     if scenarios[0].ttl != "recorded":
         runs.append(baseline(scenarios[0], ttl="recorded"))
         runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
-    prepared = [PreparedThread(thread) for thread in session.threads]
+    # Items are tracked only on threads some policy acts on (not sub-agents, usually).
+    prepared = [
+        PreparedThread(t) if any(prunes(t, s) for s in runs) else None for t in session.threads
+    ]
     # Per (thread, TTL): the replay with no pruning, from which every policy's replay copies
     # the calls before its first clearing. Made on purpose only for a TTL several runs share.
     unpruned: dict[tuple[int, str], SimThread] = {}
@@ -214,32 +216,34 @@ def _recorded(
         totals.cache_breaks += len(found)
         totals.breaks_by_cause.update(b.cause.value for b in found.values())
         costs: list[float | None] = []
+        t = totals.tokens
         for call in thread.calls:
-            usage = _recorded_usage(call)
-            totals.tokens.add(usage)
-            totals.calls += 1
-            totals.context_tokens += usage.prompt_tokens
-            cost = prices.cost(call.model, usage, call.timestamp_s)
-            if cost is None:
+            t.input_tokens += call.input_tokens
+            t.cache_write_5m_tokens += call.cache_write_5m_tokens
+            t.cache_write_1h_tokens += call.cache_write_1h_tokens
+            t.cache_read_tokens += call.cache_read_tokens
+            t.output_tokens += call.output_tokens
+            prompt = call.prompt_tokens
+            totals.context_tokens += prompt
+            price = prices.lookup(call.model)
+            if price is None:
                 totals.unpriced_calls += 1
                 costs.append(None)
-            else:
-                totals.cost_usd += cost.total_usd
-                costs.append(cost.total_usd)
+                continue
+            r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            cost = total_usd(
+                r,
+                call.input_tokens,
+                call.cache_write_5m_tokens,
+                call.cache_write_1h_tokens,
+                call.cache_read_tokens,
+                call.output_tokens,
+            )
+            totals.cost_usd += cost
+            costs.append(cost)
+        totals.calls += len(thread.calls)
         threads.append((costs, found))
     return totals, threads
-
-
-def _recorded_usage(call: CalCall) -> Usage:
-    return Usage(
-        call.input_tokens,
-        call.cache_write_5m_tokens,
-        call.cache_write_1h_tokens,
-        call.cache_read_tokens,
-        call.output_tokens,
-        speed=call.speed,
-        inference_geo=call.inference_geo,
-    )
 
 
 def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:

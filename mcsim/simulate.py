@@ -420,6 +420,7 @@ class _Replay:
             out_announced.append(announced or rewrote)
             prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
 
+        copied: list[CacheBreak] = []  # breaks among the copied calls: the unpruned replay's
         if same:  # the calls before the first clearing, as the unpruned replay made them
             ref = self.unpruned
             assert ref is not None
@@ -439,11 +440,13 @@ class _Replay:
             ]
             for column, unpruned in copies:
                 column[:0] = unpruned[:same]
+            copied = [b for b in ref.breaks if b.call_index < same]
         stamps = [c.timestamp_s for c in calls]
         models = [c.model for c in calls]
         compactions = [c.compaction for c in calls]
-        breaks = detect_breaks_columns(
-            stamps, models, out_read, [TTL_SECONDS[t] for t in out_ttl], compactions, out_announced
+        ttl_s = [TTL_SECONDS[t] for t in out_ttl]
+        breaks = copied + detect_breaks_columns(
+            stamps, models, out_read, ttl_s, compactions, out_announced, start=same
         )
         hazards = tuple(self._hazards(out_prompt, out_ttl)) if self.policies else ()
         return SimThread(

@@ -170,6 +170,21 @@ def rates_for(
     return rates, long_context
 
 
+def total_usd(
+    rates: Rates, input_tokens: int, write_5m: int, write_1h: int, read: int, output: int
+) -> float:
+    """A call's cost in USD, summed exactly as `CallCost.total_usd` sums `price_usage`'s parts
+    (the same floats), without building the objects."""
+    per = 1e-6
+    return (
+        input_tokens * rates.input * per
+        + write_5m * rates.cache_write_5m * per
+        + write_1h * rates.cache_write_1h * per
+        + read * rates.cache_read * per
+        + output * rates.output * per
+    )
+
+
 def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
     rates, long_context = rates_for(
         price, usage.prompt_tokens, timestamp_s, usage.speed, usage.inference_geo
