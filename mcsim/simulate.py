@@ -324,20 +324,21 @@ class _Replay:
         cache_intact = False  # the cache holds the whole previous prompt
         prev_ts: float | None = None
         prev_ttl_s = 300.0
-        # Calls [0, same) are identical to the unpruned replay: nothing cleared yet.
+        # Calls [0, same) are identical to the unpruned replay (nothing cleared yet): only the
+        # policies run there, and `decided` is their decision for call `same`.
         same = 0
-        copying = self.unpruned is not None
-        for i in range(n):
+        decided: tuple[bool, bool, int] | None = None
+        if self.unpruned is not None:
+            same, decided = self._until_first_clearing()
+            for before in calls[same - 1 :: -1] if same else ():
+                if before.prompt_tokens >= min_cacheable_tokens(before.model):
+                    cache_valid, cache_intact = before.prompt_tokens, True
+                    break
+            if same:
+                prev_ts = calls[same - 1].timestamp_s
+                prev_ttl_s = TTL_SECONDS[fixed_ttl or calls[same - 1].ttl]
+        for i in range(same, n):
             call = calls[i]
-            if call.compaction:
-                self._reset()
-            if policies:  # without policies nothing is ever cleared: no need to track items
-                self._add_segments(i)
-            announced = self.pending_edit > 0
-            if announced:  # the server deleted these from its cached copy before this call
-                self.saved += self.pending_edit
-                cache_valid = max(cache_valid - self.pending_edit, 0)
-                self.pending_edit = 0
             ts = call.timestamp_s
             gap = ts - prev_ts if prev_ts is not None else None
             recorded_prompt = (
@@ -346,20 +347,25 @@ class _Replay:
                 + call.cache_write_1h_tokens
                 + call.cache_read_tokens
             )
-            rewrote = edited = False
-            newly = 0
-            if policies:
-                rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt)
+            if decided is not None:
+                (rewrote, edited, newly), decided = decided, None
+                announced = False
+            else:
+                if call.compaction:
+                    self._reset()
+                if policies:  # without policies nothing is ever cleared: no item tracking
+                    self._add_segments(i)
+                announced = self.pending_edit > 0
+                if announced:  # the server deleted these from its cached copy before this call
+                    self.saved += self.pending_edit
+                    cache_valid = max(cache_valid - self.pending_edit, 0)
+                    self.pending_edit = 0
+                rewrote = edited = False
+                newly = 0
+                if policies:
+                    rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt)
             ttl = fixed_ttl or call.ttl
             minimum = min_cacheable_tokens(call.model)
-            if copying:
-                if not (rewrote or edited or announced or self.saved):
-                    same += 1
-                    if recorded_prompt >= minimum:
-                        cache_valid, cache_intact = recorded_prompt, True
-                    prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
-                    continue
-                copying = False
             prompt = recorded_prompt - self.saved
 
             # The cache (see the module docstring).
@@ -472,6 +478,23 @@ class _Replay:
             hazards,
             len(self.cleared_log),
         )
+
+    def _until_first_clearing(self) -> tuple[int, tuple[bool, bool, int] | None]:
+        """Run only the policies until one clears: (that call's index, its decision), or
+        (the number of calls, None) when none ever does."""
+        calls = self.thread.calls
+        prev_ts: float | None = None
+        for i, call in enumerate(calls):
+            if call.compaction:
+                self._reset()
+            self._add_segments(i)
+            ts = call.timestamp_s
+            gap = ts - prev_ts if prev_ts is not None else None
+            decision = self._decide(i, call, gap, call.prompt_tokens)
+            if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
+                return i, decision
+            prev_ts = ts
+        return len(calls), None
 
     def _decide(
         self, i: int, call: CalCall, gap: float | None, recorded_prompt: int
