@@ -1,8 +1,8 @@
 """PNG charts of a replay, readable without the code: titles, axis labels and units on each.
 
 The data the charts need is extracted once from a report (`chart_data`, plain numpy arrays
-and lists); drawing it needs only matplotlib. That split lets the command line draw in other
-processes (`ChartProcess`), started before the replay so matplotlib's import and the drawing
+and lists); drawing it needs only matplotlib. That split lets the command line draw in another
+process (`ChartProcess`), started before the replay so matplotlib's import and the drawing
 overlap the replay and the tables. matplotlib is imported here only.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,20 +167,20 @@ CHARTS = {
 }
 
 
-def draw_all(data: ChartData, folder: Path, names: Sequence[str] = tuple(CHARTS)) -> None:
-    for name in names:
-        CHARTS[name](data, folder / name)
+def draw_all(data: ChartData, folder: Path) -> None:
+    for name, draw in CHARTS.items():
+        draw(data, folder / name)
 
 
 def _serve(conn: Any) -> None:
-    """A chart process: import matplotlib at once, then draw the charts the parent sends."""
+    """The chart process: import matplotlib at once, then draw what the parent sends."""
     pyplot()
     request = conn.recv()
     if request is None:
         return
-    data, folder, names = request
+    data, folder = request
     try:
-        draw_all(data, folder, names)
+        draw_all(data, folder)
     except Exception as exc:  # reported to the parent, which fails the write
         conn.send(f"{type(exc).__name__}: {exc}")
     else:
@@ -193,50 +192,39 @@ _THREADED = ("polars", "pyarrow", "numpy")
 
 
 class ChartProcess:
-    """Draws the replay charts in `processes` other processes, the charts split between them.
+    """Draws the replay charts in another process.
 
     Start it before the replay: matplotlib's import then overlaps the replay, and the drawing
-    overlaps writing the tables. The processes are forked while that is safe (nothing that
-    starts threads is loaded yet: the command line's case, and the cheapest), else spawned.
+    overlaps writing the tables. It is forked while that is safe (nothing that starts threads
+    is loaded yet: the command line's case, and the cheapest), else spawned. One process: a
+    second one drew faster but its matplotlib import slowed the replay more (measured).
     """
 
-    def __init__(self, processes: int = 2) -> None:
+    def __init__(self) -> None:
         safe = not any(name in sys.modules for name in _THREADED)
         ctx: Any = multiprocessing.get_context("fork" if safe else "spawn")
-        self._conns = []
-        self._procs = []
-        for _ in range(processes):
-            conn, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(child,), daemon=True)
-            proc.start()
-            child.close()
-            self._conns.append(conn)
-            self._procs.append(proc)
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self._proc.start()
+        child.close()
 
     def start(self, data: ChartData, folder: Path) -> None:
-        names = list(CHARTS)
-        for k, conn in enumerate(self._conns):
-            conn.send((data, folder, names[k :: len(self._conns)]))
+        self._conn.send((data, folder))
 
     def wait(self) -> None:
-        problems = []
-        for conn, proc in zip(self._conns, self._procs, strict=True):
-            try:
-                answer = conn.recv()
-            except EOFError:
-                answer = f"the chart process ended with exit code {proc.exitcode}"
-            proc.join()
-            if answer != "ok":
-                problems.append(answer)
-        if problems:
-            raise OSError(f"could not draw the charts: {problems[0]}")
+        try:
+            answer = self._conn.recv()
+        except EOFError:
+            answer = f"the chart process ended with exit code {self._proc.exitcode}"
+        self._proc.join()
+        if answer != "ok":
+            raise OSError(f"could not draw the charts: {answer}")
 
     def close(self) -> None:
-        """Stop the processes that were never asked to draw (an error before the outputs)."""
-        for conn, proc in zip(self._conns, self._procs, strict=True):
-            if proc.is_alive():
-                with contextlib.suppress(OSError):
-                    conn.send(None)
-                proc.join(timeout=5)
-                if proc.is_alive():
-                    proc.kill()
+        """Stop the process if it was never asked to draw (an error before the outputs)."""
+        if self._proc.is_alive():
+            with contextlib.suppress(OSError):
+                self._conn.send(None)
+            self._proc.join(timeout=5)
+            if self._proc.is_alive():
+                self._proc.kill()
