@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,24 @@ def _thin(values: Any) -> tuple[Any, Any]:
     return range(0, len(values), step), values[::step]
 
 
+def savings_data(report: ReplayReport) -> ChartData:
+    """What the savings chart draws: the totals alone, ready as soon as the replay is."""
+    names = [RECORDED, *(s.name for s in report.scenarios)]
+    data = ChartData(names)
+    data.savings = [
+        (s.name, s.savings_pct(report.baseline.cost_usd), s.savings_pct(report.recorded.cost_usd))
+        for s in report.summaries()
+        if s.name != "baseline"
+    ]
+    return data
+
+
 def chart_data(report: ReplayReport) -> ChartData:
+    """What every chart draws."""
     import numpy as np
 
     rows = report.call_rows()
-    data = ChartData(rows.policies)
+    data = savings_data(report)
     order = rows.time_order()
     causes = rows.values["break_cause"]
     for index, name in enumerate(rows.policies):
@@ -65,11 +79,6 @@ def chart_data(report: ReplayReport) -> ChartData:
     for code, cause in enumerate(causes):
         mine = broke_cause == code
         data.breaks[cause] = (stamps[mine], broke[mine] // rows.calls)  # row = policy
-    data.savings = [
-        (s.name, s.savings_pct(report.baseline.cost_usd), s.savings_pct(report.recorded.cost_usd))
-        for s in report.summaries()
-        if s.name != "baseline"
-    ]
     return data
 
 
@@ -167,24 +176,22 @@ CHARTS = {
 }
 
 
-def draw_all(data: ChartData, folder: Path) -> None:
-    for name, draw in CHARTS.items():
-        draw(data, folder / name)
+def draw_all(data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> None:
+    for name in names:
+        CHARTS[name](data, folder / name)
 
 
 def _serve(conn: Any) -> None:
-    """The chart process: import matplotlib at once, then draw what the parent sends."""
+    """The chart process: import matplotlib at once, then draw what the parent sends, one
+    request (data, folder, chart names) at a time, until it sends None."""
     pyplot()
-    request = conn.recv()
-    if request is None:
-        return
-    data, folder = request
-    try:
-        draw_all(data, folder)
-    except Exception as exc:  # reported to the parent, which fails the write
-        conn.send(f"{type(exc).__name__}: {exc}")
-    else:
-        conn.send("ok")
+    while (request := conn.recv()) is not None:
+        try:
+            draw_all(*request)
+        except Exception as exc:  # reported to the parent, which fails the write
+            conn.send(f"{type(exc).__name__}: {exc}")
+        else:
+            conn.send("ok")
 
 
 # Modules that start threads: forking after one of them is loaded can deadlock the child.
@@ -207,18 +214,27 @@ class ChartProcess:
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
         self._proc.start()
         child.close()
+        self._pending = 0  # requests sent and not answered yet
 
-    def start(self, data: ChartData, folder: Path) -> None:
-        self._conn.send((data, folder))
+    def start(self, data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> None:
+        """Ask for some charts; may be called several times before `wait`."""
+        self._conn.send((data, folder, list(names)))
+        self._pending += 1
 
     def wait(self) -> None:
+        """Wait for every chart asked for, then let the process end."""
+        answers = []
         try:
-            answer = self._conn.recv()
-        except EOFError:
-            answer = f"the chart process ended with exit code {self._proc.exitcode}"
+            for _ in range(self._pending):
+                answers.append(self._conn.recv())
+            self._conn.send(None)
+        except (EOFError, OSError):
+            answers.append(f"the chart process ended with exit code {self._proc.exitcode}")
+        self._pending = 0
         self._proc.join()
-        if answer != "ok":
-            raise OSError(f"could not draw the charts: {answer}")
+        failed = [a for a in answers if a != "ok"]
+        if failed:
+            raise OSError(f"could not draw the charts: {failed[0]}")
 
     def close(self) -> None:
         """Stop the process if it was never asked to draw (an error before the outputs)."""

@@ -267,7 +267,7 @@ def write_replay_outputs(
     chart_process: ChartProcess | None = None,
 ) -> list[str]:
     """Tables, run.json and charts; the charts are drawn by `chart_process` when given."""
-    from mcsim.charts import CHARTS, chart_data, draw_all
+    from mcsim.charts import CHARTS, chart_data, draw_all, savings_data
 
     writers: dict[str, Callable[[Path], None]] = {
         "summary.parquet": lambda p: summary_frame(report).write_parquet(p),
@@ -276,13 +276,15 @@ def write_replay_outputs(
         "breaks.parquet": lambda p: breaks_frame(report).write_parquet(p),
         "run.json": lambda p: write_json(p, run),
     }
-    data = chart_data(report)
 
     def charts(folder: Path) -> Callable[[], None]:
         if chart_process is None:
-            draw_all(data, folder)
+            draw_all(chart_data(report), folder)
             return lambda: None
-        chart_process.start(data, folder)
+        # The savings chart needs only the totals: it is drawn while the rest is prepared.
+        chart_process.start(savings_data(report), folder, ["savings.png"])
+        others = [name for name in CHARTS if name != "savings.png"]
+        chart_process.start(chart_data(report), folder, others)
         return chart_process.wait
 
     write_run_dir(out_dir, writers, force, background=charts)
