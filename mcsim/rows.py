@@ -118,7 +118,7 @@ class RowsTable:
         runs_n = len(policies)
         counts = np.array([s.calls for s in sessions], dtype=np.int64)
         self.calls = int(counts.sum())  # rows per policy
-        # Row r of the session-major concatenation sits at order[r] in policy-major order.
+        # order[j]: the row of the session-major concatenation that comes j-th policy-major.
         session_start = np.cumsum(counts * runs_n) - counts * runs_n
         starts = (session_start[None, :] + np.arange(runs_n)[:, None] * counts[None, :]).ravel()
         lengths = np.tile(counts, runs_n)
