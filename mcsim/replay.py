@@ -56,6 +56,7 @@ class PolicyTotals:
     unpriced_calls: int = 0
     cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
     context_tokens: int = 0  # sum over calls of the prompt size
+    max_prompt_tokens: int = 0  # the largest prompt sent
     calls: int = 0
     cache_breaks: int = 0
     breaks_by_cause: Counter[str] = field(default_factory=Counter)
@@ -81,6 +82,7 @@ class PolicyTotals:
         self.unpriced_calls += other.unpriced_calls
         self.cleared_tokens += other.cleared_tokens
         self.context_tokens += other.context_tokens
+        self.max_prompt_tokens = max(self.max_prompt_tokens, other.max_prompt_tokens)
         self.calls += other.calls
         self.cache_breaks += other.cache_breaks
         self.breaks_by_cause.update(other.breaks_by_cause)
@@ -225,6 +227,7 @@ def _recorded(
             t.output_tokens += call.output_tokens
             prompt = call.prompt_tokens
             totals.context_tokens += prompt
+            totals.max_prompt_tokens = max(totals.max_prompt_tokens, prompt)
             price = prices.lookup(call.model)
             if price is None:
                 totals.unpriced_calls += 1
@@ -255,6 +258,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     t.output_tokens += sum(sim.output_tokens)
     totals.calls += len(sim.prompt_tokens)
     totals.context_tokens += sum(sim.prompt_tokens)
+    totals.max_prompt_tokens = max(totals.max_prompt_tokens, max(sim.prompt_tokens, default=0))
     totals.cleared_tokens += sum(sim.newly_cleared_tokens)
     priced = [c for c in sim.cost_usd if c is not None]
     totals.cost_usd += sum(priced)

@@ -48,7 +48,8 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
     "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
-    "cache_hit_ratio": "float", "mean_context_tokens": "float", "cache_breaks": "int",
+    "cache_hit_ratio": "float", "mean_context_tokens": "float", "max_prompt_tokens": "int",
+    "cache_breaks": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
     "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
@@ -105,6 +106,7 @@ def summary_frame(report: ReplayReport) -> Any:
                 "output_tokens": t.tokens.output_tokens,
                 "cache_hit_ratio": t.tokens.cache_hit_ratio,
                 "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0.0,
+                "max_prompt_tokens": t.max_prompt_tokens,
                 "cache_breaks": t.cache_breaks,
                 "unexpected_breaks": _unexpected(t),
                 "unpriced_calls": t.unpriced_calls,
@@ -313,6 +315,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
                 "cache_hit_ratio": round(t.tokens.cache_hit_ratio, 6),
                 "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
+                "max_prompt_tokens": t.max_prompt_tokens,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
                 **_refetch_fields(t, report.baseline.cost_usd),
@@ -388,6 +391,13 @@ def replay_text(report: ReplayReport) -> str:
         + CACHE_EDIT_NOTE
         + "."
     )
+    for scenario in report.scenarios:
+        totals = report.policies.get(scenario.name)
+        if scenario.prunes and totals is not None and not totals.cleared_tokens:
+            lines.append(
+                f"note: {scenario.name} cleared nothing on these sessions (largest prompt "
+                f"{report.recorded.max_prompt_tokens:,} tokens)"
+            )
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(

@@ -59,7 +59,10 @@ class Scenario:
 
     @property
     def prunes(self) -> bool:
-        return any(layer.kind != "none" for layer in self.layers)
+        """Whether any layer can clear anything (`none` keeps the base class's hook)."""
+        return any(
+            REGISTRY[layer.kind].before_call is not Policy.before_call for layer in self.layers
+        )
 
     def build(self) -> list[Policy]:
         return [layer.build() for layer in self.layers]

@@ -29,7 +29,7 @@ from typing import Any
 from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
-from mcsim.policies import REGISTRY, Clearing, LiveSegment, Mode, Policy, View, is_compactable
+from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
 from mcsim.prices import ModelPrice, PriceTable, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
@@ -227,17 +227,12 @@ class PreparedThread:
                 seg.saved = 0
 
 
-def _clears(kind: str) -> bool:
-    """Whether a policy kind can clear anything: `none` keeps the base class's hook."""
-    return REGISTRY[kind].before_call is not Policy.before_call
-
-
 def prunes(thread: CalThread, scenario: Scenario) -> bool:
     """Whether any of the scenario's policies acts on this thread (none act on a sub-agent
     when the scenario is main-thread-only)."""
     if thread.kind is not ThreadKind.MAIN and scenario.main_thread_only:
         return False
-    return any(_clears(layer.kind) for layer in scenario.layers)
+    return scenario.prunes
 
 
 def simulate_thread(
@@ -259,7 +254,7 @@ def simulate_thread(
             return unpruned
         policies = []
     else:
-        policies = [p for p in scenario.build() if _clears(p.kind)]
+        policies = [p for p in scenario.build() if type(p).before_call is not Policy.before_call]
     if policies:
         prepared = prepared or PreparedThread(thread)
         prepared.reset()

@@ -50,8 +50,29 @@ def test_fidelity_on_the_corpus(corpus_run: tuple[dict, Path]) -> None:
     assert base["cost_usd"] == pytest.approx(doc["recorded"]["cost_usd"], rel=0.01)
 
 
+def _largest_recorded_prompt(corpus: Path) -> int:
+    """Independently of mcsim: the largest input + cache write + cache read in the corpus."""
+    largest = 0
+    for path in corpus.rglob("*.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                usage = json.loads(line)["message"]["usage"]
+                prompt = sum(
+                    usage.get(k) or 0
+                    for k in (
+                        "input_tokens",
+                        "cache_creation_input_tokens",
+                        "cache_read_input_tokens",
+                    )
+                )
+            except (ValueError, KeyError, TypeError):
+                continue
+            largest = max(largest, prompt)
+    return largest
+
+
 def test_pruning_policies_clear_tokens_and_naive_masking_breaks_more(
-    corpus_run: tuple[dict, Path],
+    corpus_run: tuple[dict, Path], corpus: Path
 ) -> None:
     doc, _ = corpus_run
     p = {x["name"]: x for x in doc["policies"]}
@@ -64,8 +85,12 @@ def test_pruning_policies_clear_tokens_and_naive_masking_breaks_more(
         "claude-code-1h",
     ]:
         assert p[name]["cleared_tokens"] > 0, name
-    # Claude Code's API configuration triggers at 180k: no corpus prompt gets there (155k max).
+    # Claude Code's API configuration triggers at 180k: no corpus prompt gets there.
     assert p["claude-code-api"]["cleared_tokens"] == 0
+    largest = _largest_recorded_prompt(corpus)
+    assert p["baseline"]["max_prompt_tokens"] == p["claude-code-api"]["max_prompt_tokens"]
+    assert p["baseline"]["max_prompt_tokens"] == largest < 180_000
+    assert all(x["max_prompt_tokens"] <= largest for x in doc["policies"])
     assert p["naive-keep-6"]["cache_breaks"] > p["baseline"]["cache_breaks"]
     assert p["naive-keep-6"]["cost_usd"] > p["baseline"]["cost_usd"]
     assert p["claude-code"]["cost_usd"] < p["baseline"]["cost_usd"]
@@ -252,3 +277,4 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
     ]
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")]).stdout
     assert "skipped 2 lines (invalid_json 1, not_object 1):" in text
+    assert "note: claude-code-api cleared nothing on these sessions (largest prompt " in text
