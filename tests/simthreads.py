@@ -27,6 +27,11 @@ def text(tokens: int, turn: int = 1) -> Segment:
     return Segment(ItemKind.USER_TEXT, tokens, turn=turn)
 
 
+def thinking(tokens: int, turn: int = 1) -> Segment:
+    """An assistant thinking block (0 tokens: recorded as a signature only)."""
+    return Segment(ItemKind.THINKING, tokens, turn=turn)
+
+
 def thread(
     steps: Sequence[tuple[float, Sequence[Segment]]],
     *,

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from simthreads import INPUT, result, text, thread
+from simthreads import INPUT, result, text, thinking, thread
 
 from mcsim.prices import default_table, price_usage
 from mcsim.scenario import Layer, Scenario, baseline
@@ -150,6 +150,39 @@ def test_clear_at_least_clears_nothing_below_it() -> None:
     # Call 4 (prompt 31,000) is the first with >= 12,000 clearable tokens (3 results).
     cleared = [c.newly_cleared_tokens for c in lots.calls]
     assert cleared[:4] == [0, 0, 0, 0] and cleared[4] == 3 * (5_000 - 9)
+
+
+def test_clear_thinking_clears_earlier_turns_only_where_thinking_is_in_the_prompt() -> None:
+    steps = [
+        (0.0, [text(100, turn=1)]),
+        (10.0, [thinking(2_000, turn=1), text(50, turn=1)]),
+        (10.0, [text(100, turn=2)]),
+    ]
+    policy = scenario("clear_thinking", keep_turns=1)
+    opus = thread(steps, model="claude-opus-4-5")  # prompts 10,100 / 12,150 / 12,250
+    base = simulate_thread(opus, baseline(), PRICES).calls
+    sim = simulate_thread(opus, policy, PRICES).calls
+    assert sim[:2] == base[:2]
+    # Turn 1's thinking goes before the first call of turn 2: 2,000 tokens fewer, and the
+    # rewrite makes the read fall back to the 10,000-token head.
+    assert sim[2].newly_cleared_tokens == 2_000 and sim[2].rewrote
+    assert sim[2].prompt_tokens == 10_250 == base[2].prompt_tokens - 2_000
+    assert sim[2].usage.cache_read_tokens == 10_000
+    assert sim[2].usage.cache_write_tokens == 10_250 - INPUT - 10_000
+    # Sonnet 4.5 strips earlier thinking itself: nothing to clear.
+    sonnet = thread(steps)
+    assert simulate_thread(sonnet, policy, PRICES) == simulate_thread(sonnet, baseline(), PRICES)
+
+
+def test_thinking_recorded_as_a_signature_only_is_left_alone() -> None:
+    steps = [
+        (0.0, [text(100, turn=1)]),
+        (10.0, [thinking(0, turn=1), text(50, turn=1)]),
+        (10.0, [text(100, turn=2)]),
+    ]
+    opus = thread(steps, model="claude-opus-4-5")
+    sim = simulate_thread(opus, scenario("clear_thinking", keep_turns=1), PRICES)
+    assert sim == simulate_thread(opus, baseline(), PRICES)  # no clearing, so no cache break
 
 
 # ---------------------------------------------------------------- properties

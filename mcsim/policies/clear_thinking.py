@@ -3,6 +3,11 @@
 Keeps the thinking of the `keep_turns` newest user turns (or all of it with `all`) and clears
 the rest. Earlier turns' thinking is in the prompt only on Opus 4.5+ and Sonnet 4.6+; on older
 models it is stripped anyway, so there is nothing to clear. Clearing breaks the cached prefix.
+
+Thinking recorded as a signature alone (recent Claude Code writes no thinking text) has no
+known size: it is left alone rather than cleared for nothing, since a clearing that saves
+nothing would still break the cache in the simulation. On such transcripts this policy clears
+nothing, and the replay says so.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ class ClearThinking(Policy):
         keep = self.values["keep_turns"]
         if keep == "all" or not view.thinking_in_prompt:
             return None
-        thinking = [s for s in view.segments if s.kind is ItemKind.THINKING]
+        thinking = [s for s in view.segments if s.kind is ItemKind.THINKING and s.tokens]
         if not thinking:
             return None
         cleared = [s for s in thinking if not s.cleared and s.turn <= view.turn - keep]
