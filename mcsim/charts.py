@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import sys
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,14 +216,28 @@ class ChartProcess:
         self._proc.start()
         child.close()
         self._pending = 0  # requests sent and not answered yet
+        self._sender: threading.Thread | None = None
 
     def start(self, data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> None:
-        """Ask for some charts; may be called several times before `wait`."""
-        self._conn.send((data, folder, list(names)))
+        """Ask for some charts; may be called several times before `wait`.
+
+        Sent from a thread: a request larger than the pipe's buffer would otherwise block the
+        caller until the process finished drawing the previous one.
+        """
+        self._join_sender()
+        request = (data, folder, list(names))
+        self._sender = threading.Thread(target=self._conn.send, args=(request,), daemon=True)
+        self._sender.start()
         self._pending += 1
+
+    def _join_sender(self) -> None:
+        if self._sender is not None:
+            self._sender.join()
+            self._sender = None
 
     def wait(self) -> None:
         """Wait for every chart asked for, then let the process end."""
+        self._join_sender()
         answers = []
         try:
             for _ in range(self._pending):
@@ -238,6 +253,7 @@ class ChartProcess:
 
     def close(self) -> None:
         """Stop the process if it was never asked to draw (an error before the outputs)."""
+        self._join_sender()
         if self._proc.is_alive():
             with contextlib.suppress(OSError):
                 self._conn.send(None)
