@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from mcsim.errors import UsageError
-from mcsim.policies import REGISTRY, Param, Policy
+from mcsim.policies import REGISTRY, Param, Policy, can_clear
 
 BASELINE = "baseline"
 TTLS = ("5m", "1h", "recorded")
@@ -59,10 +59,8 @@ class Scenario:
 
     @property
     def prunes(self) -> bool:
-        """Whether any layer can clear anything (`none` keeps the base class's hook)."""
-        return any(
-            REGISTRY[layer.kind].before_call is not Policy.before_call for layer in self.layers
-        )
+        """Whether any layer can clear anything."""
+        return any(can_clear(REGISTRY[layer.kind]) for layer in self.layers)
 
     def build(self) -> list[Policy]:
         return [layer.build() for layer in self.layers]

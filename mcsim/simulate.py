@@ -29,7 +29,7 @@ from typing import Any
 from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
-from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, is_compactable
+from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, can_clear, is_compactable
 from mcsim.prices import ModelPrice, PriceTable, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
@@ -254,7 +254,7 @@ def simulate_thread(
             return unpruned
         policies = []
     else:
-        policies = [p for p in scenario.build() if type(p).before_call is not Policy.before_call]
+        policies = [p for p in scenario.build() if can_clear(type(p))]
     if policies:
         prepared = prepared or PreparedThread(thread)
         prepared.reset()

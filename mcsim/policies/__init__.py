@@ -115,6 +115,11 @@ class Policy:
         """Another layer rewrote the prompt this call (Claude Code resets cache-edit state)."""
 
 
+def can_clear(kind: type[Policy]) -> bool:
+    """Whether a policy kind can ever clear anything (`none` keeps the base class's hook)."""
+    return kind.before_call is not Policy.before_call
+
+
 REGISTRY: dict[str, type[Policy]] = {}
 
 
