@@ -12,7 +12,7 @@ import hashlib
 import os
 import pickle
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mcsim.calibrate import CalSession, calibrate_session
@@ -21,7 +21,7 @@ from mcsim.model import SkipReport
 from mcsim.pipeline import CallKey, Loaded, without_calls
 from mcsim.tokens import TokenEstimator
 
-CACHE_FORMAT = "mcsim-calibrated/3"
+CACHE_FORMAT = "mcsim-calibrated/4"
 
 
 def default_cache_dir() -> Path:
@@ -63,31 +63,43 @@ class CalibratedSource:
 
     def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[CalSession]:
         path = self.cache_dir / f"{unit_key(unit)}.pkl" if self.cache_dir else None
+        files = [str(f) for f in unit.files]
         if path is not None and not exclude:
             cached = _read(path)
             if cached is not None:
-                return Loaded(cached[0], cached[1])
+                spelled, sessions, skips = cached
+                return Loaded(sessions, _respell(skips, dict(zip(spelled, files, strict=False))))
         loaded = get_loader(unit.loader).load(unit, Detail.TEXT)
-        sessions, dropped = without_calls(loaded.sessions, exclude)
+        kept, dropped = without_calls(loaded.sessions, exclude)
         estimator = _estimator()
-        calibrated = [calibrate_session(s, estimator) for s in sessions]
+        calibrated = [calibrate_session(s, estimator) for s in kept]
         if path is not None and not exclude:
-            _write(path, (calibrated, loaded.skips))
+            _write(path, (files, calibrated, loaded.skips))
         return Loaded(calibrated, loaded.skips, dropped)
 
 
-def _read(path: Path) -> tuple[list[CalSession], SkipReport] | None:
+def _respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
+    """The skipped lines named by this run's paths: the cache may have been filled through
+    another spelling of the same files (relative, absolute, via a link)."""
+    skips.examples = [replace(e, file=names.get(e.file, e.file)) for e in skips.examples]
+    return skips
+
+
+Payload = tuple[list[str], list[CalSession], SkipReport]  # file names as given, sessions, skips
+
+
+def _read(path: Path) -> Payload | None:
     try:
         with path.open("rb") as fh:
             data = pickle.load(fh)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
-    if not (isinstance(data, tuple) and len(data) == 3 and data[0] == CACHE_FORMAT):
+    if not (isinstance(data, tuple) and len(data) == 4 and data[0] == CACHE_FORMAT):
         return None
-    return data[1], data[2]
+    return data[1], data[2], data[3]
 
 
-def _write(path: Path, payload: tuple[list[CalSession], SkipReport]) -> None:
+def _write(path: Path, payload: Payload) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -278,3 +278,28 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")]).stdout
     assert "skipped 2 lines (invalid_json 1, not_object 1):" in text
     assert "note: claude-code-api cleared nothing on these sessions (largest prompt " in text
+
+
+def test_a_warm_run_names_skipped_lines_by_its_own_paths(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    project = tmp_path / "in" / "p"
+    project.mkdir(parents=True)
+    for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
+        shutil.copy(f, project / f.name)
+    with (project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl").open("ab") as fh:
+        fh.write(b'{"bad json\n')
+    monkeypatch.chdir(tmp_path)
+    args = ["--policy", str(ALL), "--cache-dir", str(tmp_path / "cache"), "--json"]
+    files = []
+    for name, path in (("cold", "in"), ("warm", str(tmp_path / "in"))):
+        result = CliRunner().invoke(cli, ["replay", path, *args, "--out", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        examples = json.loads(result.stdout)["skipped"]["examples"]
+        files.append({e["file"] for e in examples if e["reason"] == "invalid_json"})
+    assert files == [
+        {"in/p/f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"},
+        {str(project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl")},
+    ]
