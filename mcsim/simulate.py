@@ -319,6 +319,14 @@ class _Replay:
         cache_intact = False  # the cache holds the whole previous prompt
         prev_ts: float | None = None
         prev_ttl_s = 300.0
+        # Locals for the loop: it runs for every call of every policy.
+        first, partial, external_miss, full = (
+            ReadClass.FIRST,
+            ReadClass.PARTIAL,
+            ReadClass.EXTERNAL_MISS,
+            ReadClass.FULL,
+        )
+        ttl_seconds = TTL_SECONDS
         # Calls [0, same) are identical to the unpruned replay (nothing cleared yet): only the
         # policies run there, and `decided` is their decision for call `same`.
         same = 0
@@ -375,15 +383,15 @@ class _Replay:
                 if rewrote and valid > head:
                     valid, intact = head, False
                 kind = call.read_class
-                if kind is ReadClass.FIRST:
+                if kind is first:
                     valid, intact = call.read_anchor, False  # warm from elsewhere (shared head)
-                elif kind is ReadClass.PARTIAL:
+                elif kind is partial:
                     anchor = self._to_replay(call.read_anchor)
                     # Read after the TTL ran out: that prefix was kept warm elsewhere.
                     valid, intact = (min(valid, anchor) if alive else anchor), False
-                elif kind is ReadClass.EXTERNAL_MISS:
+                elif kind is external_miss:
                     valid, intact = 0, False
-                read = valid + call.read_delta if intact and kind is ReadClass.FULL else valid
+                read = valid + call.read_delta if intact and kind is full else valid
                 read = max(0, min(read, prompt - uncached))
                 write = prompt - uncached - read
                 cache_valid, cache_intact = prompt, True
@@ -419,7 +427,7 @@ class _Replay:
             out_rewrote.append(rewrote)
             out_edit.append(edited)
             out_announced.append(announced or rewrote)
-            prev_ts, prev_ttl_s = ts, TTL_SECONDS[ttl]
+            prev_ts, prev_ttl_s = ts, ttl_seconds[ttl]
 
         copied: list[CacheBreak] = []  # breaks among the copied calls: the unpruned replay's
         if same:  # the calls before the first clearing, as the unpruned replay made them
