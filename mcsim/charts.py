@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 import sys
 import threading
 from collections.abc import Iterable
@@ -185,6 +186,7 @@ def draw_all(data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> No
 def _serve(conn: Any) -> None:
     """The chart process: import matplotlib at once, then draw what the parent sends, one
     request (data, folder, chart names) at a time, until it sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this one
     pyplot()
     while (request := conn.recv()) is not None:
         try:

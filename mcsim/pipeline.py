@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -257,6 +258,8 @@ def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
 
 def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any) -> None:
     """A worker: run jobs by increasing index until none is left."""
+    # Ctrl-C is the parent's to handle: it stops the workers, without a traceback from each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         with counter.get_lock():
             k = counter.value
