@@ -1,9 +1,12 @@
 """Calibrated sessions cached on disk, so a second replay skips parsing and tokenizing.
 
 One file per load unit, keyed by mcsim's cache format, the loader, and every file's path,
-size and modification time: any change to a transcript makes a new key. Entries hold sizes
-and hashes, never transcript text. The folder is `$MCSIM_CACHE_DIR`, else `~/.cache/mcsim`;
-a cache that cannot be read or written is ignored (the run recomputes), never fatal.
+size and modification time: any change to a transcript makes a new key. Beside it, keyed by
+the paths alone, the unit's token estimates by content hash: Claude Code keeps appending to
+its transcripts, and a grown unit is parsed and calibrated again but only its new text is
+tokenized (the slowest step). Entries hold sizes and hashes, never transcript text. The
+folder is `$MCSIM_CACHE_DIR`, else `~/.cache/mcsim`; a cache that cannot be read or written is
+ignored (the run recomputes), never fatal.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ import pickle
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mcsim.calibrate import CalSession, calibrate_session
 from mcsim.loaders import Detail, LoadUnit, get_loader
 from mcsim.model import SkipReport
 from mcsim.pipeline import CallKey, Loaded, without_calls
-from mcsim.tokens import TokenEstimator
+from mcsim.tokens import OFFLINE_ENCODING, TokenEstimator
 
 CACHE_FORMAT = "mcsim-calibrated/4"
+TOKENS_FORMAT = f"mcsim-tokens/1/{OFFLINE_ENCODING}"
 
 
 def default_cache_dir() -> Path:
@@ -37,6 +42,14 @@ def unit_key(unit: LoadUnit) -> str:
             digest.update(f"\0{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
         except OSError:
             digest.update(f"\0{path}\0missing".encode())
+    return digest.hexdigest()
+
+
+def paths_key(unit: LoadUnit) -> str:
+    """The unit's files, whatever their content: the key of its token estimates."""
+    digest = hashlib.sha256(f"{TOKENS_FORMAT}\0{unit.loader}".encode())
+    for path in unit.files:
+        digest.update(f"\0{path.resolve()}".encode())
     return digest.hexdigest()
 
 
@@ -65,16 +78,23 @@ class CalibratedSource:
         path = self.cache_dir / f"{unit_key(unit)}.pkl" if self.cache_dir else None
         files = [str(f) for f in unit.files]
         if path is not None and not exclude:
-            cached = _read(path)
+            cached = _read(path, CACHE_FORMAT, 3)
             if cached is not None:
                 spelled, sessions, skips = cached
                 return Loaded(sessions, _respell(skips, dict(zip(spelled, files, strict=False))))
         loaded = get_loader(unit.loader).load(unit, Detail.TEXT)
         kept, dropped = without_calls(loaded.sessions, exclude)
         estimator = _estimator()
-        calibrated = [calibrate_session(s, estimator) for s in kept]
+        tokens = self.cache_dir / f"{paths_key(unit)}.tokens" if self.cache_dir else None
+        if tokens is not None:
+            known = _read(tokens, TOKENS_FORMAT, 1)
+            estimator.learn(known[0] if known else {})
+        with estimator.recording() as used:
+            calibrated = [calibrate_session(s, estimator) for s in kept]
         if path is not None and not exclude:
-            _write(path, (files, calibrated, loaded.skips))
+            _write(path, (CACHE_FORMAT, files, calibrated, loaded.skips))
+        if tokens is not None and used:
+            _write(tokens, (TOKENS_FORMAT, used))
         return Loaded(calibrated, loaded.skips, dropped)
 
 
@@ -85,27 +105,26 @@ def _respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
     return skips
 
 
-Payload = tuple[list[str], list[CalSession], SkipReport]  # file names as given, sessions, skips
-
-
-def _read(path: Path) -> Payload | None:
+def _read(path: Path, form: str, entries: int) -> tuple[Any, ...] | None:
+    """The entries of a cache file written in format `form`; None if absent or unreadable."""
     try:
         with path.open("rb") as fh:
             data = pickle.load(fh)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
-    if not (isinstance(data, tuple) and len(data) == 4 and data[0] == CACHE_FORMAT):
+    if not (isinstance(data, tuple) and len(data) == entries + 1 and data[0] == form):
         return None
-    return data[1], data[2], data[3]
+    return data[1:]
 
 
-def _write(path: Path, payload: Payload) -> None:
+def _write(path: Path, payload: tuple[Any, ...]) -> None:
+    """Write (format, *entries) atomically."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump((CACHE_FORMAT, *payload), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except OSError:  # a cache that cannot be written only costs speed
         if tmp is not None:

@@ -13,6 +13,8 @@ encoding is loaded only when the first estimate is asked for.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from mcsim.errors import TokenizerUnavailableError
@@ -54,7 +56,22 @@ class TokenEstimator:
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self._counter = counter if counter is not None else TiktokenCounter()
         self._cache: dict[bytes, int] = {}
+        self._used: dict[bytes, int] | None = None  # what `recording` collects
         self.tokenized = 0  # distinct texts actually tokenized (for benchmarks and tests)
+
+    def learn(self, counts: dict[bytes, int]) -> None:
+        """Take counts made earlier (by content hash), e.g. from a cache on disk."""
+        self._cache.update(counts)
+
+    @contextmanager
+    def recording(self) -> Iterator[dict[bytes, int]]:
+        """Collect the counts of every text estimated inside the block (to save them)."""
+        used: dict[bytes, int] = {}
+        self._used = used
+        try:
+            yield used
+        finally:
+            self._used = None
 
     @staticmethod
     def key(text: str) -> bytes:
@@ -68,6 +85,8 @@ class TokenEstimator:
         if cached is None:
             cached = self._cache[key] = self._counter.count(text)
             self.tokenized += 1
+        if self._used is not None:
+            self._used[key] = cached
         return cached
 
     def __len__(self) -> int:

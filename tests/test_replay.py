@@ -303,3 +303,35 @@ def test_a_warm_run_names_skipped_lines_by_its_own_paths(
         {"in/p/f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"},
         {str(project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl")},
     ]
+
+
+def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import mcsim.session_cache
+
+    project = tmp_path / "in" / "p"
+    project.mkdir(parents=True)
+    for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
+        shutil.copy(f, project / f.name)
+    args = ["replay", str(tmp_path / "in"), "--policy", str(ALL), "--json"]
+    args += ["--cache-dir", str(tmp_path / "cache")]
+    first = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "one")])
+    assert first.exit_code == 0, first.output
+    # The transcript grows (as Claude Code appends): a new cache key, so the unit is parsed
+    # and calibrated again; its text was all seen before, so nothing is tokenized.
+    grown = project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
+    with grown.open("ab") as fh:
+        fh.write(b'{"type": "summary", "summary": "later"}\n')
+
+    def refuse(self: object, text: str) -> int:
+        raise AssertionError("text seen before must not be tokenized again")
+
+    monkeypatch.setattr(TiktokenCounter, "count", refuse)
+    monkeypatch.setattr(mcsim.session_cache, "_ESTIMATOR", None)
+    second = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "two")])
+    assert second.exit_code == 0, second.output
+    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2  # the old entry and the new
+    assert json.loads(second.stdout)["policies"] == json.loads(first.stdout)["policies"]
