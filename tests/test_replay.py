@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -256,13 +257,16 @@ def test_policies_lists_every_kind() -> None:
     assert params == {"gap_threshold_minutes": 60.0, "keep_recent": 5}
 
 
-def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -> None:
-    import shutil
-
-    project = tmp_path / "in" / "p"
-    project.mkdir(parents=True)
+def _one_project(corpus: Path, folder: Path) -> Path:
+    """A copy of one corpus project (3 transcripts) to modify."""
+    folder.mkdir(parents=True)
     for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
-        shutil.copy(f, project / f.name)
+        shutil.copy(f, folder / f.name)
+    return folder
+
+
+def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -> None:
+    project = _one_project(corpus, tmp_path / "in" / "p")
     broken = project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
     with broken.open("ab") as fh:
         fh.write(b'{"bad json\n[1, 2]\n')
@@ -283,12 +287,7 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
 def test_a_warm_run_names_skipped_lines_by_its_own_paths(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shutil
-
-    project = tmp_path / "in" / "p"
-    project.mkdir(parents=True)
-    for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
-        shutil.copy(f, project / f.name)
+    project = _one_project(corpus, tmp_path / "in" / "p")
     with (project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl").open("ab") as fh:
         fh.write(b'{"bad json\n')
     monkeypatch.chdir(tmp_path)
@@ -308,14 +307,9 @@ def test_a_warm_run_names_skipped_lines_by_its_own_paths(
 def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shutil
-
     import mcsim.session_cache
 
-    project = tmp_path / "in" / "p"
-    project.mkdir(parents=True)
-    for f in (corpus / "-archives-m-claude").glob("*.jsonl"):
-        shutil.copy(f, project / f.name)
+    project = _one_project(corpus, tmp_path / "in" / "p")
     args = ["replay", str(tmp_path / "in"), "--policy", str(ALL), "--json"]
     args += ["--cache-dir", str(tmp_path / "cache")]
     first = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "one")])
