@@ -84,6 +84,14 @@ def chart_data(report: ReplayReport) -> ChartData:
     return data
 
 
+def fit_to_labels(fig: Any) -> None:
+    """Margins fitted to the labels (what `fig.tight_layout()` does), without leaving a layout
+    engine on the figure: with one, `savefig` draws the whole figure twice."""
+    from matplotlib.layout_engine import TightLayoutEngine
+
+    TightLayoutEngine().execute(fig)
+
+
 def _finish(
     plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str, tight: bool
 ) -> None:
@@ -98,7 +106,7 @@ def _finish(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if tight:
-        fig.tight_layout()
+        fit_to_labels(fig)
     else:
         fig.subplots_adjust(left=0.08, right=0.98, top=0.94, bottom=0.09)
     fig.savefig(path, dpi=110)
@@ -165,7 +173,7 @@ def break_timeline(data: ChartData, path: Path) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
-    fig.tight_layout()
+    fit_to_labels(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

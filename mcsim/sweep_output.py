@@ -87,7 +87,7 @@ def _pct(value: float, reference: float) -> float:
 
 def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
     """Savings over the first swept parameter, one line per value of the second."""
-    from mcsim.charts import pyplot
+    from mcsim.charts import fit_to_labels, pyplot
 
     plt = pyplot()
     first = results[0].variant.params
@@ -120,7 +120,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     ax.set_ylabel("savings (% of the no-pruning cost)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fit_to_labels(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -145,7 +145,7 @@ def _axis_value(value: Any) -> Any:
 
 def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
     """Net savings against re-fetch risk, every variant a point, the Pareto front joined."""
-    from mcsim.charts import pyplot
+    from mcsim.charts import fit_to_labels, pyplot
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5.5))
@@ -180,7 +180,7 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     ax.set_ylabel("net savings (% of the no-pruning cost)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fit_to_labels(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
