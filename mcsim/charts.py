@@ -84,7 +84,7 @@ def chart_data(report: ReplayReport) -> ChartData:
     return data
 
 
-def fit_to_labels(fig: Any) -> None:
+def _fit_to_labels(fig: Any) -> None:
     """Margins fitted to the labels (what `fig.tight_layout()` does), without leaving a layout
     engine on the figure: with one, `savefig` draws the whole figure twice."""
     from matplotlib.layout_engine import TightLayoutEngine
@@ -92,25 +92,37 @@ def fit_to_labels(fig: Any) -> None:
     TightLayoutEngine().execute(fig)
 
 
-def _finish(
-    plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str, tight: bool
-) -> None:
-    """Title, axis labels, grid and legend, then write the PNG and free the figure.
+def save(plt: Any, fig: Any, path: Path, tight: bool = True) -> None:
+    """Write the PNG and free the figure.
 
     `tight` fits the margins to the labels (a quarter of a chart's drawing time); charts
     whose labels are fixed text and numbers use fixed margins instead.
     """
+    if tight:
+        _fit_to_labels(fig)
+    else:
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.94, bottom=0.09)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def finish(
+    plt: Any,
+    fig: Any,
+    ax: Any,
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    tight: bool = True,
+) -> None:
+    """Title, axis labels, grid and legend, then `save`."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    if tight:
-        fit_to_labels(fig)
-    else:
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.94, bottom=0.09)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path, tight)
 
 
 def cumulative_cost(data: ChartData, path: Path) -> None:
@@ -123,7 +135,7 @@ def cumulative_cost(data: ChartData, path: Path) -> None:
         total = float(ys[-1]) if len(ys) else 0.0
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
         ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
-    _finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
+    finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
             "API call (all sessions, in time order)", "cumulative cost (USD)",
             tight=False)  # fmt: skip
 
@@ -136,7 +148,7 @@ def context_size(data: ChartData, path: Path) -> None:
             continue  # the baseline's prompt is the recorded prompt
         xs, ys = data.prompt_k[name]
         ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
-    _finish(plt, fig, ax, path, "Context size sent on each call, per policy",
+    finish(plt, fig, ax, path, "Context size sent on each call, per policy",
             "API call (all sessions, in time order)", "prompt size (thousand tokens)",
             tight=False)  # fmt: skip
 
@@ -155,8 +167,8 @@ def savings(data: ChartData, path: Path) -> None:
         ax.annotate(f"{value:+.1f}%", (x - 0.2, value), ha="center",
                     va="bottom" if value >= 0 else "top", fontsize=8)  # fmt: skip
     ax.set_xticks(list(xs), names, rotation=20, ha="right")
-    _finish(plt, fig, ax, path, "Savings by policy", "policy",
-            "savings (% of cost; negative = costs more)", tight=True)  # fmt: skip
+    finish(plt, fig, ax, path, "Savings by policy", "policy",
+            "savings (% of cost; negative = costs more)")  # fmt: skip
 
 
 def break_timeline(data: ChartData, path: Path) -> None:
@@ -173,9 +185,7 @@ def break_timeline(data: ChartData, path: Path) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
-    fit_to_labels(fig)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 CHARTS = {

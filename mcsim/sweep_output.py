@@ -87,7 +87,7 @@ def _pct(value: float, reference: float) -> float:
 
 def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
     """Savings over the first swept parameter, one line per value of the second."""
-    from mcsim.charts import fit_to_labels, pyplot
+    from mcsim.charts import finish, pyplot
 
     plt = pyplot()
     first = results[0].variant.params
@@ -115,14 +115,8 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     if rec.best is not None:
         _mark(ax, _axis_value(dict(rec.best.variant.params)[x_key]), rec.best)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_title(f"Savings vs no pruning over {x_key}")
-    ax.set_xlabel(x_key)
-    ax.set_ylabel("savings (% of the no-pruning cost)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fit_to_labels(fig)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(plt, fig, ax, path, f"Savings vs no pruning over {x_key}", x_key,
+           "savings (% of the no-pruning cost)")  # fmt: skip
 
 
 def _mark(ax: Any, x: Any, best: Outcome) -> None:
@@ -145,7 +139,7 @@ def _axis_value(value: Any) -> Any:
 
 def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
     """Net savings against re-fetch risk, every variant a point, the Pareto front joined."""
-    from mcsim.charts import fit_to_labels, pyplot
+    from mcsim.charts import finish, pyplot
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5.5))
@@ -175,14 +169,9 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     if rec.best is not None:
         _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_title("Savings (net of re-fetches) vs re-fetch risk")
-    ax.set_xlabel("re-fetch risk (% of cleared results the agent needed again)")
-    ax.set_ylabel("net savings (% of the no-pruning cost)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fit_to_labels(fig)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish(plt, fig, ax, path, "Savings (net of re-fetches) vs re-fetch risk",
+           "re-fetch risk (% of cleared results the agent needed again)",
+           "net savings (% of the no-pruning cost)")  # fmt: skip
 
 
 def write_sweep_outputs(
