@@ -174,6 +174,38 @@ def _run_dir(out_dir: Path | None, policy_file: Path, force: bool) -> Path:
     return out_dir
 
 
+def _replayed(
+    paths: tuple[str, ...],
+    runs: list[Any],
+    prices: Any,
+    dates: tuple[float | None, float | None],
+    cache: Path | None,
+    workers: int | None,
+    as_json: bool,
+    what: str,
+    **options: Any,
+) -> Any:
+    """The replay behind `replay` and `sweep`, with a progress bar; an input without a single
+    API call is an error (`what` names the command's job)."""
+    from mcsim.replay import run_replay
+
+    with _progress(not as_json) as progress:
+        report = run_replay(
+            list(paths),
+            runs,
+            prices,
+            cache_dir=cache,
+            since_s=dates[0],
+            until_s=dates[1],
+            workers=workers,
+            progress=progress,
+            **options,
+        )
+    if not report.sessions:
+        raise McsimError(f"no API calls could be read from the input; nothing to {what}")
+    return report
+
+
 def _gate(
     checks: list[tuple[str, float, float]],
     fail_under_savings: float | None,
@@ -290,32 +322,19 @@ def replay(
     """
     from mcsim.charts import ChartProcess
     from mcsim.prices import load_table
-    from mcsim.replay import run_replay
     from mcsim.replay_output import replay_json, replay_text, run_record, write_replay_outputs
     from mcsim.scenario import load_policy_file
     from mcsim.session_cache import default_cache_dir
 
-    since_s, until_s = _dates(since, until)
+    dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
     out_dir = _run_dir(out_dir, policy_file, force)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
-        with _progress(not as_json) as progress:
-            report = run_replay(
-                list(paths),
-                scenarios,
-                prices,
-                cache_dir=cache,
-                since_s=since_s,
-                until_s=until_s,
-                workers=workers,
-                progress=progress,
-                fidelity_threshold=fidelity_threshold,
-            )
-        if not report.sessions:
-            raise McsimError("no API calls could be read from the input; nothing to replay")
+        report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
+                           fidelity_threshold=fidelity_threshold)  # fmt: skip
         options = {
             "since": str(since) if since else None,
             "until": str(until) if until else None,
@@ -399,14 +418,13 @@ def sweep(
         --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
     """
     from mcsim.prices import load_table
-    from mcsim.replay import run_replay
     from mcsim.replay_output import run_record
     from mcsim.scenario import baseline, load_policy_file
     from mcsim.session_cache import default_cache_dir
     from mcsim.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
     from mcsim.sweep_output import sweep_json, sweep_text, write_sweep_outputs
 
-    since_s, until_s = _dates(since, until)
+    dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     base = pick_policy(scenarios, policy_name, str(policy_file))
     variants = build_variants(base, [parse_axis(g) for g in grids])
@@ -414,20 +432,8 @@ def sweep(
     out_dir = _run_dir(out_dir, policy_file, force)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
-    with _progress(not as_json) as progress:
-        report = run_replay(
-            list(paths),
-            runs,
-            prices,
-            cache_dir=cache,
-            keep_rows=False,
-            since_s=since_s,
-            until_s=until_s,
-            workers=workers,
-            progress=progress,
-        )
-    if not report.sessions:
-        raise McsimError("no API calls could be read from the input; nothing to sweep")
+    report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
+                       keep_rows=False)  # fmt: skip
     results = outcomes(report, variants)
     rec = recommend(results, max_risk / 100)
     options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
