@@ -9,22 +9,16 @@ ratio. Prints figures; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
-from pathlib import Path
 
-from common import REPO, ensure_ccusage, measure, replicate
+from common import arguments, ensure_ccusage, measure, replicate
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=520)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
-    args = parser.parse_args()
+    args = arguments(__doc__, runs=3)
 
     config = replicate(args.work / "replica", args.size_mb)
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))

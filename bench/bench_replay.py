@@ -10,24 +10,16 @@ asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import statistics
-import sys
-from pathlib import Path
 
-from common import REPO, ensure_ccusage, measure, replicate
+from common import REPO, arguments, ensure_ccusage, mcsim, measure, replicate
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=520)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--policy", type=Path, default=REPO / "policies" / "all.yaml")
-    parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
-    args = parser.parse_args()
+    args = arguments(__doc__, runs=3, policy=REPO / "policies" / "all.yaml")
 
     config = replicate(args.work / "replica", args.size_mb)
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
@@ -35,21 +27,8 @@ def main() -> None:
     cache = args.work / "replay-cache"
     out = args.work / "replay-out"
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
-    replay = [
-        sys.executable,
-        "-m",
-        "mcsim",
-        "replay",
-        str(config / "projects"),
-        "--policy",
-        str(args.policy),
-        "--cache-dir",
-        str(cache),
-        "--out",
-        str(out),
-        "--force",
-        "--json",
-    ]
+    replay = mcsim("replay", str(config / "projects"), "--policy", str(args.policy),
+                   cache=cache, out=out)  # fmt: skip
     print(f"corpus replica: {size / 1e6:.0f} MB; policies: {args.policy}")
     results: dict[str, list[tuple[float, float]]] = {"ccusage": [], "cold": [], "warm": []}
     for run in range(args.runs):

@@ -10,63 +10,30 @@ under 5% of the cold single-policy run. Prints figures; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
-import sys
-from pathlib import Path
 
-from common import REPO, measure, replicate
+from common import REPO, arguments, mcsim, measure, replicate
 
 POLICY = REPO / "policies" / "claude-code.yaml"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=520)
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
-    args = parser.parse_args()
+    args = arguments(__doc__, runs=2)
 
     config = replicate(args.work / "replica", args.size_mb)
     projects = str(config / "projects")
     cache = args.work / "sweep-cache"
     out = args.work / "sweep-out"
     env = dict(os.environ)
-    mcsim = [sys.executable, "-m", "mcsim"]
-    single = [
-        *mcsim,
-        "replay",
-        projects,
-        "--policy",
-        str(POLICY),
-        "--cache-dir",
-        str(cache),
-        "--out",
-        str(out),
-        "--force",
-        "--json",
-    ]
+    policy = ("--policy", str(POLICY))
+    single = mcsim("replay", projects, *policy, cache=cache, out=out)
 
     def sweep(n: int) -> list[str]:
-        return [
-            *mcsim,
-            "sweep",
-            projects,
-            "--policy",
-            str(POLICY),
-            "--name",
-            "claude-code",
-            "--grid",
-            f"cached_microcompact.keep_recent=1..{n}",
-            "--cache-dir",
-            str(cache),
-            "--out",
-            str(out),
-            "--force",
-            "--json",
-        ]
+        grid = f"cached_microcompact.keep_recent=1..{n}"
+        return mcsim("sweep", projects, *policy, "--name", "claude-code", "--grid", grid,
+                     cache=cache, out=out)  # fmt: skip
 
     cold, small, large = [], [], []
     for run in range(args.runs):

@@ -8,13 +8,16 @@ process tree (workers included), sampled every 20 ms.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "claude" / "projects"
@@ -97,3 +100,21 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
     return wall, peak / 1024, b"".join(chunks)
+
+
+def arguments(doc: str, runs: int, **extra: Any) -> argparse.Namespace:
+    """The options every benchmark takes (replica size, runs, work folder), plus `extra`
+    (name -> default)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=520)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
+    for name, default in extra.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    return parser.parse_args()
+
+
+def mcsim(command: str, projects: str, *options: str, cache: Path, out: Path) -> list[str]:
+    """An `mcsim replay`/`sweep` command line writing to `out`, with its cache in `cache`."""
+    return [sys.executable, "-m", "mcsim", command, projects, *options,
+            "--cache-dir", str(cache), "--out", str(out), "--force", "--json"]  # fmt: skip
