@@ -30,7 +30,7 @@ from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.model import ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, can_clear, is_compactable
-from mcsim.prices import ModelPrice, PriceTable, parse_model, rates_for
+from mcsim.prices import ModelPrice, PriceTable, base_rates_up_to, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
 from mcsim.scenario import Scenario
 
@@ -53,13 +53,6 @@ _CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKI
 def min_cacheable_tokens(model: str) -> int:
     parsed = parse_model(model)
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
-
-
-def _pricing(price: ModelPrice | None) -> tuple[ModelPrice | None, float]:
-    """A model's price, and the prompt size up to which its base rates always apply."""
-    if price is None or not price.long_context:
-        return price, float("inf")
-    return price, min(rule.above_tokens for rule in price.long_context)
 
 
 def placeholder_tokens(text: str) -> int:
@@ -399,7 +392,8 @@ class _Replay:
 
             model = call.model
             if model not in price_of:
-                price_of[model] = _pricing(self.prices.lookup(model))
+                price = self.prices.lookup(model)
+                price_of[model] = (price, base_rates_up_to(price) if price else 0)
             price, plain_below = price_of[model]
             if price is None:
                 cost = None

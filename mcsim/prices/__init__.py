@@ -146,6 +146,12 @@ class PriceTable:
         )
 
 
+def base_rates_up_to(price: ModelPrice) -> float:
+    """The prompt size up to which no long-context rule applies: there, with no speed or
+    region multiplier, `rates_for` gives `price.rates` (the replay's fast path)."""
+    return min((rule.above_tokens for rule in price.long_context), default=float("inf"))
+
+
 def rates_for(
     price: ModelPrice,
     prompt_tokens: int,
