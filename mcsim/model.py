@@ -172,7 +172,11 @@ class Skip:
 class SkipReport:
     """Counts of every line that was not used (or used only in part), by reason, with examples.
 
-    Mutable on purpose: loaders add to it while streaming; `merge` folds worker reports.
+    Three kinds: `counts` (skipped: the line was not used), `repaired` (used after dropping or
+    fixing a bad part) and `notes` (used as it is, but something about it deserves a word: a
+    call written twice with different usage, a line uuid used by two lines, a damaged cache
+    entry that was rebuilt). Mutable on purpose: loaders add to it while streaming; `merge`
+    folds worker reports.
     Every skip is kept as an example up to `max_examples` (the JSON output lists them); past
     that, counts stay exact and `examples_omitted` says how many were not kept, so a corpus of
     garbage cannot exhaust memory.
@@ -180,6 +184,7 @@ class SkipReport:
 
     counts: Counter[str] = field(default_factory=Counter)
     repaired: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)
     examples: list[Skip] = field(default_factory=list)
     examples_omitted: int = 0
     max_examples: int = 100_000
@@ -194,6 +199,11 @@ class SkipReport:
         self.repaired[reason] += 1
         self._example(file, line, reason, detail)
 
+    def note(self, file: str, line: int, reason: str, detail: str = "") -> None:
+        """Count a line that was used as it is, with something worth telling the user."""
+        self.notes[reason] += 1
+        self._example(file, line, reason, detail)
+
     def _example(self, file: str, line: int, reason: str, detail: str) -> None:
         if len(self.examples) < self.max_examples:
             self.examples.append(Skip(file, line, reason, detail))
@@ -203,6 +213,7 @@ class SkipReport:
     def merge(self, other: SkipReport) -> None:
         self.counts.update(other.counts)
         self.repaired.update(other.repaired)
+        self.notes.update(other.notes)
         room = max(0, self.max_examples - len(self.examples))
         self.examples.extend(other.examples[:room])
         self.examples_omitted += other.examples_omitted + len(other.examples[room:])

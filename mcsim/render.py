@@ -52,8 +52,9 @@ def _session_json(s: SessionSummary) -> dict[str, Any]:
     }
 
 
-def skipped_json(report: InspectReport) -> dict[str, Any]:
-    skips = report.stats.skips
+def skipped_json(stats: LoadStats) -> dict[str, Any]:
+    """What was skipped, repaired or noted, by reason, with every kept example."""
+    skips = stats.skips
     invalid = skips.counts["invalid_json"] + skips.counts["truncated_line"]
     return {
         "invalid_lines": invalid,
@@ -61,7 +62,8 @@ def skipped_json(report: InspectReport) -> dict[str, Any]:
         "by_reason": dict(sorted(skips.counts.items())),
         "repaired_lines": sum(skips.repaired.values()),
         "repaired_by_reason": dict(sorted(skips.repaired.items())),
-        "examples": skip_examples_json(report.stats),
+        "notes_by_reason": dict(sorted(skips.notes.items())),
+        "examples": skip_examples_json(stats),
         "examples_omitted": skips.examples_omitted,
     }
 
@@ -109,7 +111,7 @@ def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str,
             }
             for b in report.breaks
         ],
-        "skipped": skipped_json(report),
+        "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
 
@@ -214,13 +216,16 @@ def load_notes(stats: LoadStats) -> list[str]:
     """Lines about input that was skipped, repaired or counted once, with the first examples."""
     out = []
     skips = stats.skips
-    if skips.total or skips.repaired:
+    if skips.total or skips.repaired or skips.notes:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(skips.counts.items()))
         repaired = ", ".join(f"{k} {v}" for k, v in sorted(skips.repaired.items()))
+        noted = ", ".join(f"{k} {v}" for k, v in sorted(skips.notes.items()))
         text = f"skipped {skips.total} lines"
         text += f" ({reasons})" if reasons else ""
         if repaired:
             text += f"; repaired {sum(skips.repaired.values())} ({repaired})"
+        if noted:
+            text += f"; noted {sum(skips.notes.values())} ({noted})"
         out.append(text + ":")
         for e in skips.examples[:TERMINAL_EXAMPLES]:
             out.append(f"  {e.file}:{e.line}: {e.reason}" + (f": {e.detail}" if e.detail else ""))

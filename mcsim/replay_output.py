@@ -298,7 +298,7 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
-    from mcsim.render import skip_examples_json
+    from mcsim.render import skipped_json
 
     over = report.sessions_over_threshold()
     return {
@@ -343,11 +343,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
         "calibration_fallback_calls": report.calibration_fallbacks,
         "price_table": report.price_table,
         "notes": [CACHE_EDIT_NOTE],
-        "skipped": {
-            "total": report.stats.skips.total,
-            "by_reason": dict(sorted(report.stats.skips.counts.items())),
-            "examples": skip_examples_json(report.stats),
-        },
+        "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
 
