@@ -20,7 +20,7 @@ from common import arguments, ensure_ccusage, measure, replicate
 def main() -> None:
     args = arguments(__doc__, runs=3)
 
-    config = replicate(args.work / "replica", args.size_mb)
+    config = replicate(args.work / "replica", args.size_mb, args.corpus)
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
     ccusage = ensure_ccusage(args.work)
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))

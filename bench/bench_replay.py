@@ -21,7 +21,7 @@ from common import REPO, arguments, ensure_ccusage, mcsim, measure, replicate
 def main() -> None:
     args = arguments(__doc__, runs=3, policy=REPO / "policies" / "all.yaml")
 
-    config = replicate(args.work / "replica", args.size_mb)
+    config = replicate(args.work / "replica", args.size_mb, args.corpus)
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
     ccusage = ensure_ccusage(args.work)
     cache = args.work / "replay-cache"

@@ -22,7 +22,7 @@ POLICY = REPO / "policies" / "claude-code.yaml"
 def main() -> None:
     args = arguments(__doc__, runs=2)
 
-    config = replicate(args.work / "replica", args.size_mb)
+    config = replicate(args.work / "replica", args.size_mb, args.corpus)
     projects = str(config / "projects")
     cache = args.work / "sweep-cache"
     out = args.work / "sweep-out"

@@ -1,6 +1,7 @@
 """Shared by the benchmarks: a >= 500 MB replica of the corpus, ccusage, timed runs.
 
-The replica copies ../shared/corpus/claude with fresh ids per copy: every UUID gets a
+The replica copies a corpus (by default the repository's test corpus, tests/data/corpus; any
+Claude projects folder with --corpus) with fresh ids per copy: every UUID gets a
 copy-specific first group, every msg_/req_/toolu_ id a copy suffix, every project folder a
 copy suffix, so no call de-duplicates across copies. Peak memory is summed over the whole
 process tree (workers included), sampled every 20 ms.
@@ -20,27 +21,29 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "claude" / "projects"
+CORPUS = REPO / "tests" / "data" / "corpus" / "claude" / "projects"
 CCUSAGE = ("ccusage@20.0.24", "@ccusage/ccusage-linux-x64@20.0.24")
 _UUID = re.compile(rb"[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _IDS = re.compile(rb"((?:msg|req|toolu)_[A-Za-z0-9]+)")
 
 
-def replicate(target: Path, size_mb: int) -> Path:
-    """A Claude config folder of >= size_mb MB; reused when it already exists."""
+def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
+    """A Claude config folder of >= size_mb MB copied from `corpus`; reused when a replica of
+    the same corpus and size already exists."""
     projects = target / "claude" / "projects"
     marker = target / f"complete-{size_mb}mb"
-    if marker.exists():
+    source = f"from {corpus.resolve()}\n"
+    if marker.exists() and marker.read_text().endswith(source):
         return target / "claude"
     shutil.rmtree(target, ignore_errors=True)
-    files = sorted(CORPUS.rglob("*.jsonl"))
+    files = sorted(corpus.rglob("*.jsonl"))
     one_copy = sum(f.stat().st_size for f in files)
     copies = -(-size_mb * 1_000_000 // one_copy)
     for k in range(copies):
         prefix = f"{k:08x}".encode()
         suffix = f"c{k}".encode()
         for f in files:
-            rel = f.relative_to(CORPUS)
+            rel = f.relative_to(corpus)
             data = _UUID.sub(prefix + rb"\1", f.read_bytes())
             data = _IDS.sub(rb"\1" + suffix, data)
             parts = list(rel.parts)
@@ -49,7 +52,7 @@ def replicate(target: Path, size_mb: int) -> Path:
             out = projects / name
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
-    marker.write_text(f"{copies} copies of {one_copy} bytes\n")
+    marker.write_text(f"{copies} copies of {one_copy} bytes\n{source}")
     return target / "claude"
 
 
@@ -109,6 +112,7 @@ def arguments(doc: str, runs: int, **extra: Any) -> argparse.Namespace:
     parser.add_argument("--size-mb", type=int, default=520)
     parser.add_argument("--runs", type=int, default=runs)
     parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="Claude projects folder")
     for name, default in extra.items():
         parser.add_argument(f"--{name}", type=type(default), default=default)
     return parser.parse_args()

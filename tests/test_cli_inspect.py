@@ -21,9 +21,9 @@ def test_terminal_table_has_totals_and_causes(runner: CliRunner, corpus: Path) -
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["project", "session", "start", "(UTC)"]
     total = next(line for line in lines if line.startswith("TOTAL"))
-    assert "407" in total and "30.5146" in total and "23.8M" in total
-    assert "cache breaks by cause: ttl_expired 7" in result.stdout
-    assert "e1ffaf02-1289-4b61-ae2e-694bf373993b.jsonl:211: synthetic" in result.stdout
+    assert "355" in total and "14.0820" in total and "17.9M" in total
+    assert "cache breaks by cause: ttl_expired 6" in result.stdout
+    assert "aca1c40a-be75-4f50-9b4a-60b92b68d702.jsonl:42: synthetic" in result.stdout
 
 
 def test_out_writes_parquet_that_reads_back(
@@ -37,12 +37,12 @@ def test_out_writes_parquet_that_reads_back(
     sessions = pl.read_parquet(out / "sessions.parquet")
     calls = pl.read_parquet(out / "calls.parquet")
     breaks = pl.read_parquet(out / "breaks.parquet")
-    assert sessions.height == 8 and calls.height == 407 and breaks.height == 14
+    assert sessions.height == 8 and calls.height == 355 and breaks.height == 12
     for frame in (sessions, calls, breaks):
         assert frame["schema_version"].unique().to_list() == [1]
-    assert calls["cache_read_tokens"].sum() == 23_794_961
-    assert calls["cost_usd"].sum() == pytest.approx(30.5146, abs=1e-4)
-    assert calls["is_break"].sum() == 14
+    assert calls["cache_read_tokens"].sum() == 17_891_534
+    assert calls["cost_usd"].sum() == pytest.approx(14.0820, abs=1e-4)
+    assert calls["is_break"].sum() == 12
     # The session table is the calls table, summed.
     by_session = (
         calls.group_by("session_id")
@@ -58,7 +58,7 @@ def test_out_writes_parquet_that_reads_back(
         by_session,
     )
     expected = pl.DataFrame(
-        {"cause": ["compaction", "prefix_changed", "ttl_expired", "unknown"], "n": [1, 4, 7, 2]},
+        {"cause": ["compaction", "prefix_changed", "ttl_expired", "unknown"], "n": [1, 3, 6, 2]},
         schema={"cause": pl.String, "n": pl.UInt32},
     )
     assert_frame_equal(breaks.group_by("cause").agg(pl.len().alias("n")).sort("cause"), expected)
@@ -169,7 +169,7 @@ def test_default_locations_from_claude_config_dir(
     env = {"CLAUDE_CONFIG_DIR": f"{tmp_path / 'missing'},{corpus.parent}", "HOME": str(tmp_path)}
     result = runner.invoke(cli, ["inspect", "--json"], env=env)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["totals"]["calls"] == 407
+    assert json.loads(result.stdout)["totals"]["calls"] == 355
     result = runner.invoke(cli, ["inspect"], env={"CLAUDE_CONFIG_DIR": "", "HOME": str(tmp_path)})
     assert result.exit_code == 2
     assert "no Claude Code transcripts found" in result.stderr

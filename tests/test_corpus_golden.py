@@ -1,8 +1,10 @@
-"""mcsim inspect on the real corpus equals the reference totals and the independent
+"""mcsim inspect on the test corpus equals the reference totals and the independent
 per-session computation in tests/golden (corpus_reference.py, run once)."""
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,16 +13,17 @@ from click.testing import CliRunner
 
 from mcsim.cli import cli
 
-# From ../shared/corpus/README.md ("Reference totals over all of claude/projects/").
+# From tests/data/corpus/README.md ("Reference figures"), written down once from the
+# independent computation.
 README_TOTALS = {
-    "calls": 407,
-    "input_tokens": 11_317,
-    "cache_write_5m_tokens": 1_332_420,
+    "calls": 355,
+    "input_tokens": 11_128,
+    "cache_write_5m_tokens": 898_425,
     "cache_write_1h_tokens": 102_189,
-    "cache_read_tokens": 23_794_961,
-    "output_tokens": 122_711,
+    "cache_read_tokens": 17_891_534,
+    "output_tokens": 93_290,
 }
-README_COST_USD = 30.5146
+README_COST_USD = 14.0820
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +33,20 @@ def inspected(corpus: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def test_totals_equal_the_corpus_readme(inspected: dict) -> None:
+def test_the_copies_are_the_published_files(corpus: Path) -> None:
+    sources = corpus.parents[1] / "SOURCES.tsv"
+    rows = list(csv.DictReader(sources.read_text().splitlines(), delimiter="\t"))
+    assert len(rows) == 10
+    for row in rows:
+        data = (corpus / row["relpath"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row["sha256"], row["relpath"]
+        assert (corpus.parents[1] / row["license_file"]).is_file()
+
+
+def test_totals_equal_the_corpus_readme(inspected: dict, corpus_reference: dict) -> None:
     totals = inspected["totals"]
     for key, expected in README_TOTALS.items():
-        assert totals[key] == expected, key
+        assert totals[key] == expected == corpus_reference["totals"][key], key
     assert totals["cost_usd"] == pytest.approx(README_COST_USD, abs=0.0001)
     assert totals["unpriced_calls"] == 0
     assert totals["sessions"] == 8
@@ -43,8 +56,8 @@ def test_every_session_matches_the_independent_computation(
     inspected: dict, corpus_reference: dict
 ) -> None:
     got = {s["session_id"]: s for s in inspected["sessions"]}
-    assert set(got) == set(corpus_reference)
-    for sid, expected in corpus_reference.items():
+    assert set(got) == set(corpus_reference["sessions"])
+    for sid, expected in corpus_reference["sessions"].items():
         for key, value in expected.items():
             if key == "cost_usd":
                 assert got[sid][key] == pytest.approx(value, abs=1e-6), (sid, key)
@@ -57,21 +70,31 @@ def test_the_only_skipped_line_is_the_synthetic_api_error(inspected: dict) -> No
     assert skipped["by_reason"] == {"synthetic": 1}
     assert skipped["invalid_lines"] == 0
     (example,) = skipped["examples"]
-    assert example["file"].endswith("e1ffaf02-1289-4b61-ae2e-694bf373993b.jsonl")
-    assert example["line"] == 211
+    assert example["file"].endswith(
+        "-home-dev-legacy-cli/aca1c40a-be75-4f50-9b4a-60b92b68d702.jsonl"
+    )
+    assert example["line"] == 42
 
 
-def test_breaks_found_in_the_recording(inspected: dict) -> None:
-    # Worked out by reading the recorded reads: 7 idle gaps past the TTL, the 1.0.90
-    # compaction, 4 warm drops to a stable head and 2 warm drops to zero.
-    assert inspected["totals"]["breaks_by_cause"] == {
-        "ttl_expired": 7,
-        "compaction": 1,
-        "prefix_changed": 4,
-        "unknown": 2,
-    }
+def test_breaks_found_in_the_recording(inspected: dict, corpus_reference: dict) -> None:
+    # The independent computation (the same rule, its own thread grouping): 6 idle gaps past
+    # the TTL, the generated 1.0.90 compaction, 3 warm drops to a stable head and 2 warm drops
+    # to zero.
+    expected = {"ttl_expired": 6, "compaction": 1, "prefix_changed": 3, "unknown": 2}
+    assert inspected["totals"]["breaks_by_cause"] == expected == corpus_reference["breaks_by_cause"]
     compaction = [b for b in inspected["breaks"] if b["cause"] == "compaction"]
-    assert compaction[0]["session_id"].startswith("e1ffaf02")
-    assert compaction[0]["previous_read_tokens"] == 154_418
-    assert compaction[0]["read_tokens"] == 39_096
+    assert compaction[0]["session_id"].startswith("aca1c40a")
+    # After the summary the generator's cache reads only its 24,000-token head.
+    assert compaction[0]["read_tokens"] == 24_000
     assert compaction[0]["expected"] is True
+
+
+def test_the_generated_legacy_session_is_reproducible(corpus: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = corpus.parents[2] / "generate_legacy.py"
+    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True)
+    (fresh,) = (tmp_path / "-home-dev-legacy-cli").glob("*.jsonl")
+    committed = corpus / "-home-dev-legacy-cli" / fresh.name
+    assert fresh.read_bytes() == committed.read_bytes()

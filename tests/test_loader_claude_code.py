@@ -18,16 +18,19 @@ def by_id(sessions: list) -> dict:
 def test_corpus_layouts_become_threads(corpus: Path) -> None:
     sessions, stats = load_sessions([str(corpus)])
     s = by_id(sessions)
-    # 1.0.90 inline sidechains: four sidechain roots, each its own thread.
-    livecd = s["e1ffaf02-1289-4b61-ae2e-694bf373993b"]
-    kinds = sorted((t.kind.value, len(t.calls)) for t in livecd.threads)
-    assert kinds == [
-        ("main", 78),
-        ("subagent", 1),
-        ("subagent", 1),
-        ("subagent", 1),
-        ("subagent", 1),
-    ]
+    # 1.0.90 inline sidechains (the generated legacy session): two sidechain roots, each its
+    # own thread. The generator's script: 23 main calls, sub-agents of 3 tools + an answer and
+    # of 2 tools + an answer.
+    legacy = s["aca1c40a-be75-4f50-9b4a-60b92b68d702"]
+    kinds = sorted((t.kind.value, len(t.calls)) for t in legacy.threads)
+    assert kinds == [("main", 23), ("subagent", 3), ("subagent", 4)]
+    assert {t.thread_id[:10] for t in legacy.threads if t.kind is ThreadKind.SUBAGENT} == {
+        "sidechain-"
+    }
+    assert {c.model for t in legacy.threads for c in t.calls} == {
+        "claude-opus-4-1-20250805",
+        "claude-sonnet-4-20250514",
+    }
     # 2.0.x agent file beside the session, 2.1.x subagents/ folder.
     assert {t.thread_id for t in s["cb2e607c-c758-415a-8b45-c49e4631906a"].threads} == {
         "main",
@@ -46,7 +49,7 @@ def test_corpus_layouts_become_threads(corpus: Path) -> None:
 
 
 def test_corpus_compaction_summary_is_an_event(corpus: Path) -> None:
-    sessions, _ = load_sessions([str(corpus / "-home-ubuntu-Documents-livecd-gen")])
+    sessions, _ = load_sessions([str(corpus / "-home-dev-legacy-cli")])
     main = next(t for t in sessions[0].threads if t.kind is ThreadKind.MAIN)
     compacted = [i for i, c in enumerate(main.calls) if c.compaction is not None]
     assert len(compacted) == 1

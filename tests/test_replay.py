@@ -46,7 +46,7 @@ def test_fidelity_on_the_corpus(corpus_run: tuple[dict, Path]) -> None:
     assert doc["fidelity"]["overall_error"] <= 0.01
     assert doc["fidelity"]["worst_session_error"] <= 0.05
     assert doc["fidelity"]["sessions_over_threshold"] == []
-    assert doc["recorded"]["cost_usd"] == pytest.approx(30.5146, abs=1e-4)
+    assert doc["recorded"]["cost_usd"] == pytest.approx(14.0820, abs=1e-4)
     base = doc["policies"][0]
     assert base["name"] == "baseline"
     assert base["cost_usd"] == pytest.approx(doc["recorded"]["cost_usd"], rel=0.01)
@@ -131,7 +131,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
     cost = dict(zip(per_policy["policy"], per_policy["cost_usd"], strict=True))
     for row in summary.iter_rows(named=True):
         assert cost[row["policy"]] == pytest.approx(row["cost_usd"])
-    assert set(per_policy["len"].to_list()) == {407}
+    assert set(per_policy["len"].to_list()) == {355}
     run = json.loads((out / "run.json").read_text())
     assert run["policy_file_sha256"] and run["price_table"] == "anthropic-list-2026-08"
     assert len(run["files"]) == 11 and all(f["bytes"] > 0 for f in run["files"])

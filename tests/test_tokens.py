@@ -36,4 +36,4 @@ def test_inspect_tokenizes_nothing(monkeypatch: pytest.MonkeyPatch, corpus: Path
 
     monkeypatch.setattr(TiktokenCounter, "count", refuse)
     report = inspect_usage([str(corpus)], default_table())
-    assert report.call_count == 407
+    assert report.call_count == 355
