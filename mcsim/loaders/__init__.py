@@ -14,6 +14,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Protocol
 
+from mcsim.loaders.jsonl import open_regular
 from mcsim.model import Session, SkipReport
 
 
@@ -73,7 +74,7 @@ def get_loader(name: str) -> Loader:
 def sniff(path: Path) -> Loader | None:
     """The registered loader that claims `path` most strongly, or None."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(4096)
     except OSError:
         head = b""

@@ -9,11 +9,26 @@ their originals meet inside one unit and are counted once.
 Rules applied here (DOMAIN.md §4.2-4.6):
 * one API call per (message.id, requestId) across all files of the unit; input and cache
   fields from its first line, output = max over its lines; `<synthetic>` lines are not calls;
+  a later line of a call whose input or cache counts differ from the first is noted
+  (`conflicting_usage`), the first line's counts stand;
+* side-question logs (`/btw`) replay parent messages as sidechain lines with the same
+  message.id and a new requestId: within a session, two calls with one message.id where
+  either is a sidechain line are one call, and the non-sidechain one stands (ccusage's rule,
+  ccusage/ccusage#913, PR #1155; like its daily report, the timestamps need not match);
+  counted as a `sidechain_replay` note;
 * lines are placed by their `sessionId` field (copied history keeps the original's id) and
   their thread (`agentId`, else the root of an inline sidechain, else main);
-* a thread's order follows the `parentUuid` tree (depth first, children in file order);
-* compaction boundaries and compaction summaries become explicit events.
-Every line that cannot be used is counted in the skip report with file and line number.
+* a thread's order follows the `parentUuid` tree (depth first, children in file order). Calls
+  never depend on line uuids being unique: each line is its own node; a line repeating the
+  uuid, type, time and call of an earlier one is a copy (resumed sessions copy history
+  verbatim) and adds nothing; any other line reusing a uuid is kept and noted
+  (`uuid_collision`), and a `parentUuid` names the latest line with that uuid before it;
+* compaction boundaries and compaction summaries become explicit events;
+* a line without `type` that carries a whole assistant message (model, id, usage) is read as
+  an assistant line, as ccusage reads it;
+* a token count must be a non-negative integer no larger than `MAX_TOKENS_PER_CALL`.
+Every line that cannot be used is counted in the skip report with file and line number; skip
+details describe the problem (sizes, positions, field names), never transcript content.
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from typing import Any
 import orjson
 
 from mcsim.loaders import Detail, LoadResult, LoadUnit, register
+from mcsim.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
 from mcsim.model import (
     Call,
     Compaction,
@@ -58,9 +74,12 @@ _IGNORED_TYPES = frozenset(
 )
 _CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 _SYNTHETIC_MODEL = "<synthetic>"
+# No real response comes near this: it is 100x the largest context window.
+MAX_TOKENS_PER_CALL = 100_000_000
 _INVALID = object()
 _BLANK = frozenset(b" \t\r\f\v")
 _MAIN = "main"
+CallKey = tuple[str, str | None]
 
 
 # ---------------------------------------------------------------- per-line records
@@ -77,23 +96,41 @@ class _CallAcc:
     usage: Usage
     output_tokens: int
     source: SourceRef
-    first_uuid: str
+    first_node: _Node
+    sidechain: bool
+    counts: tuple[Any, ...]  # the first line's raw input and cache counts
+    conflict_noted: bool = False
+
+    @property
+    def key(self) -> CallKey:
+        return (self.message_id, self.request_id)
 
 
 @dataclass(slots=True)
 class _Node:
-    """One line in a thread's parentUuid tree."""
+    """One line in a thread's parentUuid tree. Identity is the object, never the uuid."""
 
     uuid: str
     parent: str | None
     items: list[Item]
-    call_key: tuple[str, str | None] | None = None
+    kind: str  # with `stamp` and `call_key`: tells a copied line from a reused uuid
+    stamp: Any
+    call_key: CallKey | None = None
     compaction: Compaction | None = None
+
+    def same_line(self, other: _Node) -> bool:
+        return (
+            self.kind == other.kind
+            and self.stamp == other.stamp
+            and self.call_key == other.call_key
+        )
 
 
 @dataclass(slots=True)
 class _ThreadAcc:
-    nodes: dict[str, _Node] = field(default_factory=dict)
+    nodes: list[_Node] = field(default_factory=list)  # in reading order
+    first: dict[str, _Node] = field(default_factory=dict)  # the first node of each uuid
+    reused: dict[str, list[_Node]] = field(default_factory=dict)  # later nodes of a uuid
 
 
 @dataclass(slots=True)
@@ -131,7 +168,12 @@ def _count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> in
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _BadField(f"{prefix}.{key}", f"not a number ({type(value).__name__})")
     if value < 0 or value != int(value):
-        raise _BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r})")
+        raise _BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r:.40})")
+    if value > MAX_TOKENS_PER_CALL:
+        raise _BadField(
+            f"{prefix}.{key}",
+            f"{value:.3g} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
+        )
     return int(value)
 
 
@@ -202,8 +244,10 @@ class _LineReader:
         self.keep_text = detail >= Detail.TEXT
         self.skips = skips
         self.sessions: dict[str, _SessionAcc] = {}
-        self.calls: dict[tuple[str, str | None], _CallAcc] = {}
-        self.thread_of: dict[str, tuple[str, str]] = {}  # uuid -> (session, thread)
+        self.calls: dict[CallKey, _CallAcc] = {}
+        self.by_message: dict[tuple[str, str], _CallAcc] = {}  # (session, message id) -> call
+        self.replays: set[CallKey] = set()  # sidechain copies of calls counted elsewhere
+        self.thread_of: dict[tuple[str, str], str] = {}  # (session, uuid) -> thread, latest
         self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._file_thread: str | None = None  # agent-<id> for sub-agent files
 
@@ -211,43 +255,41 @@ class _LineReader:
 
     def read_file(self, path: Path) -> None:
         name = str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            self.skips.add(name, 0, "unreadable_file", str(exc))
-            return
         # Lines without a sessionId belong to the session the file is about.
         fallback = path.parent.parent.name if path.parent.name == "subagents" else path.stem
         self._file_thread = path.stem if path.stem.startswith("agent-") else None
-        # Slices of a memoryview: no copy of each line (lines can be megabytes).
-        view = memoryview(data)
-        size = len(data)
-        pos = 0
-        number = 0
-        while pos < size:
-            start = pos
-            end = data.find(b"\n", start)
-            if end < 0:
-                end = size
-            number += 1
-            pos = end + 1
-            if end == start or (data[start] in _BLANK and data[start:end].isspace()):
-                continue
-            obj = self._decode(view[start:end], name, number, truncated=end == size)
-            if obj is None:
-                continue
-            try:
-                fallback = self._line(obj, name, number, fallback)
-            except _BadField as exc:
-                self.skips.add(name, number, "bad_field", str(exc))
+        try:
+            with open_regular(path) as fh:
+                for number, raw, size, unterminated in iter_lines(fh):
+                    if raw is None:
+                        self.skips.add(
+                            name,
+                            number,
+                            "line_too_long",
+                            f"{size:,} bytes (limit {MAX_LINE_BYTES:,})",
+                        )
+                        continue
+                    if not size or (raw[0] in _BLANK and bytes(raw).isspace()):
+                        continue
+                    obj = self._decode(raw, name, number, truncated=unterminated)
+                    if obj is None:
+                        continue
+                    try:
+                        fallback = self._line(obj, name, number, fallback)
+                    except _BadField as exc:
+                        self.skips.add(name, number, "bad_field", str(exc))
+        except NotRegularFileError as exc:
+            self.skips.add(name, 0, "not_regular_file", exc.what)
+        except OSError as exc:
+            self.skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
 
     def _decode(
         self, raw: memoryview, file: str, line: int, truncated: bool
     ) -> dict[str, Any] | None:
         try:
             obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            obj = self._decode_repaired(bytes(raw), file, line, truncated)
+        except orjson.JSONDecodeError as exc:
+            obj = self._decode_repaired(bytes(raw), file, line, truncated, exc)
             if obj is _INVALID:
                 return None
         if not isinstance(obj, dict):
@@ -255,20 +297,23 @@ class _LineReader:
             return None
         return obj
 
-    def _decode_repaired(self, raw: bytes, file: str, line: int, truncated: bool) -> Any:
+    def _decode_repaired(
+        self, raw: bytes, file: str, line: int, truncated: bool, error: orjson.JSONDecodeError
+    ) -> Any:
         """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
         try:
-            text = raw.decode("utf-8")
+            raw.decode("utf-8")
         except UnicodeDecodeError:
             try:
                 obj = orjson.loads(raw.decode("utf-8", "replace"))
             except orjson.JSONDecodeError:
-                text = raw[:60].decode("utf-8", "replace")
+                pass
             else:
                 self.skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
                 return obj
         reason = "truncated_line" if truncated else "invalid_json"
-        self.skips.add(file, line, reason, f"{len(raw)} bytes starting {text[:60]!r}")
+        # The parser's message gives the position, never the content (which may be secret).
+        self.skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
         return _INVALID
 
     # ---------------------------------------------------------------- one line
@@ -276,13 +321,15 @@ class _LineReader:
     def _line(self, obj: dict[str, Any], file: str, line: int, fallback: str) -> str:
         """Read one parsed line; returns the session id later lines without one belong to."""
         kind = obj.get("type")
+        if kind is None and _is_whole_call(obj):
+            kind = "assistant"  # ccusage counts such lines too: they carry a billed call
         if not isinstance(kind, str):
             raise _BadField("type", "missing" if kind is None else "not a string")
         if kind not in _CONVERSATION_TYPES:
             if kind not in _IGNORED_TYPES:
-                self.skips.add(file, line, "unknown_type", kind[:60])
+                self.skips.add(file, line, "unknown_type", kind[:40])
             else:
-                self._link_only(obj, file, fallback)
+                self._link_only(obj, kind, file, line, fallback)
             return fallback
         sid = obj.get("sessionId")
         session_id = sid if isinstance(sid, str) and sid else fallback
@@ -294,9 +341,9 @@ class _LineReader:
             self.skips.repair(file, line, "bad_field", "parentUuid: not a string, treated as root")
             parent = None
 
-        node = _Node(uuid, parent, [])
+        node = _Node(uuid, parent, [], kind, obj.get("timestamp"))
         if kind == "assistant":
-            self._assistant(obj, node, file, line)
+            self._assistant(obj, node, file, line, session_id)
         elif kind == "user":
             self._user(obj, node, file, line)
         elif kind == "system":
@@ -306,19 +353,23 @@ class _LineReader:
             if att is not None:
                 text = _json_text(att)
                 node.items.append(self._item(ItemKind.ATTACHMENT, text))
-        self._place(obj, node, file, session_id)
+        self._place(obj, node, file, line, session_id)
         return session_id
 
-    def _link_only(self, obj: dict[str, Any], file: str, fallback: str) -> None:
+    def _link_only(
+        self, obj: dict[str, Any], kind: str, file: str, line: int, fallback: str
+    ) -> None:
         """Ignored line types that sit in the parentUuid chain keep it connected."""
         uuid = obj.get("uuid")
         if isinstance(uuid, str) and uuid:
             sid = obj.get("sessionId")
             parent = obj.get("parentUuid")
-            node = _Node(uuid, parent if isinstance(parent, str) else None, [])
-            self._place(obj, node, file, sid if isinstance(sid, str) and sid else fallback)
+            node = _Node(uuid, parent if isinstance(parent, str) else None, [], kind, None)
+            self._place(obj, node, file, line, sid if isinstance(sid, str) and sid else fallback)
 
-    def _place(self, obj: dict[str, Any], node: _Node, file: str, session_id: str) -> None:
+    def _place(
+        self, obj: dict[str, Any], node: _Node, file: str, line: int, session_id: str
+    ) -> None:
         session = self.sessions.get(session_id)
         if session is None:
             session = self.sessions[session_id] = _SessionAcc(session_id, self.project)
@@ -326,30 +377,47 @@ class _LineReader:
         cwd = obj.get("cwd")
         if session.cwd is None and isinstance(cwd, str):
             session.cwd = cwd
-        thread_id = self._thread_id(obj, node, file)
-        self.thread_of.setdefault(node.uuid, (session_id, thread_id))
+        thread_id = self._thread_id(obj, node, session_id)
+        self.thread_of[(session_id, node.uuid)] = thread_id
         thread = session.threads.get(thread_id)
         if thread is None:
             thread = session.threads[thread_id] = _ThreadAcc()
-        # A resumed session's copy of a line is the same line: the first one stands.
-        thread.nodes.setdefault(node.uuid, node)
+        first = thread.first.get(node.uuid)
+        if first is not None:
+            same = next(
+                (n for n in (first, *thread.reused.get(node.uuid, ())) if n.same_line(node)), None
+            )
+            if same is not None:  # a copy (resumed sessions copy history): the first stands
+                call = self.calls.get(node.call_key) if node.call_key else None
+                if call is not None and call.first_node is node:
+                    call.first_node = same
+                return
+            thread.reused.setdefault(node.uuid, []).append(node)
+            self.skips.note(file, line, "uuid_collision", "a uuid an earlier, different line has")
+        else:
+            thread.first[node.uuid] = node
+        thread.nodes.append(node)
 
-    def _thread_id(self, obj: dict[str, Any], node: _Node, file: str) -> str:
+    def _thread_id(self, obj: dict[str, Any], node: _Node, session_id: str) -> str:
         agent = obj.get("agentId")
         if isinstance(agent, str) and agent:
             return f"agent-{agent}"
         if self._file_thread is not None:
             return self._file_thread
         if obj.get("isSidechain") is True:
-            if node.parent is not None and node.parent in self.thread_of:
-                return self.thread_of[node.parent][1]
+            if node.parent is not None:
+                known = self.thread_of.get((session_id, node.parent))
+                if known is not None:
+                    return known
             return f"sidechain-{node.uuid[:8]}"
         return _MAIN
 
     def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
         return Item(kind, len(text), text if self.keep_text else None, **extra)
 
-    def _assistant(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
+    def _assistant(
+        self, obj: dict[str, Any], node: _Node, file: str, line: int, session_id: str
+    ) -> None:
         msg = obj.get("message")
         if not isinstance(msg, dict):
             raise _BadField("message", "missing" if msg is None else "not an object")
@@ -367,26 +435,61 @@ class _LineReader:
         request_id = request if isinstance(request, str) and request else None
         key = (message_id, request_id)
         acc = self.calls.get(key)
-        if acc is None:
-            usage = _usage(msg.get("usage"))
-            ts = _parse_timestamp(obj.get("timestamp"))
-            self.calls[key] = _CallAcc(
+        raw = msg.get("usage")
+        if acc is not None:  # a later line of the same call: only its output count can differ
+            if not isinstance(raw, dict):
+                raise _BadField("message.usage", "missing" if raw is None else "not an object")
+            acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
+            if not acc.conflict_noted and _raw_counts(raw) != acc.counts:
+                acc.conflict_noted = True
+                self.skips.note(
+                    file,
+                    line,
+                    "conflicting_usage",
+                    "input or cache counts differ from the call's first line",
+                )
+            node.call_key = key
+        elif key not in self.replays:
+            usage = _usage(raw)
+            sidechain = obj.get("isSidechain") is True
+            acc = _CallAcc(
                 message_id,
                 request_id,
-                ts,
+                _parse_timestamp(obj.get("timestamp")),
                 model,
                 usage,
                 usage.output_tokens,
                 SourceRef(file, line),
-                node.uuid,
+                node,
+                sidechain,
+                _raw_counts(raw),
             )
-        else:  # a later line of the same call: only its output count can differ
-            raw = msg.get("usage")
-            if not isinstance(raw, dict):
-                raise _BadField("message.usage", "missing" if raw is None else "not an object")
-            acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
-        node.call_key = key
+            if self._is_replay(acc, session_id, file, line):
+                self.replays.add(key)
+            else:
+                self.calls[key] = acc
+                node.call_key = key
         self._content_items(msg.get("content"), node, file, line, assistant=True)
+
+    def _is_replay(self, acc: _CallAcc, session_id: str, file: str, line: int) -> bool:
+        """Whether `acc` is a side-question log's copy of a call of its session (or that
+        call's original, read after its copy: then the original takes the copy's place)."""
+        where = (session_id, acc.message_id)
+        other = self.by_message.get(where)
+        if other is None:
+            self.by_message[where] = acc
+            return False
+        if not (acc.sidechain or other.sidechain) or other.request_id == acc.request_id:
+            return False  # two calls that share a message id, as some gateways write
+        self.skips.note(
+            file, line, "sidechain_replay", "a side-question log repeats a call; counted once"
+        )
+        if other.sidechain and not acc.sidechain:
+            del self.calls[other.key]
+            self.replays.add(other.key)
+            self.by_message[where] = acc
+            return False
+        return True
 
     def _user(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
         msg = obj.get("message")
@@ -485,7 +588,7 @@ class _LineReader:
         for session in self.sessions.values():
             threads = []
             for thread_id, acc in session.threads.items():
-                calls = self._thread_calls(session.session_id, acc)
+                calls = self._thread_calls(acc)
                 if calls:
                     threads.append(Thread(thread_id, _thread_kind(thread_id), tuple(calls)))
             if threads:
@@ -501,67 +604,73 @@ class _LineReader:
                 )
         return out
 
-    def _thread_calls(self, session_id: str, acc: _ThreadAcc) -> list[Call]:
+    def _thread_calls(self, acc: _ThreadAcc) -> list[Call]:
         calls: list[Call] = []
         pending: list[Item] = []
         compaction: Compaction | None = None
-        for node in _depth_first(acc.nodes):
+        for node in _depth_first(acc):
             if node.compaction is not None:
                 if node.compaction.kind is not CompactionKind.MICROCOMPACT:
                     pending = []  # what came before a compaction is summarised away
                 # A boundary followed by its summary line is one compaction: keep the first.
                 if compaction is None or compaction.kind is CompactionKind.MICROCOMPACT:
                     compaction = node.compaction
-            if node.call_key is not None:
-                call = self.calls[node.call_key]
-                owner = self.thread_of.get(node.uuid, ("", ""))[0]
-                if call.first_uuid == node.uuid and owner == session_id:
-                    usage = call.usage
-                    if usage.output_tokens != call.output_tokens:
-                        usage = replace(usage, output_tokens=call.output_tokens)
-                    calls.append(
-                        Call(
-                            call.message_id,
-                            call.request_id,
-                            call.timestamp_s,
-                            call.model,
-                            usage,
-                            tuple(pending),
-                            call.source,
-                            compaction,
-                        )
+            call = self.calls.get(node.call_key) if node.call_key is not None else None
+            if call is not None and call.first_node is node:
+                usage = call.usage
+                if usage.output_tokens != call.output_tokens:
+                    usage = replace(usage, output_tokens=call.output_tokens)
+                calls.append(
+                    Call(
+                        call.message_id,
+                        call.request_id,
+                        call.timestamp_s,
+                        call.model,
+                        usage,
+                        tuple(pending),
+                        call.source,
+                        compaction,
                     )
-                    pending = []
-                    compaction = None
+                )
+                pending = []
+                compaction = None
             pending.extend(node.items)
         return calls
 
 
-def _depth_first(nodes: dict[str, _Node]) -> list[_Node]:
+def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     """Nodes in conversation order: depth first over the parentUuid tree, children in file order.
 
-    Roots are nodes whose parent is absent from this thread (a new chain, a compaction, or a
-    resumed session continuing history held elsewhere). Iterative: chains can be very deep.
+    A `parentUuid` names the latest node with that uuid read before the child (or, for a
+    parent written later, its first node). Roots are nodes whose parent is absent from this
+    thread (a new chain, a compaction, or a resumed session continuing history held
+    elsewhere). Every node appears exactly once. Iterative: chains can be very deep.
     """
-    children: dict[str, list[_Node]] = {}
+    children: dict[int, list[_Node]] = {}
     roots: list[_Node] = []
-    for node in nodes.values():
-        if node.parent is not None and node.parent in nodes and node.parent != node.uuid:
-            children.setdefault(node.parent, []).append(node)
-        else:
+    latest: dict[str, _Node] = {}
+    first = thread.first
+    for node in thread.nodes:
+        parent = None
+        if node.parent is not None:
+            parent = latest.get(node.parent) or first.get(node.parent)
+        if parent is None or parent is node:
             roots.append(node)
+        else:
+            children.setdefault(id(parent), []).append(node)
+        latest[node.uuid] = node
     order: list[_Node] = []
-    seen: set[str] = set()
+    seen: set[int] = set()
     stack = list(reversed(roots))
     while stack:
         node = stack.pop()
-        if node.uuid in seen:
+        if id(node) in seen:
             continue
-        seen.add(node.uuid)
+        seen.add(id(node))
         order.append(node)
-        stack.extend(reversed(children.get(node.uuid, ())))
-    if len(order) < len(nodes):  # cycles in a corrupt file: keep the rest in file order
-        order.extend(n for n in nodes.values() if n.uuid not in seen)
+        stack.extend(reversed(children.get(id(node), ())))
+    if len(order) < len(thread.nodes):  # cycles in a corrupt file: keep the rest in file order
+        order.extend(n for n in thread.nodes if id(n) not in seen)
     return order
 
 
@@ -578,7 +687,34 @@ def _optional_str(value: Any) -> str | None:
 
 
 def _optional_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    """A count from metadata; None unless it is a plausible non-negative integer."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_PER_CALL:
+        return value
+    return None
+
+
+def _is_whole_call(obj: dict[str, Any]) -> bool:
+    """A line with no `type` that still holds an assistant message with model, id and usage."""
+    msg = obj.get("message")
+    return (
+        isinstance(msg, dict)
+        and isinstance(msg.get("usage"), dict)
+        and isinstance(msg.get("model"), str)
+        and isinstance(msg.get("id"), str)
+    )
+
+
+def _raw_counts(raw: Any) -> tuple[Any, ...]:
+    """A line's input and cache counts as written, to tell a call's lines apart."""
+    if not isinstance(raw, dict):
+        return ()
+    split = raw.get("cache_creation")
+    return (
+        raw.get("input_tokens"),
+        raw.get("cache_creation_input_tokens"),
+        raw.get("cache_read_input_tokens"),
+        split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None,
+    )
 
 
 def _optional_timestamp(value: Any) -> float | None:

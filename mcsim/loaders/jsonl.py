@@ -1,0 +1,123 @@
+"""Reading JSON-lines files safely: regular files only, bounded memory, bounded lines.
+
+Shared by every JSONL loader. A transcript folder can hold anything a disk can: a FIFO named
+`*.jsonl` (opening it blocks until a writer appears), a link to `/dev/zero` (reading it never
+ends), a file of many gigabytes, a single line of hundreds of megabytes. So files are opened
+without blocking and refused unless they are regular files; they are read in chunks, so
+memory follows the longest line rather than the file; and a line longer than
+`MAX_LINE_BYTES` is passed over without being held, and reported.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+# The Messages API refuses requests over 32 MB, so no line that describes what a model was
+# sent can be larger; anything longer is not a transcript line mcsim could use.
+MAX_LINE_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, a device or a socket, not a file with an end."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path}: {what}, not a regular file")
+        self.what = what
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open `path` for reading if it is a regular file (following links); else raise
+    NotRegularFileError. Opened without blocking, so a FIFO is refused, not waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, file_kind(mode))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Line(NamedTuple):
+    """One line of a file: its 1-based number, its bytes (None when it is over the limit and
+    was passed over), its size, and whether it is the last line and has no newline."""
+
+    number: int
+    data: memoryview | None
+    size_bytes: int
+    unterminated: bool
+
+
+def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
+    """Every line of `fh`, blank ones included (so numbers match an editor's), without the
+    newline. A UTF-8 byte-order mark at the start of the file is dropped. A yielded memoryview
+    is valid until the next line is asked for."""
+    number = 0
+    head = b""  # the start of a line that goes on in the next chunk
+    passing = -1  # >= 0 while passing over an over-long line: its bytes so far
+    first = True
+    while True:
+        chunk = fh.read(CHUNK_BYTES)
+        if first:
+            first = False
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM) :]
+        if not chunk:
+            break
+        start = 0
+        if passing >= 0:
+            end = chunk.find(b"\n")
+            if end < 0:
+                passing += len(chunk)
+                continue
+            number += 1
+            yield Line(number, None, passing + end, False)
+            passing = -1
+            start = end + 1
+        data = head + chunk[start:] if head else (chunk[start:] if start else chunk)
+        head = b""
+        view = memoryview(data)
+        size = len(data)
+        pos = 0
+        while True:
+            end = data.find(b"\n", pos)
+            if end < 0:
+                break
+            number += 1
+            if end - pos > max_line_bytes:
+                yield Line(number, None, end - pos, False)
+            else:
+                yield Line(number, view[pos:end], end - pos, False)
+            pos = end + 1
+        if pos < size:
+            if size - pos > max_line_bytes:
+                passing = size - pos
+            else:
+                head = data[pos:]
+    if passing >= 0:
+        yield Line(number + 1, None, passing, True)
+    elif head:
+        yield Line(number + 1, memoryview(head), len(head), True)
