@@ -231,6 +231,16 @@ def load_notes(stats: LoadStats) -> list[str]:
             out.append(f"  {e.file}:{e.line}: {e.reason}" + (f": {e.detail}" if e.detail else ""))
         if len(skips.examples) > TERMINAL_EXAMPLES:
             out.append(f"  … {len(skips.examples) - TERMINAL_EXAMPLES} more (all in --json)")
+    if stats.files_skipped_by_date:
+        out.append(
+            f"note: {stats.files_skipped_by_date} files last modified before --since were not "
+            "read (they cannot hold a session starting after it)"
+        )
+    if stats.sessions_outside_dates:
+        out.append(
+            f"note: {stats.sessions_outside_dates} sessions starting outside --since/--until "
+            "were left out"
+        )
     if stats.duplicate_calls:
         out.append(
             f"note: {stats.duplicate_calls} calls appeared in more than one project "

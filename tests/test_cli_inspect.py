@@ -114,6 +114,10 @@ def test_since_and_until(runner: CliRunner, tmp_path: Path) -> None:
     assert ids == ["early"]
     assert inp["sessions_outside_dates"] == 1
     assert sessions("--since", "20260301", "--until", "20260301")[0] == ["late"]
+    text = runner.invoke(cli, ["inspect", str(tmp_path), "--since", "2026-02-01"]).stdout
+    assert "note: 1 files last modified before --since were not read" in text
+    text = runner.invoke(cli, ["inspect", str(tmp_path), "--until", "2026-01-01"]).stdout
+    assert "note: 1 sessions starting outside --since/--until were left out" in text
 
 
 def test_unpriced_model_is_reported(runner: CliRunner, tmp_path: Path) -> None:
