@@ -289,9 +289,14 @@ figcaption{font-size:.88em;color:#555}
 """
 
 
+_BRACKETS = str.maketrans({"[": "&#91;", "]": "&#93;"})
+
+
 def _html_text(value: object) -> str:
-    """Any text as HTML that shows it: no tag, no attribute break, no control character."""
-    return html.escape(printable(value))
+    """Any text as HTML that shows it: no tag, no attribute break, no control character, and
+    brackets as references too, so the file holds no Markdown link or image for a tool that
+    scans or converts it (the page looks the same)."""
+    return html.escape(printable(value)).translate(_BRACKETS)
 
 
 def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Path) -> str:
