@@ -152,10 +152,11 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
             ("break_timeline.png",) if kind == "replay" else (),
         )
     )
+    # glob=False: a run directory named with `[` or `*` is a path, not a pattern.
     if kind == "replay":
-        out.append(_policy_section(pl.read_parquet(run_dir / "summary.parquet")))
+        out.append(_policy_section(pl.read_parquet(run_dir / "summary.parquet", glob=False)))
     else:
-        out.append(_sweep_section(run, pl.read_parquet(run_dir / "sweep.parquet")))
+        out.append(_sweep_section(run, pl.read_parquet(run_dir / "sweep.parquet", glob=False)))
     over = fid.get("sessions_over_threshold", [])
     out.append(
         Section(
