@@ -31,7 +31,7 @@ SESSION = f"sess{CLEAR}[x](javascript:alert(1)){RTL}"
 TYPES = [f"![](https://evil.example/p.png){TITLE}", f"{CLIPBOARD}[x](javascript:alert(1))\b\r"]
 POLICY = f"p![](https://evil.example/p.png){CLEAR}{RTL}|x"
 MATH_POLICY = "m$\\frac$"  # mathtext in a chart label, math on GitHub
-CJK_PROJECT = "日本語のプロジェクト"
+CJK_PROJECT = "日本語のプロジェクト" * 2  # the widest in its column
 
 # What each payload looks like once made printable: the reader can still see it.
 MODEL_SHOWN = f"claude-<script>alert(1)</script>{R}]52;c;b3duZWQ={R}{R}"
@@ -119,7 +119,7 @@ def test_inspect_shows_every_name_printable_and_aligned(hostile: Path) -> None:
 
 
 def test_replay_and_its_report_show_names_as_text(hostile: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
+    out = tmp_path / f"run{CLEAR}{TITLE}"  # printed in the "wrote" lines; `[` is no glob
     policy = hostile / f"policies{TITLE}" / "p.yaml"
     result = invoke(["replay", str(hostile / "projects"), "--policy", str(policy),
                      "--out", str(out), "--no-cache"])  # fmt: skip
@@ -151,7 +151,7 @@ def test_replay_and_its_report_show_names_as_text(hostile: Path, tmp_path: Path)
 
 
 def test_sweep_and_its_report_show_names_as_text(hostile: Path, tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
+    out = tmp_path / f"sweep{CLEAR}"
     policy = hostile / f"policies{TITLE}" / "p.yaml"
     result = invoke(["sweep", str(hostile / "projects"), "--policy", str(policy),
                      "--name", POLICY, "--grid", "cached_microcompact.keep_recent=1,2",
