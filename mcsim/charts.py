@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcsim.replay import RECORDED, ReplayReport
+from mcsim.text import NAME_LIMIT, printable
 
 _MAX_POINTS = 2000  # per line: enough to read, small enough to draw fast
 
@@ -42,6 +43,12 @@ class ChartData:
     prompt_k: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     breaks: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # cause -> (time, row)
     savings: list[tuple[str, float, float]] = field(default_factory=list)  # vs base, vs rec
+
+
+def _label(name: str) -> str:
+    """A policy name as chart text: printable (matplotlib would warn about a control character
+    on the terminal, quoting it raw), shortened, and `$` escaped (two would start mathtext)."""
+    return printable(name, limit=NAME_LIMIT).replace("$", r"\$")
 
 
 def _thin(values: Any) -> tuple[Any, Any]:
@@ -134,7 +141,7 @@ def cumulative_cost(data: ChartData, path: Path) -> None:
         xs, ys = data.cumulative_cost[name]
         total = float(ys[-1]) if len(ys) else 0.0
         style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
-        ax.plot(xs, ys, label=f"{name} (${total:,.2f})", **style)
+        ax.plot(xs, ys, label=f"{_label(name)} (${total:,.2f})", **style)
     finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
             "API call (all sessions, in time order)", "cumulative cost (USD)",
             tight=False)  # fmt: skip
@@ -147,7 +154,7 @@ def context_size(data: ChartData, path: Path) -> None:
         if name == RECORDED or name not in data.prompt_k:
             continue  # the baseline's prompt is the recorded prompt
         xs, ys = data.prompt_k[name]
-        ax.plot(xs, ys, label=name, linewidth=1.0, alpha=0.85)
+        ax.plot(xs, ys, label=_label(name), linewidth=1.0, alpha=0.85)
     finish(plt, fig, ax, path, "Context size sent on each call, per policy",
             "API call (all sessions, in time order)", "prompt size (thousand tokens)",
             tight=False)  # fmt: skip
@@ -155,7 +162,7 @@ def context_size(data: ChartData, path: Path) -> None:
 
 def savings(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    names = [s[0] for s in data.savings]
+    names = [_label(s[0]) for s in data.savings]
     vs_base = [s[1] for s in data.savings]
     vs_rec = [s[2] for s in data.savings]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 3), 5))
@@ -177,7 +184,7 @@ def break_timeline(data: ChartData, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(names)))
     for cause, (times, rows) in sorted(data.breaks.items()):
         ax.scatter(times, rows, label=cause, s=22, alpha=0.75)
-    ax.set_yticks(range(len(names)), names)
+    ax.set_yticks(range(len(names)), list(map(_label, names)))
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.set_title("Cache breaks over time, by policy and cause")
     ax.set_xlabel("time (UTC)")

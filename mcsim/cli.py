@@ -18,6 +18,7 @@ import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError
+from mcsim.text import MESSAGE_LIMIT, printable
 
 # mcsim.sweep.DEFAULT_MAX_RISK in percent; not imported here, to keep `inspect` startup light.
 MAX_RISK_DEFAULT_PCT = 50.0
@@ -30,7 +31,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except McsimError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            # Messages quote paths and values read from files: shown on one line, harmless.
+            click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
             ctx.exit(exc.exit_code)
 
 
@@ -279,7 +281,9 @@ def inspect(
     else:
         click.echo(inspect_text(report))
         if out_dir is not None:
-            click.echo(f"wrote {out_dir}/sessions.parquet, calls.parquet, breaks.parquet")
+            click.echo(
+                f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet"
+            )
     if not report.sessions and report.stats.skips.total:
         raise McsimError("no API calls could be read from the input (see skipped lines above)")
 
@@ -350,7 +354,8 @@ def replay(
     else:
         click.echo(replay_text(report))
         click.echo(
-            f"wrote {out_dir}/ (summary, sessions, calls, breaks .parquet; run.json; charts)"
+            f"wrote {printable(out_dir)}/ (summary, sessions, calls, breaks .parquet; run.json; "
+            "charts)"
         )
     base = report.baseline.cost_usd
     checks = [
@@ -444,7 +449,9 @@ def sweep(
         _print_json(sweep_json(report, results, rec, str(out_dir)))
     else:
         click.echo(sweep_text(report, results, rec))
-        click.echo(f"wrote {out_dir}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)")
+        click.echo(
+            f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)"
+        )
     if fail_under_savings is not None or fail_over_risk is not None:
         if rec.best is None:
             raise McsimError(f"no recommendation to gate on: {rec.reason}")
@@ -476,7 +483,7 @@ def report(run_dir: Path, as_json: bool) -> None:
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
     else:
-        click.echo(f"wrote {html_path} and {md_path}")
+        click.echo(f"wrote {printable(html_path)} and {printable(md_path)}")
 
 
 @cli.command()

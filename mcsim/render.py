@@ -7,6 +7,7 @@ from typing import Any
 
 from mcsim.pipeline import LoadStats
 from mcsim.recorded import InspectReport, SessionSummary, TokenTotals
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, width
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
 TERMINAL_EXAMPLES = 5
@@ -126,17 +127,19 @@ def _k(n: int) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]  # fmt: skip
+    """Aligned columns; every cell goes through printable(), so no caller can forget a value
+    read from disk, and widths are the terminal columns of what is shown. Callers shorten."""
+    shown = [[printable(c) for c in r] for r in [headers, *rows]]
+    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
 
     def fmt(cells: list[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
+            " " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
-    lines = [fmt(headers), fmt(["-" * w for w in widths])]
-    lines += [fmt(r) for r in rows]
+    lines = [fmt(shown[0]), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in shown[1:]]
     return lines
 
 
@@ -153,11 +156,11 @@ def inspect_text(report: InspectReport) -> str:
         cost = f"{s.cost_usd:.4f}" + ("*" if s.unpriced_calls else "")
         rows.append(
             [
-                s.project[-32:],
+                printable(s.project, limit=32),
                 s.session_id[:8],
                 _iso(s.start_s)[:16].replace("T", " "),
                 str(s.calls),
-                ",".join(_short_model(m) for m in s.models),
+                ",".join(printable(_short_model(m), limit=NAME_LIMIT) for m in s.models),
                 _k(t.input_tokens),
                 _k(t.cache_write_5m_tokens),
                 _k(t.cache_write_1h_tokens),
@@ -199,10 +202,14 @@ def warnings_text(report: InspectReport) -> list[str]:
     """Lines about anything that was not counted or priced, for stderr or the summary."""
     out = []
     if report.unpriced_calls:
-        models = ", ".join(f"{m} ({n})" for m, n in sorted(report.unpriced_models.items()))
+        models = ", ".join(
+            f"{printable(m, limit=NAME_LIMIT)} ({n})"
+            for m, n in sorted(report.unpriced_models.items())
+        )
         out.append(
             f"warning: {report.unpriced_calls} calls are unpriced (model not in price table "
-            f"{report.price_table}): {models}; costs marked * exclude them"
+            f"{printable(report.price_table, limit=NAME_LIMIT)}): {models}; costs marked * "
+            "exclude them"
         )
     if report.split_mismatch_calls:
         out.append(
@@ -228,7 +235,8 @@ def load_notes(stats: LoadStats) -> list[str]:
             text += f"; noted {sum(skips.notes.values())} ({noted})"
         out.append(text + ":")
         for e in skips.examples[:TERMINAL_EXAMPLES]:
-            out.append(f"  {e.file}:{e.line}: {e.reason}" + (f": {e.detail}" if e.detail else ""))
+            detail = f": {printable(e.detail, limit=TEXT_LIMIT)}" if e.detail else ""
+            out.append(f"  {printable(e.file, limit=TEXT_LIMIT)}:{e.line}: {e.reason}{detail}")
         if len(skips.examples) > TERMINAL_EXAMPLES:
             out.append(f"  … {len(skips.examples) - TERMINAL_EXAMPLES} more (all in --json)")
     if stats.files_skipped_by_date:

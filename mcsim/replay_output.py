@@ -16,6 +16,7 @@ from mcsim import __version__
 from mcsim.charts import ChartProcess
 from mcsim.output import SCHEMA_VERSION, TS, frame, write_run_dir
 from mcsim.replay import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
+from mcsim.text import NAME_LIMIT, printable
 
 CACHE_EDIT_NOTE = (
     "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed as "
@@ -357,7 +358,7 @@ def replay_text(report: ReplayReport) -> str:
     for name, _desc, t in _policy_rows(report):
         rows.append(
             [
-                name,
+                printable(name, limit=NAME_LIMIT),
                 f"{t.cost_usd:.4f}",
                 f"{_pct(t.cost_usd, report.recorded.cost_usd):+.2f}%",
                 "" if name == RECORDED else f"{_pct(t.cost_usd, report.baseline.cost_usd):+.2f}%",
@@ -381,7 +382,8 @@ def replay_text(report: ReplayReport) -> str:
         f"{report.fidelity_overall:.3%}, worst session {report.fidelity_worst:.3%} [{label}]"
     )
     for s in over[:5]:
-        lines.append(f"  {s.project} {s.session_id}: {s.fidelity_error:.2%}")
+        project, session = (printable(v, limit=NAME_LIMIT) for v in (s.project, s.session_id))
+        lines.append(f"  {project} {session}: {s.fidelity_error:.2%}")
     lines.append(
         f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
         + CACHE_EDIT_NOTE
@@ -390,15 +392,16 @@ def replay_text(report: ReplayReport) -> str:
     for scenario in report.scenarios:
         totals = report.policies.get(scenario.name)
         if scenario.prunes and totals is not None and not totals.cleared_tokens:
+            name = printable(scenario.name, limit=NAME_LIMIT)
             lines.append(
-                f"note: {scenario.name} cleared nothing on these sessions (largest prompt "
+                f"note: {name} cleared nothing on these sessions (largest prompt "
                 f"{report.recorded.max_prompt_tokens:,} tokens)"
             )
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(
             f"warning: {unpriced} recorded calls use a model not in price table "
-            f"{report.price_table}; every cost here excludes them"
+            f"{printable(report.price_table, limit=NAME_LIMIT)}; every cost here excludes them"
         )
     lines.extend(load_notes(report.stats))
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from mcsim.errors import UsageError
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
 
 CHART_CAPTIONS = {
     "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
@@ -44,8 +45,11 @@ CAUSES = {
 
 @dataclass(frozen=True)
 class Section:
+    """One part of the report, in plain text: names are shortened when it is built, and each
+    renderer escapes everything for its format, so nothing is escaped twice."""
+
     title: str
-    paragraphs: list[str]  # plain text
+    paragraphs: list[str]
     table: tuple[list[str], list[list[str]]] | None = None
     charts: tuple[str, ...] = ()
 
@@ -77,6 +81,11 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _name(value: object, limit: int = NAME_LIMIT) -> str:
+    """A name from the run (project, model, policy), shortened for the reader."""
+    return printable(value, limit=limit)
+
+
 def _usd(x: float) -> str:
     return f"${x:,.2f}" if abs(x) >= 1 else f"${x:,.4f}"
 
@@ -94,8 +103,8 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
                 f"{a.get('sessions', 0)} sessions of a coding agent (Claude Code transcripts), "
                 f"{a.get('calls', 0):,} model calls, from {str(a.get('start', '?'))[:10]} to "
                 f"{str(a.get('end', '?'))[:10]}, in {len(a.get('projects', []))} projects.",
-                "Models: " + (", ".join(a.get("models", [])) or "none") + ".",
-                "Projects: " + (", ".join(a.get("projects", [])) or "none") + ".",
+                "Models: " + (", ".join(map(_name, a.get("models", []))) or "none") + ".",
+                "Projects: " + (", ".join(map(_name, a.get("projects", []))) or "none") + ".",
             ],
         ),
         Section(
@@ -136,17 +145,18 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
             ],
             (
                 ["cause", "breaks", "meaning"],
-                [[c, str(n), CAUSES.get(c, "")] for c, n in causes.items()],
+                [[_name(c), str(n), CAUSES.get(c, "")] for c, n in causes.items()],
             )
             if causes
             else None,
             ("break_timeline.png",) if kind == "replay" else (),
         )
     )
+    # glob=False: a run directory named with `[` or `*` is a path, not a pattern.
     if kind == "replay":
-        out.append(_policy_section(pl.read_parquet(run_dir / "summary.parquet")))
+        out.append(_policy_section(pl.read_parquet(run_dir / "summary.parquet", glob=False)))
     else:
-        out.append(_sweep_section(run, pl.read_parquet(run_dir / "sweep.parquet")))
+        out.append(_sweep_section(run, pl.read_parquet(run_dir / "sweep.parquet", glob=False)))
     over = fid.get("sessions_over_threshold", [])
     out.append(
         Section(
@@ -171,7 +181,7 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
             "Caveats",
             [
                 *[n[0].upper() + n[1:] + "." for n in run.get("notes", [])],
-                f"Prices: table {run.get('price_table', '?')} (Anthropic list prices); "
+                f"Prices: table {_name(run.get('price_table', '?'))} (Anthropic list prices); "
                 "negotiated prices differ.",
                 "Compactions are kept where they were recorded; each policy reports whether "
                 "the prompt would still have grown large enough to trigger them.",
@@ -191,7 +201,7 @@ def _policy_section(summary: Any) -> Section:
         is_recorded = r["policy"] == "recorded"
         rows.append(
             [
-                r["policy"],
+                _name(r["policy"]),
                 _usd(r["cost_usd"]),
                 "" if is_recorded else f"{r['savings_vs_baseline_pct']:+.1f}%",
                 "" if is_recorded else f"{r['net_savings_vs_baseline_pct']:+.1f}%",
@@ -234,7 +244,7 @@ def _sweep_section(run: dict[str, Any], sweep: Any) -> Section:
     variants = sweep.filter(pl.col("level") == "variant")
     rows = [
         [
-            r["variant"] + (" (recommended)" if r["recommended"] else ""),
+            _name(r["variant"], TEXT_LIMIT) + (" (recommended)" if r["recommended"] else ""),
             _usd(r["cost_usd"]),
             f"{r['savings_vs_baseline_pct']:+.1f}%",
             f"{r['net_savings_vs_baseline_pct']:+.1f}%",
@@ -246,15 +256,15 @@ def _sweep_section(run: dict[str, Any], sweep: Any) -> Section:
     ]
     rec = run.get("recommendation") or {}
     text = (
-        f"Recommendation: {rec.get('name')}, for the {rec.get('reason', '')}."
+        f"Recommendation: {_name(rec.get('name'), TEXT_LIMIT)}, for the {rec.get('reason', '')}."
         if rec.get("name")
         else f"No recommendation: {rec.get('reason', 'no variant qualified')}."
     )
     return Section(
         "Tuning: every variant of the policy",
         [
-            f"Variants of policy '{run.get('options', {}).get('policy', '?')}' over "
-            + ", ".join(run.get("options", {}).get("grid", []))
+            f"Variants of policy '{_name(run.get('options', {}).get('policy', '?'))}' over "
+            + ", ".join(_name(g, TEXT_LIMIT) for g in run.get("options", {}).get("grid", []))
             + f"; the no-pruning replay costs {_usd(run.get('baseline_cost_usd', 0.0))}.",
             text,
         ],
@@ -280,8 +290,18 @@ figcaption{font-size:.88em;color:#555}
 """
 
 
+_BRACKETS = str.maketrans({"[": "&#91;", "]": "&#93;"})
+
+
+def _html_text(value: object) -> str:
+    """Any text as HTML that shows it: no tag, no attribute break, no control character, and
+    brackets as references too, so the file holds no Markdown link or image for a tool that
+    scans or converts it (the page looks the same)."""
+    return html.escape(printable(value)).translate(_BRACKETS)
+
+
 def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Path) -> str:
-    e = html.escape
+    e = _html_text
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -322,17 +342,19 @@ def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Pat
 
 
 def _markdown(title: str, run: dict[str, Any], sections: list[Section]) -> str:
+    """The report as Markdown; every paragraph, cell and caption goes through markdown(), so
+    what the run holds renders as the text it is (titles are mcsim's own)."""
     lines = [f"# {title}", ""]
     for section in sections:
         lines += [f"## {section.title}", ""]
         for p in section.paragraphs:
-            lines += [p, ""]
+            lines += [markdown(p), ""]
         if section.table:
             head, rows = section.table
-            lines.append("| " + " | ".join(head) + " |")
+            lines.append("| " + " | ".join(map(markdown, head)) + " |")
             lines.append("|" + "---|" * len(head))
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+            lines += ["| " + " | ".join(map(markdown, row)) + " |" for row in rows]
             lines.append("")
         for chart in section.charts:
-            lines += [f"![{CHART_CAPTIONS.get(chart, chart)}]({chart})", ""]
+            lines += [f"![{markdown(CHART_CAPTIONS.get(chart, chart))}]({chart})", ""]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from mcsim.output import frame, write_run_dir
 from mcsim.replay import PolicyTotals, ReplayReport
 from mcsim.replay_output import CACHE_EDIT_NOTE, write_json
 from mcsim.sweep import Outcome, Recommendation, Variant, pareto_front
+from mcsim.text import printable
 
 SWEEP_SCHEMA: dict[str, str] = {
     "level": "str",
@@ -267,9 +268,10 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         f"${report.recorded.cost_usd:.4f}; {len(report.sessions)} sessions; fidelity "
         f"{report.fidelity_overall:.3%} overall, worst session {report.fidelity_worst:.3%}"
     )
+    # Variant names are spelled from the --grid values; they are shown whole, made printable.
     if rec.best is not None:
-        lines.append(f"recommendation: {rec.best.variant.name} — {rec.reason}")
+        lines.append(printable(f"recommendation: {rec.best.variant.name} — {rec.reason}"))
     else:
-        lines.append(f"no recommendation: {rec.reason}")
+        lines.append(printable(f"no recommendation: {rec.reason}"))
     lines.extend(load_notes(report.stats))
     return "\n".join(lines)
