@@ -327,7 +327,7 @@ class _LineReader:
             raise _BadField("type", "missing" if kind is None else "not a string")
         if kind not in _CONVERSATION_TYPES:
             if kind not in _IGNORED_TYPES:
-                self.skips.add(file, line, "unknown_type", kind[:40])
+                self.skips.add(file, line, "unknown_type", kind[:60])
             else:
                 self._link_only(obj, kind, file, line, fallback)
             return fallback
