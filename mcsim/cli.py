@@ -6,6 +6,7 @@ Library errors (McsimError) become one-line messages with their exit code here a
 from __future__ import annotations
 
 import gc
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -121,8 +122,20 @@ def _dates(since: datetime | None, until: datetime | None) -> tuple[float | None
     return _day_start(since), _day_end(until)
 
 
+# orjson escapes C0 controls but writes C1 controls (U+0080-U+009F, which some terminals obey
+# as 8-bit escape sequences) and bidi/zero-width format characters as they are. Written as
+# \u escapes instead, the JSON means the same and is harmless on a terminal.
+_JSON_UNSAFE = re.compile(  # their UTF-8 forms: C1, soft hyphen, bidi marks and embeddings,
+    # zero-width and invisible characters, line/paragraph separators, byte-order mark
+    rb"\xc2[\x80-\x9f\xad]|\xd8\x9c|\xe1\xa0\x8e|\xe2\x80[\x8b-\x8f\xa8-\xae]"
+    rb"|\xe2\x81[\xa0-\xaf]|\xef\xbb\xbf"
+)
+
+
 def _print_json(doc: dict[str, Any]) -> None:
-    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), data)
+    sys.stdout.buffer.write(data + b"\n")
 
 
 def _replay_options(fn: F) -> F:

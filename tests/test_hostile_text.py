@@ -176,3 +176,16 @@ def test_an_error_naming_a_hostile_path_is_one_printable_line(tmp_path: Path) ->
         f"Error: {tmp_path}/missing{R}]0;owned{R} .yaml: cannot read policy file "
         "(No such file or directory)\n"
     )
+
+
+def test_json_output_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:
+    # orjson writes C1 controls and bidi characters raw; --json writes them as \u escapes,
+    # so the data is exact and the terminal is safe.
+    model = "claude-\u009b2J\u202eevil\u200b\u2028"
+    write(tmp_path / "p" / "s.jsonl", _session("s1", model, "/w", "j"))
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    raw = result.stdout_bytes
+    for ch in "\u009b\u202e\u200b\u2028":
+        assert ch.encode() not in raw
+    assert json.loads(raw)["sessions"][0]["models"] == [model]
