@@ -403,7 +403,9 @@ def loads_or_refuses(path: Path, data: bytes) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=300))
-def test_random_bytes_load_or_are_refused(tmp_path_factory: pytest.TempPathFactory, data: bytes):
+def test_random_bytes_load_or_are_refused(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     loads_or_refuses(tmp_path_factory.getbasetemp() / "bytes.yaml", data)
 
 
