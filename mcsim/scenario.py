@@ -34,6 +34,7 @@ _SCENARIO_KEYS = ("ttl", "compactable_tools", "exclude_tools", "main_thread_only
 # A policy file is a few hundred bytes; these bounds make a hostile one cheap to refuse.
 MAX_FILE_BYTES = 50_000  # 40 times all.yaml; pure-Python YAML parses 80 kB a second
 MAX_DEPTH = 20  # a policy file nests 7 levels: file, policies, policy, stack, layer, list, name
+MAX_NODES = 5_000  # all.yaml has 113; parsing stops here, so a small hostile file stays quick
 MAX_ALIAS_EXPANSION = 10_000  # values and characters that aliases may repeat, in all
 MAX_NUMBER_CHARS = 40  # parameters stay under Param.maximum; longer digits are an attack
 SHOWN_CHARS = 40  # of a value from a file or the command line, in an error message
@@ -139,10 +140,10 @@ class _LimitError(yaml.YAMLError):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, bounded: nesting depth and alias expansion are counted as the
-    document is composed, so a billion-laughs file or 20,000 brackets stop at the first node
-    past a limit instead of exhausting memory or the stack, and numbers too long to be a
-    parameter are refused before Python converts them.
+    """PyYAML's safe loader, bounded: values, nesting depth and alias expansion are counted as
+    the document is composed, so a billion-laughs file or 20,000 brackets stop at the first
+    node past a limit instead of exhausting memory, the stack or seconds of parsing, and
+    numbers too long to be a parameter are refused before Python converts them.
 
     Depth and size count aliases expanded (an alias stands for its anchor's whole subtree),
     since that is what the policy code walks; an alias to a scalar or a short list is cheap.
@@ -150,6 +151,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
+        self.nodes = 0  # composed so far, aliases counted once
         self.depth = 0  # of the node being composed
         self.deepest = 0  # the deepest level reached so far, aliases expanded
         self.weight = 0  # nodes and scalar characters composed so far, aliases expanded
@@ -159,6 +161,7 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         self.check_event()  # parses the next event into current_event (peek_event is untyped)
         event: yaml.Event = self.current_event
+        self.nodes += 1
         if isinstance(event, yaml.AliasEvent):
             name = event.anchor or ""
             if name in self.anchors and name not in self.extent:
@@ -183,6 +186,9 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
     def _check(self, event: yaml.Event) -> None:
+        if self.nodes > MAX_NODES:
+            problem = f"more than {MAX_NODES:_} values (a policy file has a few hundred)"
+            raise _LimitError(event, problem)
         if self.deepest > MAX_DEPTH:
             problem = (
                 f"nested deeper than {MAX_DEPTH} levels, aliases expanded (a policy file needs 7)"

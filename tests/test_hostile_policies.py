@@ -178,6 +178,11 @@ LAUGHS = (  # the billion laughs: nine times nine times ... "lol" from a few hun
             "x: &a " + "[" * 15 + "]" * 15 + "\ny: &b [[[[[[*a]]]]]]",
             f"line 2: {DEPTH}",
         ),
+        # too many values to be a policy file: parsing stops there, so a 50 kB file is quick
+        (
+            "policies: [" + ", ".join(["1"] * 6000) + "]",
+            "line 1: more than 5_000 values (a policy file has a few hundred)",
+        ),
         # aliases that multiply instead of share, or point into themselves
         (
             LAUGHS,
