@@ -145,7 +145,8 @@ def _replay_options(fn: F) -> F:
             "--policy",
             "policy_file",
             required=True,
-            type=click.Path(dir_okay=False, path_type=Path),
+            # A directory is refused by load_policy_file, in one line like every bad file.
+            type=click.Path(path_type=Path),
             help="YAML policy file (see `mcsim policies` and policies/ for examples).",
         ),
         click.option(

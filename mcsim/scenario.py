@@ -14,11 +14,14 @@ Every error names the file, the policy and the key, and is raised before anythin
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import Node, ScalarNode
 
 from mcsim.errors import UsageError
 from mcsim.policies import REGISTRY, Param, Policy, can_clear
@@ -27,6 +30,14 @@ BASELINE = "baseline"
 TTLS = ("5m", "1h", "recorded")
 DEFAULT_COMPACTABLE = ("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write")
 _SCENARIO_KEYS = ("ttl", "compactable_tools", "exclude_tools", "main_thread_only")
+
+# A policy file is a few hundred bytes; these bounds make a hostile one cheap to refuse.
+MAX_FILE_BYTES = 50_000  # 40 times all.yaml; pure-Python YAML parses 80 kB a second
+MAX_DEPTH = 20  # a policy file nests 7 levels: file, policies, policy, stack, layer, list, name
+MAX_NODES = 5_000  # all.yaml has 113; parsing stops here, so a small hostile file stays quick
+MAX_ALIAS_EXPANSION = 10_000  # values and characters that aliases may repeat, in all
+MAX_NUMBER_CHARS = 40  # parameters stay under Param.maximum; longer digits are an attack
+SHOWN_CHARS = 40  # of a value from a file or the command line, in an error message
 
 
 class PolicyFileError(UsageError):
@@ -91,32 +102,175 @@ def _show(value: Any) -> str:
 def load_policy_file(path: Path) -> list[Scenario]:
     """Scenarios from a policy file; the baseline first (added when the file does not name it)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        with path.open("rb") as file:
+            size_bytes = os.fstat(file.fileno()).st_size
+            raw = file.read(MAX_FILE_BYTES + 1)  # bounded: a device or pipe has no size
+    except IsADirectoryError:
+        raise PolicyFileError(f"{path}: is a directory, not a policy file") from None
     except OSError as exc:
         raise PolicyFileError(f"{path}: cannot read policy file ({exc.strerror})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        size = f"{size_bytes:_} bytes" if size_bytes > MAX_FILE_BYTES else "more"
+        raise PolicyFileError(
+            f"{path}: too large for a policy file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyFileError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_BoundedLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise PolicyFileError(f"{path}:{where} not valid YAML") from None
+        raise PolicyFileError(f"{path}: {_yaml_problem(exc, text)}") from None
+    if data is None:
+        raise PolicyFileError(f"{path}: empty; a policy file is a mapping with a 'policies' list")
     return parse_policies(data, str(path))
 
 
-def parse_policies(data: Any, source: str) -> list[Scenario]:
-    if not isinstance(data, dict):
-        raise PolicyFileError(f"{source}: a policy file is a mapping with a 'policies' list")
-    unknown = set(data) - {"defaults", "policies"}
-    if unknown:
-        raise PolicyFileError(
-            f"{source}: unknown top-level key '{sorted(unknown)[0]}' (allowed: defaults, policies)"
-        )
-    defaults_raw = data.get("defaults") or {}
-    if not isinstance(defaults_raw, dict):
-        raise PolicyFileError(f"{source}: 'defaults' must be a mapping")
-    for key in defaults_raw:
-        if key not in _SCENARIO_KEYS:
-            raise PolicyFileError(
-                f"{source}: defaults: unknown key '{key}' (allowed: {', '.join(_SCENARIO_KEYS)})"
+class _LimitError(yaml.YAMLError):
+    """A bound of the loader that the file goes past, at a line."""
+
+    def __init__(self, event: yaml.Event | Node, problem: str) -> None:
+        super().__init__(problem)
+        mark = event.start_mark
+        self.line = mark.line + 1 if mark is not None else None
+        self.problem = problem
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, bounded: values, nesting depth and alias expansion are counted as
+    the document is composed, so a billion-laughs file or 20,000 brackets stop at the first
+    node past a limit instead of exhausting memory, the stack or seconds of parsing, and
+    numbers too long to be a parameter are refused before Python converts them.
+
+    Depth and size count aliases expanded (an alias stands for its anchor's whole subtree),
+    since that is what the policy code walks; an alias to a scalar or a short list is cheap.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.nodes = 0  # composed so far, aliases counted once
+        self.depth = 0  # of the node being composed
+        self.deepest = 0  # the deepest level reached so far, aliases expanded
+        self.weight = 0  # nodes and scalar characters composed so far, aliases expanded
+        self.repeated = 0  # the part of `weight` that aliases added
+        self.extent: dict[str, tuple[int, int]] = {}  # anchor -> (weight, levels below it)
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        self.check_event()  # parses the next event into current_event (peek_event is untyped)
+        event: yaml.Event = self.current_event
+        self.nodes += 1
+        if isinstance(event, yaml.AliasEvent):
+            name = event.anchor or ""
+            if name in self.anchors and name not in self.extent:
+                raise _LimitError(event, f"alias *{printable(name)} is inside its own anchor")
+            weight, height = self.extent.get(name, (0, 0))
+            self.weight += weight
+            self.repeated += weight
+            self.deepest = max(self.deepest, self.depth + 1 + height)
+            self._check(event)
+            return super().compose_node(parent, index)
+        self.depth += 1
+        start_weight, outer_deepest = self.weight, self.deepest
+        self.deepest = self.depth
+        self.weight += 1 + len(event.value if isinstance(event, yaml.ScalarEvent) else "")
+        self._check(event)
+        node = super().compose_node(parent, index)
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self.extent[anchor] = (self.weight - start_weight, self.deepest - self.depth)
+        self.depth -= 1
+        self.deepest = max(outer_deepest, self.deepest)
+        return node
+
+    def _check(self, event: yaml.Event) -> None:
+        if self.nodes > MAX_NODES:
+            problem = f"more than {MAX_NODES:_} values (a policy file has a few hundred)"
+            raise _LimitError(event, problem)
+        if self.deepest > MAX_DEPTH:
+            problem = (
+                f"nested deeper than {MAX_DEPTH} levels, aliases expanded (a policy file needs 7)"
             )
+            raise _LimitError(event, problem)
+        if self.repeated > MAX_ALIAS_EXPANSION:
+            problem = (
+                f"aliases repeat more than {MAX_ALIAS_EXPANSION:_} values and characters "
+                "(share a list or mapping, do not multiply one)"
+            )
+            raise _LimitError(event, problem)
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        # PyYAML's scalar constructors raise plain Python errors on values their tag cannot
+        # hold (`!!int x`, `!!bool x`, a 13th month); they are the file's fault, so say where.
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, LookupError, AttributeError) as exc:
+            problem = f"not a valid {node.tag.rpartition(':')[2]} ({exc})"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        if len(node.value) > MAX_NUMBER_CHARS:
+            problem = f"a number {len(node.value):_} characters long (at most {MAX_NUMBER_CHARS})"
+            raise _LimitError(node, problem)
+        return super().construct_yaml_int(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """Where and what, in one line, for an error PyYAML or the loader's bounds raised."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        return f"line {line}: not valid YAML (character U+{exc.character:04X} is not allowed)"
+    if isinstance(exc, _LimitError):
+        return f"line {exc.line}: {exc.problem}"
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    problem = str(getattr(exc, "problem", None) or "")
+    context = getattr(exc, "context", None)
+    detail = f"{context}: {problem}" if context else problem
+    return f"{where}not valid YAML ({printable(detail, 100)})"
+
+
+def printable(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` cut to `limit` characters with control characters escaped, for a one-line
+    message: a value from a file or the command line may be huge or hold terminal escapes."""
+    cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return cut + ("..." if len(text) > limit else "")
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: short and printable, strings quoted, and never
+    the whole of a nested or huge value (Python refuses to print ints of 4,300 digits)."""
+    if isinstance(value, str):
+        return f"'{printable(value)}'"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple | set):
+        return "a list"
+    if isinstance(value, int) and abs(value) >= 10**SHOWN_CHARS:
+        return f"a number of more than {SHOWN_CHARS} digits"
+    return printable(repr(value))
+
+
+def _number(value: float) -> str:
+    return f"{int(value):_}" if float(value).is_integer() else f"{value:g}"
+
+
+def parse_policies(data: Any, source: str) -> list[Scenario]:
+    """Scenarios from a loaded policy file (`source` names it in errors)."""
+    data = _mapping(data, source, "a policy file is a mapping with a 'policies' list")
+    _known_keys(data, ("defaults", "policies"), source, "unknown top-level key")
+    defaults_raw = data.get("defaults")
+    if defaults_raw is None:  # absent, or `defaults:` with nothing under it
+        defaults_raw = {}
+    defaults_raw = _mapping(defaults_raw, f"{source}: defaults", "must be a mapping")
+    _known_keys(defaults_raw, _SCENARIO_KEYS, f"{source}: defaults", "unknown key")
     defaults = _scenario_settings(defaults_raw, Scenario(BASELINE, ()), f"{source}: defaults")
     policies = data.get("policies")
     if not isinstance(policies, list) or not policies:
@@ -124,7 +278,7 @@ def parse_policies(data: Any, source: str) -> list[Scenario]:
     scenarios = [baseline(defaults)]
     names = {BASELINE}
     for i, raw in enumerate(policies):
-        scenario = _policy(raw, defaults, f"{source}: policies[{i}]")
+        scenario = _policy(raw, defaults, source, f"{source}: policies[{i}]")
         if scenario.name == BASELINE:
             if scenario.prunes:
                 raise PolicyFileError(
@@ -133,34 +287,51 @@ def parse_policies(data: Any, source: str) -> list[Scenario]:
             scenarios[0] = scenario
             continue
         if scenario.name in names:
-            raise PolicyFileError(f"{source}: policy '{scenario.name}': name used twice")
+            raise PolicyFileError(f"{source}: policy {shown(scenario.name)}: name used twice")
         names.add(scenario.name)
         scenarios.append(scenario)
     return scenarios
 
 
-def _policy(raw: Any, defaults: Scenario, where: str) -> Scenario:
+def _mapping(raw: Any, where: str, expected: str) -> dict[str, Any]:
+    """`raw` if it is a mapping whose keys are all names; YAML also allows numbers, null
+    and booleans as keys, which no policy file means."""
     if not isinstance(raw, dict):
-        raise PolicyFileError(f"{where}: each policy is a mapping with a name and a kind or stack")
+        raise PolicyFileError(f"{where}: {expected}")
+    for key in raw:
+        if not isinstance(key, str):
+            raise PolicyFileError(f"{where}: key {shown(key)}: keys must be names (text)")
+    return raw
+
+
+def _known_keys(raw: dict[str, Any], allowed: tuple[str, ...], where: str, what: str) -> None:
+    unknown = [key for key in raw if key not in allowed]
+    if unknown:
+        raise PolicyFileError(
+            f"{where}: {what} {shown(unknown[0])} (allowed: {', '.join(allowed)})"
+        )
+
+
+def _policy(raw: Any, defaults: Scenario, source: str, where: str) -> Scenario:
+    raw = _mapping(raw, where, "each policy is a mapping with a name and a kind or stack")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyFileError(f"{where}: key 'name': a non-empty string is required")
-    where = f"{where.split(': ')[0]}: policy '{name}'"
+    where = f"{source}: policy {shown(name)}"
     if ("kind" in raw) == ("stack" in raw):
         raise PolicyFileError(f"{where}: give exactly one of 'kind' or 'stack'")
     settings = {k: v for k, v in raw.items() if k in _SCENARIO_KEYS}
     scenario = _scenario_settings(settings, defaults, where)
     if "stack" in raw:
         stack = raw["stack"]
-        extra = set(raw) - {"name", "stack", *_SCENARIO_KEYS}
+        extra = [key for key in raw if key not in ("name", "stack", *_SCENARIO_KEYS)]
         if extra:
-            raise PolicyFileError(f"{where}: unknown key '{sorted(extra)[0]}' beside a stack")
+            raise PolicyFileError(f"{where}: unknown key {shown(extra[0])} beside a stack")
         if not isinstance(stack, list) or not stack:
             raise PolicyFileError(f"{where}: key 'stack': a non-empty list of kinds is required")
         layers = []
         for j, layer in enumerate(stack):
-            if not isinstance(layer, dict):
-                raise PolicyFileError(f"{where}: stack[{j}]: a mapping with a 'kind' is required")
+            layer = _mapping(layer, f"{where}: stack[{j}]", "a mapping with a 'kind' is required")
             layers.append(_layer(layer, f"{where}: stack[{j}]"))
     else:
         layer_raw = {k: v for k, v in raw.items() if k not in ("name", *_SCENARIO_KEYS)}
@@ -177,16 +348,16 @@ def _policy(raw: Any, defaults: Scenario, where: str) -> Scenario:
 
 def _layer(raw: dict[str, Any], where: str) -> Layer:
     kind = raw.get("kind")
-    if kind not in REGISTRY:
+    if not isinstance(kind, str) or kind not in REGISTRY:
         allowed = ", ".join(sorted(REGISTRY))
-        raise PolicyFileError(f"{where}: key 'kind': unknown kind {kind!r} (allowed: {allowed})")
+        raise PolicyFileError(f"{where}: key 'kind': must be one of {allowed}, not {shown(kind)}")
     cls = REGISTRY[kind]
     spec = {p.name: p for p in cls.params}
     for key in raw:
         if key != "kind" and key not in spec:
             allowed = ", ".join(spec) or "none"
             raise PolicyFileError(
-                f"{where}: key '{key}': not a parameter of {kind} (allowed: {allowed})"
+                f"{where}: key {shown(key)}: not a parameter of {kind} (allowed: {allowed})"
             )
     values = tuple((p.name, check_value(p, raw.get(p.name, p.default), where)) for p in cls.params)
     return Layer(kind, values)
@@ -204,29 +375,36 @@ def check_value(param: Param, value: Any, where: str) -> Any:
     kind = param.kind
     if kind is bool:
         if not isinstance(value, bool):
-            raise PolicyFileError(bad + f"must be true or false, not {value!r}")
+            raise PolicyFileError(bad + f"must be true or false, not {shown(value)}")
         return value
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise PolicyFileError(bad + "must be a list of tool names")
         return tuple(value)
     if kind in (int, float):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or (kind is int and value != int(value)):
+        low = -math.inf if param.minimum is None else param.minimum
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        # The range test comes first: it also refuses nan and infinities, which int() cannot
+        # take and which would pass a bare `minimum` test.
+        if not number or not low <= value <= param.maximum or value != kind(value):
             allowed = "a whole number" if kind is int else "a number"
+            if param.minimum is None:
+                allowed += f" up to {_number(param.maximum)}"
+            else:
+                allowed += f" from {_number(param.minimum)} to {_number(param.maximum)}"
             if param.choices:
                 allowed += " or " + " or ".join(map(repr, param.choices))
-            raise PolicyFileError(bad + f"must be {allowed}, not {value!r}")
-        if param.minimum is not None and value < param.minimum:
-            raise PolicyFileError(bad + f"must be at least {param.minimum:g}, not {value!r}")
+            raise PolicyFileError(bad + f"must be {allowed}, not {shown(value)}")
         return kind(value)
-    raise PolicyFileError(bad + f"unsupported value {value!r}")
+    raise PolicyFileError(bad + f"unsupported value {shown(value)}")
 
 
 def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scenario:
     ttl = raw.get("ttl", base.ttl)
     if ttl not in TTLS:
-        raise PolicyFileError(f"{where}: key 'ttl': must be one of 5m, 1h, recorded, not {ttl!r}")
+        raise PolicyFileError(
+            f"{where}: key 'ttl': must be one of 5m, 1h, recorded, not {shown(ttl)}"
+        )
     tools = {}
     for key in ("compactable_tools", "exclude_tools"):
         value = raw.get(key, getattr(base, key))

@@ -11,6 +11,7 @@ highest savings net of re-fetches whose re-fetch risk stays under a limit.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -19,11 +20,24 @@ from typing import Any
 from mcsim.errors import UsageError
 from mcsim.policies import REGISTRY
 from mcsim.replay import PolicyTotals, ReplayReport
-from mcsim.scenario import BASELINE, TTLS, Layer, PolicyFileError, Scenario, check_value
+from mcsim.scenario import (
+    BASELINE,
+    SHOWN_CHARS,
+    TTLS,
+    Layer,
+    PolicyFileError,
+    Scenario,
+    check_value,
+    printable,
+    shown,
+)
 
 # At most half of what a variant clears may be needed again: re-fetches are already priced
 # into the net savings, so the limit guards what they do not price (latency, lost context).
 DEFAULT_MAX_RISK = 0.50
+# Each variant is one more full replay of every session (about 0.1 s each on a real corpus):
+# a grid past this is a typo (1..1000000000) rather than a plan.
+MAX_VARIANTS = 1000
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?::(\d+))?$")
 
 
@@ -51,16 +65,36 @@ def parse_axis(spec: str) -> Axis:
     """KEY=VALUES with VALUES a comma list (5m,1h), a range (1..20) or a stepped range
     (0..120:15)."""
     key, sep, values = spec.partition("=")
-    key = key.strip()
-    if not sep or not key or not values.strip():
-        raise GridError(f"--grid {spec!r}: expected KEY=VALUES, e.g. keep_recent=1..20")
-    match = _RANGE.match(values.strip())
+    key, values = key.strip(), values.strip()
+    if not sep or not key or not values:
+        raise GridError(f"--grid {printable(spec)}: expected KEY=VALUES, e.g. keep_recent=1..20")
+    where = f"--grid {printable(key, 80)}"
+    texts = [v.strip() for v in values.split(",") if v.strip()]
+    if not texts:
+        raise GridError(f"{where}: no values (write them separated by commas, or a range 1..20)")
+    for text in texts:
+        # No parameter takes a longer value; this also keeps int() off thousand-digit text.
+        if len(text) > SHOWN_CHARS:
+            raise GridError(f"{where}: value {shown(text)} is too long to be a parameter value")
+    match = _RANGE.match(values)
     if match:
         lo, hi, step = int(match[1]), int(match[2]), int(match[3] or 1)
         if hi < lo or step < 1:
-            raise GridError(f"--grid {spec!r}: a range goes up (lo..hi) with a positive step")
+            raise GridError(
+                f"{where}: a range goes up (lo..hi) with a step of at least 1, not {shown(values)}"
+            )
+        count = (hi - lo) // step + 1
+        if count > MAX_VARIANTS:
+            raise GridError(
+                f"{where}: {count:_} values; a sweep runs at most {MAX_VARIANTS:_} variants"
+            )
         return Axis(key, tuple(range(lo, hi + 1, step)))
-    return Axis(key, tuple(_literal(v.strip()) for v in values.split(",") if v.strip()))
+    parsed = tuple(_literal(text) for text in texts)
+    names = [str(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise GridError(f"{where}: value {twice} is given twice")
+    return Axis(key, parsed)
 
 
 def _literal(text: str) -> Any:
@@ -83,10 +117,10 @@ def pick_policy(scenarios: Sequence[Scenario], name: str | None, source: str) ->
         for s in candidates:
             if s.name == name:
                 return s
-        names = ", ".join(s.name for s in candidates)
-        raise GridError(f"--name {name!r}: no such policy in {source} (policies: {names})")
+        names = printable(", ".join(s.name for s in candidates), 80)
+        raise GridError(f"--name {shown(name)}: no such policy in {source} (policies: {names})")
     if len(candidates) != 1:
-        names = ", ".join(s.name for s in candidates)
+        names = printable(", ".join(s.name for s in candidates), 80)
         raise GridError(f"{source} holds {len(candidates)} policies ({names}): choose with --name")
     return candidates[0]
 
@@ -97,7 +131,14 @@ def build_variants(base: Scenario, axes: Sequence[Axis]) -> list[Variant]:
         raise GridError("give at least one --grid KEY=VALUES")
     keys = [a.key for a in axes]
     if len(set(keys)) != len(keys):
-        raise GridError(f"--grid: a key is given twice ({', '.join(keys)})")
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise GridError(f"--grid {printable(twice, 80)}: the key is given twice")
+    count = math.prod(len(a.values) for a in axes)
+    if count > MAX_VARIANTS:
+        sizes = " x ".join(str(len(a.values)) for a in axes)
+        raise GridError(
+            f"--grid: {sizes} = {count:_} variants; a sweep runs at most {MAX_VARIANTS:_}"
+        )
     targets = [_target(base, a.key) for a in axes]
     variants = []
     for combo in itertools.product(*(a.values for a in axes)):
@@ -126,9 +167,8 @@ def _target(base: Scenario, key: str) -> tuple[int, str]:
     if not matches:
         known = sorted({f"{layer.kind}.{p}" for layer in base.layers for p, _ in layer.values})
         raise GridError(
-            f"--grid {key}: not a parameter of policy '{base.name}' (known: ttl, "
-            + ", ".join(known)
-            + ")"
+            f"--grid {printable(key, 80)}: not a parameter of policy {shown(base.name)} "
+            f"(known: ttl, {', '.join(known)})"
         )
     if len(matches) > 1:
         raise GridError(f"--grid {key}: several layers have it; write kind.{param}")
@@ -138,7 +178,7 @@ def _target(base: Scenario, key: str) -> tuple[int, str]:
 def _set(scenario: Scenario, layer_index: int, param: str, key: str, value: Any) -> Scenario:
     if layer_index < 0:
         if value not in TTLS:
-            raise GridError(f"--grid {key}: {value!r} is not one of 5m, 1h, recorded")
+            raise GridError(f"--grid {key}: {shown(value)} is not one of 5m, 1h, recorded")
         return replace(scenario, ttl=value)
     layer = scenario.layers[layer_index]
     spec = next(p for p in REGISTRY[layer.kind].params if p.name == param)

@@ -198,7 +198,9 @@ def test_bad_policy_file_exits_2_before_writing(tmp_path: Path) -> None:
         cli, ["replay", str(SAMPLES), "--policy", str(bad), "--out", str(out)]
     )
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"Error: {bad}: policy 'a': key 'n': must be at least 1, not -1"
+    assert result.stderr.strip() == (
+        f"Error: {bad}: policy 'a': key 'n': must be a whole number from 1 to 1_000_000_000, not -1"
+    )
     assert not out.exists()
     missing = CliRunner().invoke(cli, ["replay", str(SAMPLES)])
     assert missing.exit_code == 2 and "--policy" in missing.stderr

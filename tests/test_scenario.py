@@ -67,7 +67,8 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
     [
         (
             "policies: [{name: a, kind: magic}]",
-            "policy 'a': key 'kind': unknown kind 'magic' (allowed: cached_microcompact,",
+            "policy 'a': key 'kind': must be one of cached_microcompact, clear_thinking, "
+            "clear_tool_uses, keep_last_n, none, time_based_microcompact, not 'magic'",
         ),
         (
             "policies: [{name: a, kind: keep_last_n, m: 3}]",
@@ -75,15 +76,15 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
         ),
         (
             "policies: [{name: a, kind: keep_last_n, n: six}]",
-            "policy 'a': key 'n': must be a whole number, not 'six'",
+            "policy 'a': key 'n': must be a whole number from 1 to 1_000_000_000, not 'six'",
         ),
         (
             "policies: [{name: a, kind: keep_last_n, n: 0}]",
-            "policy 'a': key 'n': must be at least 1, not 0",
+            "policy 'a': key 'n': must be a whole number from 1 to 1_000_000_000, not 0",
         ),
         (
             "policies: [{name: a, kind: keep_last_n, n: 2.5}]",
-            "policy 'a': key 'n': must be a whole number, not 2.5",
+            "policy 'a': key 'n': must be a whole number from 1 to 1_000_000_000, not 2.5",
         ),
         (
             "policies: [{name: a, kind: keep_last_n, keep_first: 'yes'}]",
@@ -91,7 +92,8 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
         ),
         (
             "policies: [{name: a, kind: clear_thinking, keep_turns: some}]",
-            "policy 'a': key 'keep_turns': must be a whole number or 'all', not 'some'",
+            "policy 'a': key 'keep_turns': must be a whole number from 0 to 1_000_000_000 "
+            "or 'all', not 'some'",
         ),
         (
             "policies: [{name: a, kind: none, ttl: 2h}]",

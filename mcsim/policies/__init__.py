@@ -33,6 +33,9 @@ class Param:
     minimum: float | None = None
     choices: tuple[Any, ...] = ()  # extra literal values allowed besides `kind` (e.g. "all")
     optional: bool = False  # None allowed
+    # Numbers only. Far above any useful setting (counts, tokens, minutes): a bound keeps
+    # infinities and thousand-digit numbers out of the replay and out of error messages.
+    maximum: float = 1_000_000_000
 
 
 @dataclass(slots=True)
