@@ -24,6 +24,7 @@ import yaml
 from yaml.nodes import Node, ScalarNode
 
 from mcsim.errors import UsageError
+from mcsim.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.policies import REGISTRY, Param, Policy, can_clear
 
 BASELINE = "baseline"
@@ -102,11 +103,12 @@ def _show(value: Any) -> str:
 def load_policy_file(path: Path) -> list[Scenario]:
     """Scenarios from a policy file; the baseline first (added when the file does not name it)."""
     try:
-        with path.open("rb") as file:
+        # Only a regular file: a FIFO would block the read, a device never end it.
+        with open_regular(path) as file:
             size_bytes = os.fstat(file.fileno()).st_size
-            raw = file.read(MAX_FILE_BYTES + 1)  # bounded: a device or pipe has no size
-    except IsADirectoryError:
-        raise PolicyFileError(f"{path}: is a directory, not a policy file") from None
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except NotRegularFileError as exc:
+        raise PolicyFileError(f"{path}: {exc.what}, not a policy file") from None
     except OSError as exc:
         raise PolicyFileError(f"{path}: cannot read policy file ({exc.strerror})") from None
     if len(raw) > MAX_FILE_BYTES:
@@ -165,7 +167,7 @@ class _BoundedLoader(yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             name = event.anchor or ""
             if name in self.anchors and name not in self.extent:
-                raise _LimitError(event, f"alias *{printable(name)} is inside its own anchor")
+                raise _LimitError(event, f"alias *{escaped(name)} is inside its own anchor")
             weight, height = self.extent.get(name, (0, 0))
             self.weight += weight
             self.repeated += weight
@@ -232,10 +234,10 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
     problem = str(getattr(exc, "problem", None) or "")
     context = getattr(exc, "context", None)
     detail = f"{context}: {problem}" if context else problem
-    return f"{where}not valid YAML ({printable(detail, 100)})"
+    return f"{where}not valid YAML ({escaped(detail, 100)})"
 
 
-def printable(text: str, limit: int = SHOWN_CHARS) -> str:
+def escaped(text: str, limit: int = SHOWN_CHARS) -> str:
     """`text` cut to `limit` characters with control characters escaped, for a one-line
     message: a value from a file or the command line may be huge or hold terminal escapes."""
     cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
@@ -246,7 +248,7 @@ def shown(value: Any) -> str:
     """A value as an error message shows it: short and printable, strings quoted, and never
     the whole of a nested or huge value (Python refuses to print ints of 4,300 digits)."""
     if isinstance(value, str):
-        return f"'{printable(value)}'"
+        return f"'{escaped(value)}'"
     if isinstance(value, bool) or value is None:
         return {True: "true", False: "false", None: "null"}[value]
     if isinstance(value, dict):
@@ -255,7 +257,7 @@ def shown(value: Any) -> str:
         return "a list"
     if isinstance(value, int) and abs(value) >= 10**SHOWN_CHARS:
         return f"a number of more than {SHOWN_CHARS} digits"
-    return printable(repr(value))
+    return escaped(repr(value))
 
 
 def _number(value: float) -> str:

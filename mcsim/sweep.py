@@ -28,7 +28,7 @@ from mcsim.scenario import (
     PolicyFileError,
     Scenario,
     check_value,
-    printable,
+    escaped,
     shown,
 )
 
@@ -67,8 +67,8 @@ def parse_axis(spec: str) -> Axis:
     key, sep, values = spec.partition("=")
     key, values = key.strip(), values.strip()
     if not sep or not key or not values:
-        raise GridError(f"--grid {printable(spec)}: expected KEY=VALUES, e.g. keep_recent=1..20")
-    where = f"--grid {printable(key, 80)}"
+        raise GridError(f"--grid {escaped(spec)}: expected KEY=VALUES, e.g. keep_recent=1..20")
+    where = f"--grid {escaped(key, 80)}"
     texts = [v.strip() for v in values.split(",") if v.strip()]
     if not texts:
         raise GridError(f"{where}: no values (write them separated by commas, or a range 1..20)")
@@ -117,10 +117,10 @@ def pick_policy(scenarios: Sequence[Scenario], name: str | None, source: str) ->
         for s in candidates:
             if s.name == name:
                 return s
-        names = printable(", ".join(s.name for s in candidates), 80)
+        names = escaped(", ".join(s.name for s in candidates), 80)
         raise GridError(f"--name {shown(name)}: no such policy in {source} (policies: {names})")
     if len(candidates) != 1:
-        names = printable(", ".join(s.name for s in candidates), 80)
+        names = escaped(", ".join(s.name for s in candidates), 80)
         raise GridError(f"{source} holds {len(candidates)} policies ({names}): choose with --name")
     return candidates[0]
 
@@ -132,7 +132,7 @@ def build_variants(base: Scenario, axes: Sequence[Axis]) -> list[Variant]:
     keys = [a.key for a in axes]
     if len(set(keys)) != len(keys):
         twice = next(k for k in keys if keys.count(k) > 1)
-        raise GridError(f"--grid {printable(twice, 80)}: the key is given twice")
+        raise GridError(f"--grid {escaped(twice, 80)}: the key is given twice")
     count = math.prod(len(a.values) for a in axes)
     if count > MAX_VARIANTS:
         sizes = " x ".join(str(len(a.values)) for a in axes)
@@ -167,7 +167,7 @@ def _target(base: Scenario, key: str) -> tuple[int, str]:
     if not matches:
         known = sorted({f"{layer.kind}.{p}" for layer in base.layers for p, _ in layer.values})
         raise GridError(
-            f"--grid {printable(key, 80)}: not a parameter of policy {shown(base.name)} "
+            f"--grid {escaped(key, 80)}: not a parameter of policy {shown(base.name)} "
             f"(known: ttl, {', '.join(known)})"
         )
     if len(matches) > 1:

@@ -4,6 +4,7 @@ any session is loaded or any output written, with bounded work and memory."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -236,21 +237,25 @@ def test_a_directory_a_missing_and_an_unreadable_file(
 ) -> None:
     folder = tmp_path / "dir.yaml"
     folder.mkdir()
-    assert replay(tmp_path, folder) == f"{folder}: is a directory, not a policy file"
+    assert replay(tmp_path, folder) == f"{folder}: a directory, not a policy file"
+    if hasattr(os, "mkfifo"):  # a FIFO with no writer would block a plain open forever
+        fifo = tmp_path / "fifo.yaml"
+        os.mkfifo(fifo)
+        assert replay(tmp_path, fifo) == f"{fifo}: a FIFO, not a policy file"
     missing = tmp_path / "nope.yaml"
     assert replay(tmp_path, missing) == (
         f"{missing}: cannot read policy file (No such file or directory)"
     )
     locked = tmp_path / "locked.yaml"
     locked.write_text("policies: [{name: a, kind: none}]")
-    real_open = Path.open
+    real_open = os.open
 
-    def open_denied(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self == locked:  # chmod does not stop root, who may run the tests
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
+    def open_denied(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path) == locked:  # chmod does not stop root, who may run the tests
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", open_denied)
+    monkeypatch.setattr(os, "open", open_denied)
     assert replay(tmp_path, locked) == f"{locked}: cannot read policy file (Permission denied)"
 
 
