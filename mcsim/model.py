@@ -182,6 +182,7 @@ class SkipReport:
     garbage cannot exhaust memory.
     """
 
+    lines_read: int = 0  # non-blank lines read: each is used, or counted in `counts`
     counts: Counter[str] = field(default_factory=Counter)
     repaired: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
@@ -211,6 +212,7 @@ class SkipReport:
             self.examples_omitted += 1
 
     def merge(self, other: SkipReport) -> None:
+        self.lines_read += other.lines_read
         self.counts.update(other.counts)
         self.repaired.update(other.repaired)
         self.notes.update(other.notes)

@@ -58,6 +58,7 @@ def skipped_json(stats: LoadStats) -> dict[str, Any]:
     skips = stats.skips
     invalid = skips.counts["invalid_json"] + skips.counts["truncated_line"]
     return {
+        "lines_read": skips.lines_read,
         "invalid_lines": invalid,
         "total": skips.total,
         "by_reason": dict(sorted(skips.counts.items())),

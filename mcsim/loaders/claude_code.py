@@ -261,6 +261,11 @@ class _LineReader:
         try:
             with open_regular(path) as fh:
                 for number, raw, size, unterminated in iter_lines(fh):
+                    if raw is not None and (
+                        not size or (raw[0] in _BLANK and bytes(raw).isspace())
+                    ):
+                        continue
+                    self.skips.lines_read += 1
                     if raw is None:
                         self.skips.add(
                             name,
@@ -268,8 +273,6 @@ class _LineReader:
                             "line_too_long",
                             f"{size:,} bytes (limit {MAX_LINE_BYTES:,})",
                         )
-                        continue
-                    if not size or (raw[0] in _BLANK and bytes(raw).isspace()):
                         continue
                     obj = self._decode(raw, name, number, truncated=unterminated)
                     if obj is None:
