@@ -1,4 +1,4 @@
-"""Shared fixtures: the real corpus, the bundled samples, and a CLI runner."""
+"""Shared fixtures: the real corpus, the bundled samples, a CLI runner; a tokenizing guard."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+import mcsim.session_cache
+from mcsim.tokens import TiktokenCounter
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "claude" / "projects"
@@ -28,3 +31,13 @@ def corpus_reference() -> dict[str, dict[str, float]]:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
+
+
+def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    """Fail the test if anything is tokenized from now on (a fresh estimator, no counter)."""
+
+    def refuse(self: object, text: str) -> int:
+        raise AssertionError(why)
+
+    monkeypatch.setattr(TiktokenCounter, "count", refuse)
+    monkeypatch.setattr(mcsim.session_cache, "_ESTIMATOR", None)
