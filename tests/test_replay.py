@@ -166,7 +166,7 @@ def test_second_run_reads_the_cache_and_tokenizes_nothing(
     ]
     first = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "one")])
     assert first.exit_code == 0
-    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2  # one per project folder
+    assert len(list((tmp_path / "cache").glob("*.sessions"))) == 2  # one per project folder
 
     forbid_tokenizing(monkeypatch, "a cached replay must not tokenize")
     second = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "two")])
@@ -314,5 +314,5 @@ def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     forbid_tokenizing(monkeypatch, "text seen before must not be tokenized again")
     second = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "two")])
     assert second.exit_code == 0, second.output
-    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2  # the old entry and the new
+    assert len(list((tmp_path / "cache").glob("*.sessions"))) == 2  # the old entry and the new
     assert json.loads(second.stdout)["policies"] == json.loads(first.stdout)["policies"]
