@@ -215,7 +215,7 @@ def test_two_runs_filling_one_cache_at_once_leave_it_valid(
     folders = [tmp_path / f"cache{i}" for i in range(3)]
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_fill, args=(folders, barrier)) for _ in range(2)]
+    procs = [ctx.Process(target=_fill, args=(folders, barrier), daemon=True) for _ in range(2)]
     for proc in procs:
         proc.start()
     for proc in procs:
