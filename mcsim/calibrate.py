@@ -10,13 +10,14 @@ every call, by construction.
 
 Each recorded cache read is also classified once here (a hit on the whole previous prompt, a
 fall-back to a shorter prefix, a miss explained by the TTL, a miss explained by nothing), so
-the simulation can keep the real breaks the recording shows. The output holds sizes, never
-text, so it is small enough to cache on disk and to send between processes.
+the simulation can keep the real breaks the recording shows. The output holds sizes and hashes,
+never text, so it is small enough to cache on disk and to send between processes.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -40,8 +41,8 @@ class ReadClass(IntEnum):
 
 
 # Segment and CalCall are NamedTuples rather than frozen dataclasses: both are immutable
-# records, but a warm replay unpickles every one of them from the session cache, and a
-# NamedTuple loads about 3x faster (frozen dataclasses restore each field in Python).
+# records, but a warm replay rebuilds every one of them from the session cache, and a
+# NamedTuple is made from a row in one C call (a frozen dataclass sets each field in Python).
 class Segment(NamedTuple):
     """One item of the conversation with its calibrated size."""
 
@@ -51,7 +52,7 @@ class Segment(NamedTuple):
     tool_use_id: str | None = None
     turn: int = 0  # index of the user turn it belongs to
     is_error: bool = False
-    resource: str | None = None  # what its tool call touched (refetch.resource_of)
+    resource: str | None = None  # a hash of what its tool call touched (refetch.resource_of)
 
 
 class CalCall(NamedTuple):
@@ -160,7 +161,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 estimate = 0
             resource = None
             if item.kind is ItemKind.TOOL_USE:
-                resource = resource_of(item.tool_name, item.text)
+                resource = _hashed(resource_of(item.tool_name, item.text))
                 if item.tool_use_id:
                     resources[item.tool_use_id] = resource
             elif item.kind is ItemKind.TOOL_RESULT and item.tool_use_id:
@@ -219,6 +220,14 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
         )
         prev, prev_ttl = call, ttl
     return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
+
+
+def _hashed(resource: str | None) -> str | None:
+    """A resource as a hash: the simulation only compares resources, and calibrated sessions
+    are cached on disk, where a Bash command (a token in a curl header) must not be kept."""
+    if resource is None:
+        return None
+    return hashlib.blake2b(resource.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _chars_estimate(chars: int) -> int:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real corpus, the bundled samples, and a CLI runner."""
+"""Shared fixtures: the real corpus, the bundled samples, a CLI runner; a tokenizing guard."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
+import mcsim.session_cache
+from mcsim.tokens import TiktokenCounter
 
 REPO = Path(__file__).resolve().parents[1]
 # Real transcripts whose licences allow it, plus one generated legacy session
@@ -33,3 +36,13 @@ def corpus_reference() -> dict[str, Any]:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
+
+
+def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    """Fail the test if anything is tokenized from now on (a fresh estimator, no counter)."""
+
+    def refuse(self: object, text: str) -> int:
+        raise AssertionError(why)
+
+    monkeypatch.setattr(TiktokenCounter, "count", refuse)
+    monkeypatch.setattr(mcsim.session_cache, "_ESTIMATOR", None)

@@ -9,12 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, SAMPLES
+from conftest import REPO, SAMPLES, forbid_tokenizing
 from polars.testing import assert_frame_equal
 
-import mcsim.session_cache
 from mcsim.cli import cli
-from mcsim.tokens import TiktokenCounter
 
 ALL = REPO / "policies" / "all.yaml"
 
@@ -154,16 +152,6 @@ def test_identical_inputs_give_identical_parquet(
         assert a == b, table
 
 
-def _forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
-    """Fail the test if anything is tokenized from now on (a fresh estimator, no counter)."""
-
-    def refuse(self: object, text: str) -> int:
-        raise AssertionError(why)
-
-    monkeypatch.setattr(TiktokenCounter, "count", refuse)
-    monkeypatch.setattr(mcsim.session_cache, "_ESTIMATOR", None)
-
-
 def test_second_run_reads_the_cache_and_tokenizes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,9 +166,9 @@ def test_second_run_reads_the_cache_and_tokenizes_nothing(
     ]
     first = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "one")])
     assert first.exit_code == 0
-    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2  # one per project folder
+    assert len(list((tmp_path / "cache").glob("*.sessions"))) == 2  # one per project folder
 
-    _forbid_tokenizing(monkeypatch, "a cached replay must not tokenize")
+    forbid_tokenizing(monkeypatch, "a cached replay must not tokenize")
     second = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "two")])
     assert second.exit_code == 0, second.output
     assert json.loads(second.stdout)["policies"] == json.loads(first.stdout)["policies"]
@@ -325,8 +313,8 @@ def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     with grown.open("ab") as fh:
         fh.write(b'{"type": "summary", "summary": "later"}\n')
 
-    _forbid_tokenizing(monkeypatch, "text seen before must not be tokenized again")
+    forbid_tokenizing(monkeypatch, "text seen before must not be tokenized again")
     second = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "two")])
     assert second.exit_code == 0, second.output
-    assert len(list((tmp_path / "cache").glob("*.pkl"))) == 2  # the old entry and the new
+    assert len(list((tmp_path / "cache").glob("*.sessions"))) == 2  # the old entry and the new
     assert json.loads(second.stdout)["policies"] == json.loads(first.stdout)["policies"]

@@ -1,0 +1,282 @@
+"""The session cache: data only, checksummed, rebuilt when damaged, never transcript text.
+
+Every run here is compared with a run without the cache: the figures (every session's and
+policy's totals, exactly) must be the same whatever state the cache folder is in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import pickle
+import random
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import REPO, SAMPLES, forbid_tokenizing
+from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
+
+from mcsim.calibrate import calibrate_session
+from mcsim.loaders import Detail
+from mcsim.model import ItemKind
+from mcsim.pipeline import load_sessions
+from mcsim.prices import default_table
+from mcsim.replay import ReplayReport, run_replay
+from mcsim.scenario import load_policy_file
+from mcsim.tokens import TokenEstimator
+
+SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
+MAGIC = b"\x89mcsim\r\n"
+# The documented header: magic, sha256 of the rest, then kind, format version, payload size.
+BODY = struct.Struct("<BHQ")
+HEADER_BYTES = len(MAGIC) + 32 + BODY.size
+
+
+def _replay(paths: list[Path], cache: Path | None) -> ReplayReport:
+    return run_replay([str(p) for p in paths], SCENARIOS, default_table(), cache_dir=cache,
+                      keep_rows=False, workers=1)  # fmt: skip
+
+
+def _figures(report: ReplayReport) -> tuple[Any, ...]:
+    return report.recorded, report.policies, report.sessions
+
+
+def _rebuilt(report: ReplayReport) -> list[tuple[str, str]]:
+    """(cache file, why) of every rebuilt entry the run noted."""
+    skips = report.stats.skips
+    found = [(e.file, e.detail) for e in skips.examples if e.reason == "cache_entry_rebuilt"]
+    assert skips.notes["cache_entry_rebuilt"] == len(found)
+    return found
+
+
+@pytest.fixture(scope="module")
+def expected() -> tuple[Any, ...]:
+    return _figures(_replay([SAMPLES], None))
+
+
+@pytest.fixture()
+def cache(tmp_path: Path) -> Path:
+    """A cache filled by one run on the samples: one entry and one tokens file per project."""
+    folder = tmp_path / "cache"
+    assert _rebuilt(_replay([SAMPLES], folder)) == []
+    assert len(list(folder.glob("*.sessions"))) == len(list(folder.glob("*.tokens"))) == 2
+    return folder
+
+
+def _entry(cache: Path, suffix: str = "sessions") -> Path:
+    return sorted(cache.glob(f"*.{suffix}"))[0]
+
+
+def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(
+    cache: Path, expected: tuple[Any, ...]
+) -> None:
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    rng = random.Random(1234)
+    for position in rng.sample(range(len(original)), 60):
+        damaged = bytearray(original)
+        damaged[position] ^= rng.randrange(1, 256)
+        entry.write_bytes(damaged)
+        report = _replay([SAMPLES], cache)
+        assert _figures(report) == expected, position
+        ((file, why),) = _rebuilt(report)
+        assert file == str(entry)
+        if position < len(MAGIC):
+            assert why == "not an mcsim cache file"
+        else:  # a larger payload size in the header reads as a cut file
+            assert why in ("checksum mismatch", "truncated"), position
+        assert entry.read_bytes() == original  # rewritten as it was
+
+
+def test_a_damaged_tokens_file_is_rebuilt(cache: Path, expected: tuple[Any, ...]) -> None:
+    # Token estimates are read only when a unit is calibrated again.
+    for entry in cache.glob("*.sessions"):
+        entry.unlink()
+    tokens = _entry(cache, "tokens")
+    original = tokens.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(original) // 2] ^= 0x40
+    tokens.write_bytes(damaged)
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(tokens), "checksum mismatch")]
+    assert tokens.read_bytes() == original
+
+
+@pytest.mark.parametrize("keep", [0, 5, 8, 40, HEADER_BYTES, -1], ids=lambda k: f"keep{k}")
+def test_truncated_and_empty_entries_are_rebuilt(
+    cache: Path, expected: tuple[Any, ...], keep: int
+) -> None:
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    entry.write_bytes(original[:keep])
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(entry), "truncated")]
+    assert entry.read_bytes() == original
+
+
+class _Planted:
+    """Unpickling this creates `marker`: what a pickle planted in the cache could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_planted_pickle_is_never_run(
+    cache: Path, tmp_path: Path, expected: tuple[Any, ...]
+) -> None:
+    probe = tmp_path / "probe"
+    pickle.loads(pickle.dumps(_Planted(probe))).close()
+    assert probe.exists()  # the planted payload is live
+    marker = tmp_path / "marker"
+    planted = pickle.dumps(_Planted(marker))
+    files = sorted(cache.iterdir())  # both entries and both tokens files
+    for file in files:
+        file.write_bytes(planted)
+    report = _replay([SAMPLES], cache)
+    assert not marker.exists()
+    assert _figures(report) == expected
+    assert sorted(_rebuilt(report)) == [(str(f), "not an mcsim cache file") for f in files]
+    assert all(f.read_bytes().startswith(MAGIC) for f in files)
+
+
+def _forged(entry: Path, version: int, payload: bytes) -> None:
+    """Write `payload` under a valid header, as the module docstring lays it out."""
+    kind = entry.read_bytes()[len(MAGIC) + 32]
+    body = BODY.pack(kind, version, len(payload)) + payload
+    entry.write_bytes(MAGIC + hashlib.sha256(body).digest() + body)
+
+
+def test_an_older_format_is_rebuilt(cache: Path, expected: tuple[Any, ...]) -> None:
+    entry = _entry(cache)
+    version = BODY.unpack_from(entry.read_bytes(), len(MAGIC) + 32)[1]
+    _forged(entry, version - 1, b"[]")
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(entry), "older format")]
+    assert BODY.unpack_from(entry.read_bytes(), len(MAGIC) + 32)[1] == version
+
+
+def _set(doc: list[Any], path: tuple[int, ...], value: Any) -> None:
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
+# Payload: [files, skip report, sessions, threads, calls, segments], each table a list of
+# columns in its record's field order (calibrate.py).
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ((5, 0, 0), "bogus_kind"),  # a segment's kind
+        ((5, 1, 0), "12"),  # a segment's tokens as text
+        ((4, 11, 0), "2h"),  # a call's TTL
+        ((4, 16, 0), 9),  # a call's read class
+        ((4, 12, 0), 10**6),  # a call's segment count: the groups no longer add up
+        ((3, 3, 0), 0),  # a thread without calls
+        ((4, 2), []),  # a column shorter than the others
+        ((2,), [[]]),  # a table without its columns
+        ((1, 0), {"invalid_json": "1"}),  # a skip count as text
+    ],
+)
+def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
+    cache: Path, expected: tuple[Any, ...], path: tuple[int, ...], value: Any
+) -> None:
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    version = BODY.unpack_from(original, len(MAGIC) + 32)[1]
+    doc = orjson.loads(original[HEADER_BYTES:])
+    _set(doc, path, value)
+    _forged(entry, version, orjson.dumps(doc))
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(entry), "unexpected content")]
+    assert entry.read_bytes() == original
+
+
+def _fill(folders: list[Path], barrier: Any) -> None:
+    for folder in folders:
+        barrier.wait()  # both processes write the same empty cache at the same time
+        _replay([SAMPLES], folder)
+
+
+def test_two_runs_filling_one_cache_at_once_leave_it_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: tuple[Any, ...]
+) -> None:
+    folders = [tmp_path / f"cache{i}" for i in range(3)]
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_fill, args=(folders, barrier), daemon=True) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    forbid_tokenizing(monkeypatch, "entries left by concurrent runs must all be read")
+    for folder in folders:
+        report = _replay([SAMPLES], folder)
+        assert _rebuilt(report) == []
+        assert _figures(report) == expected
+        assert sorted(p.suffix for p in folder.iterdir()) == [".sessions"] * 2 + [".tokens"] * 2
+
+
+def test_stale_temporary_files_are_swept_and_none_is_left_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    stale, live = folder / ".tmp-killedrun", folder / ".tmp-otherrun"
+    stale.write_bytes(b"half an entry")
+    live.write_bytes(b"being written")
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    _replay([SAMPLES], folder)
+    assert sorted(p.name for p in folder.glob(".tmp-*")) == [".tmp-otherrun"]
+
+    def interrupted(src: str, dst: str) -> None:
+        raise KeyboardInterrupt
+
+    live.unlink()
+    other = tmp_path / "other"
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _replay([SAMPLES], other)
+    assert list(other.iterdir()) == []
+
+
+def test_no_transcript_text_reaches_the_cache(tmp_path: Path) -> None:
+    command = "curl -sH 'Authorization: Bearer sk-test-7Hq2xZ' https://api.example.org/v1/items"
+    write(
+        tmp_path / "in" / "p" / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0, "list the items, prompt-text-marker"),
+            assistant("a1", "u1", 1, "m1", "r1", u=usage(3, 2_000, 0),
+                      content=[tool_use("t1", "Bash", command=command)]),
+            user("u2", "a1", 2, tool_result("t1", "result-text-marker " * 50)),
+            assistant("a2", "u2", 3, "m2", "r2", u=usage(3, 500, 2_000),
+                      content=[tool_use("t2", "Bash", command=command)]),
+            user("u3", "a2", 4, tool_result("t2", "again")),
+            assistant("a3", "u3", 5, "m3", "r3", u=usage(3, 100, 2_500)),
+        ],
+    )  # fmt: skip
+    # The repeated command is still recognised as one (a re-fetch hazard needs the match).
+    (session,), _ = load_sessions([str(tmp_path / "in")], detail=Detail.TEXT)
+    calls = calibrate_session(session, TokenEstimator()).calls
+    uses = [s.resource for c in calls for s in c.segments if s.kind is ItemKind.TOOL_USE]
+    assert len(uses) == 2 and uses[0] == uses[1] is not None
+
+    folder = tmp_path / "cache"
+    assert len(_replay([tmp_path / "in", SAMPLES], folder).sessions) == 3
+    stored = b"".join(p.read_bytes() for p in folder.iterdir())
+    secrets = ["sk-test-7Hq2xZ", "Authorization", "curl", "prompt-text-marker", "result-text"]
+    samples = ["git status", "make lint", "pytest -q"]  # Bash commands of the samples
+    assert [s for s in secrets + samples if s.encode() in stored] == []
