@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import stat
 import struct
 import tempfile
 import time
@@ -38,6 +37,7 @@ import orjson
 
 from mcsim.calibrate import CalCall, CalSession, CalThread, ReadClass, Segment, calibrate_session
 from mcsim.loaders import Detail, LoadUnit, get_loader
+from mcsim.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
 from mcsim.pipeline import CallKey, Loaded, without_calls
 from mcsim.recorded import TTL_SECONDS
@@ -204,17 +204,13 @@ def _sweep_once(folder: Path) -> None:
 def _payload(path: Path, kind: _Kind) -> bytes | None:
     """The verified payload of a cache file; None if there is no such file."""
     try:
-        # Not blocking, and only a regular file: a fifo or device planted there reads forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        # Only a regular file: a FIFO or a device planted there would block or never end.
+        with open_regular(path) as fh:
+            data = fh.read()
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise _Damaged("cannot be opened") from exc
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise _Damaged("not an mcsim cache file")
-            data = fh.read()
+    except NotRegularFileError as exc:
+        raise _Damaged("not an mcsim cache file") from exc
     except OSError as exc:
         raise _Damaged("cannot be read") from exc
     start = len(_MAGIC) + _CHECKSUM_BYTES
@@ -310,6 +306,7 @@ def _sessions_payload(
         _columns([g for c in calls for g in c.segments], _SEGMENT_COLUMNS),
     ]
     report = [
+        skips.lines_read,
         skips.counts,
         skips.repaired,
         skips.notes,
@@ -357,16 +354,17 @@ def _tuples(cls: type[N], columns: list[list[Any]]) -> list[N]:
 
 
 def _report(row: Any) -> SkipReport:
-    counts, repaired, notes, examples, omitted, max_examples = row
-    if type(omitted) is not int or type(max_examples) is not int:
+    lines_read, counts, repaired, notes, examples, omitted, max_examples = row
+    if not {type(lines_read), type(omitted), type(max_examples)} <= _INT:
         raise TypeError("not a count")
     return SkipReport(
-        _counter(counts),
-        _counter(repaired),
-        _counter(notes),
-        list(starmap(Skip, zip(*_checked(examples, _SKIP_COLUMNS), strict=True))),
-        omitted,
-        max_examples,
+        lines_read=lines_read,
+        counts=_counter(counts),
+        repaired=_counter(repaired),
+        notes=_counter(notes),
+        examples=list(starmap(Skip, zip(*_checked(examples, _SKIP_COLUMNS), strict=True))),
+        examples_omitted=omitted,
+        max_examples=max_examples,
     )
 
 

@@ -280,3 +280,13 @@ def test_no_transcript_text_reaches_the_cache(tmp_path: Path) -> None:
     secrets = ["sk-test-7Hq2xZ", "Authorization", "curl", "prompt-text-marker", "result-text"]
     samples = ["git status", "make lint", "pytest -q"]  # Bash commands of the samples
     assert [s for s in secrets + samples if s.encode() in stored] == []
+
+
+def test_a_warm_run_accounts_for_the_same_lines(cache: Path) -> None:
+    cold = _replay([SAMPLES], None).stats.skips
+    warm = _replay([SAMPLES], cache).stats.skips
+    lines = sum(
+        1 for f in SAMPLES.rglob("*.jsonl") for line in f.read_bytes().splitlines() if line.strip()
+    )
+    assert warm.lines_read == cold.lines_read == lines
+    assert (warm.counts, warm.repaired, warm.notes) == (cold.counts, cold.repaired, cold.notes)
