@@ -246,9 +246,14 @@ class ChartProcess:
         """
         self._join_sender()
         request = (data, folder, list(names))
-        self._sender = threading.Thread(target=self._conn.send, args=(request,), daemon=True)
+        self._sender = threading.Thread(target=self._send, args=(request,), daemon=True)
         self._sender.start()
         self._pending += 1
+
+    def _send(self, request: tuple[ChartData, Path, list[str]]) -> None:
+        # A process stopped by `close` reads no more; `wait` reports one that died.
+        with contextlib.suppress(OSError):
+            self._conn.send(request)
 
     def _join_sender(self) -> None:
         if self._sender is not None:
@@ -272,7 +277,10 @@ class ChartProcess:
             raise OSError(f"could not draw the charts: {failed[0]}")
 
     def close(self) -> None:
-        """Stop the process if it was never asked to draw (an error before the outputs)."""
+        """Stop the process at once: it writes nothing after this returns (an error or an
+        interrupt before or while the charts are drawn: their folder is about to go)."""
+        if self._pending:
+            self._proc.kill()  # drawing: not worth finishing
         self._join_sender()
         if self._proc.is_alive():
             with contextlib.suppress(OSError):
@@ -280,3 +288,5 @@ class ChartProcess:
             self._proc.join(timeout=5)
             if self._proc.is_alive():
                 self._proc.kill()
+        self._proc.join()
+        self._pending = 0

@@ -136,7 +136,7 @@ def _replay_options(fn: F) -> F:
         click.option(
             "--out",
             "out_dir",
-            type=click.Path(file_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
             help="Run directory to write (default: reports/<time>-<policy file name>).",
         ),
         click.option(
@@ -164,13 +164,13 @@ def _replay_options(fn: F) -> F:
     return fn
 
 
-def _run_dir(out_dir: Path | None, policy_file: Path, force: bool) -> Path:
-    from mcsim.output import check_out_dir
+def _run_dir(out_dir: Path | None, policy_file: Path, force: bool, paths: tuple[str, ...]) -> Path:
+    from mcsim.output import check_out_dir, input_paths
 
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    check_out_dir(out_dir, force)
+    check_out_dir(out_dir, force, input_paths(paths))
     return out_dir
 
 
@@ -230,8 +230,8 @@ def _gate(
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write sessions.parquet, calls.parquet and breaks.parquet here.",
+    type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+    help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
 )
 def inspect(
     paths: tuple[str, ...],
@@ -253,7 +253,12 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.output import check_out_dir, write_inspect_tables
+    from mcsim.output import (
+        check_out_dir,
+        input_paths,
+        inspect_run_record,
+        write_inspect_tables,
+    )
     from mcsim.prices import load_table
     from mcsim.recorded import inspect_usage
     from mcsim.render import inspect_json, inspect_text
@@ -261,7 +266,7 @@ def inspect(
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
-        check_out_dir(out_dir, force)
+        check_out_dir(out_dir, force, input_paths(paths))
     with _progress(not as_json) as progress:
         report = inspect_usage(
             list(paths),
@@ -273,13 +278,19 @@ def inspect(
             keep_calls=out_dir is not None,  # only calls.parquet needs every call
         )
     if out_dir is not None:
-        write_inspect_tables(report, out_dir, force)
+        options = {
+            "since": str(since) if since else None,
+            "until": str(until) if until else None,
+            "prices": str(prices_path) if prices_path else None,
+        }
+        run = inspect_run_record(report, list(paths), options)
+        write_inspect_tables(report, out_dir, force, run)
     if as_json:
         _print_json(inspect_json(report, str(out_dir) if out_dir else None))
     else:
         click.echo(inspect_text(report))
         if out_dir is not None:
-            click.echo(f"wrote {out_dir}/sessions.parquet, calls.parquet, breaks.parquet")
+            click.echo(f"wrote {out_dir}/sessions.parquet, calls.parquet, breaks.parquet, run.json")
     if not report.sessions and report.stats.skips.total:
         raise McsimError("no API calls could be read from the input (see skipped lines above)")
 
@@ -329,7 +340,7 @@ def replay(
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force)
+    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
@@ -429,7 +440,7 @@ def sweep(
     base = pick_policy(scenarios, policy_name, str(policy_file))
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force)
+    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
