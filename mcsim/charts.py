@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcsim.pipeline import Parent, end_with
 from mcsim.replay import RECORDED, ReplayReport
 
 _MAX_POINTS = 2000  # per line: enough to read, small enough to draw fast
@@ -201,10 +202,12 @@ def draw_all(data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> No
         CHARTS[name](data, folder / name)
 
 
-def _serve(conn: Any) -> None:
+def _serve(conn: Any, parent: Parent) -> None:
     """The chart process: import matplotlib at once, then draw what the parent sends, one
     request (data, folder, chart names) at a time, until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this one
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked one has the parent's handler
+    end_with(parent)
     pyplot()
     while (request := conn.recv()) is not None:
         try:
@@ -232,7 +235,7 @@ class ChartProcess:
         safe = not any(name in sys.modules for name in _THREADED)
         ctx: Any = multiprocessing.get_context("fork" if safe else "spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, Parent.current()), daemon=True)
         self._proc.start()
         child.close()
         self._pending = 0  # requests sent and not answered yet
