@@ -1,8 +1,8 @@
-"""A killed mcsim leaves no process behind, and no open pipe.
+"""A stopped or killed mcsim leaves nothing behind: no process, no open pipe, no folder.
 
 Real processes: `python -m mcsim replay` on a corpus large enough for worker processes, then a
-signal at a chosen moment (while the workers load), found by polling.
-Children are found through /proc (Linux).
+signal at a chosen moment (workers loading, or the run folder being written), found by polling.
+Children are found through /proc (Linux). And the stop survives what native code does to it.
 """
 
 from __future__ import annotations
@@ -91,6 +91,17 @@ def loading(proc: subprocess.Popen[bytes], out: Path) -> bool:
     return len(children(proc.pid)) >= 3
 
 
+def writing(proc: subprocess.Popen[bytes], out: Path) -> bool:
+    """Files are being written into the temporary run folder."""
+    for folder in out.parent.glob(f".{out.name}.*"):
+        try:
+            if any(folder.iterdir()):  # the check's probe folder is always empty
+                return True
+        except FileNotFoundError:  # renamed into place meanwhile
+            pass
+    return False
+
+
 @dataclass(frozen=True)
 class Stopped:
     """A replay stopped by a signal, once its pipes ended."""
@@ -135,6 +146,19 @@ def test_sigkill_takes_workers_and_chart_process_along(big: Path, tmp_path: Path
     assert len(stopped.children) == 3
     assert stopped.left == []
     assert stopped.stdout == b""
+
+
+@needs_proc
+@pytest.mark.parametrize("moment", [loading, writing])
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_and_sigint_clean_up_and_exit_with_the_signals_code(
+    big: Path, tmp_path: Path, moment: Callable[..., bool], signum: int, code: int
+) -> None:
+    stopped = stop_replay(big, tmp_path / "run", moment, signum)
+    assert (stopped.code, stopped.stderr, stopped.stdout) == (code, b"Aborted.\n", b"")
+    assert stopped.children  # at least the chart process
+    assert stopped.left == []  # stopped and waited for before the exit
+    assert list(tmp_path.iterdir()) == []  # no run, no temporary folder
 
 
 CHILD_OF_A_THREAD_OR_WITHOUT_PRCTL = """
@@ -196,3 +220,48 @@ def test_a_child_started_from_a_thread_or_without_prctl_still_ends_with_its_pare
                 os.kill(pid, signal.SIGKILL)
             if parent.poll() is None:
                 parent.kill()
+
+
+STOPPED_INSIDE = """
+import signal, sys
+import mcsim.recorded
+from mcsim.cli import main
+
+def inspect_usage(*args, **kwargs):
+{body}
+
+mcsim.recorded.inspect_usage = inspect_usage
+sys.argv = ["mcsim", "inspect", sys.argv[1], "--out", sys.argv[2]]
+main()
+"""
+POLARS_CTRL_C = """
+    raise KeyboardInterrupt  # what polars raises when it sees Ctrl-C first
+"""
+SWALLOWED = """
+    class Swallowing:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+            for _ in range(1000):
+                pass  # the stop is raised here, where Python can only report it
+    Swallowing()
+    for _ in range(10**8):
+        pass  # it is delivered again, here
+    sys.exit(99)
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [(POLARS_CTRL_C, 130), (SWALLOWED, 143)],
+    ids=["polars-keyboard-interrupt", "swallowed-stop"],
+)
+def test_a_stop_raised_or_swallowed_by_native_code_still_stops(
+    tmp_path: Path, body: str, code: int
+) -> None:
+    script = STOPPED_INSIDE.format(body=textwrap.indent(textwrap.dedent(body), "    "))
+    out = tmp_path / "run"
+    command = [sys.executable, "-c", script, str(SAMPLES), str(out)]
+    done = subprocess.run(command, capture_output=True, timeout=TIMEOUT_S)
+    assert (done.returncode, done.stderr) == (code, b"Aborted.\n")
+    assert done.stdout == b""
+    assert list(tmp_path.iterdir()) == []
