@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcsim.pipeline import Parent, end_with
 from mcsim.replay import RECORDED, ReplayReport
 from mcsim.text import NAME_LIMIT, printable
 
@@ -208,10 +209,12 @@ def draw_all(data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> No
         CHARTS[name](data, folder / name)
 
 
-def _serve(conn: Any) -> None:
+def _serve(conn: Any, parent: Parent) -> None:
     """The chart process: import matplotlib at once, then draw what the parent sends, one
     request (data, folder, chart names) at a time, until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this one
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked one has the parent's handler
+    end_with(parent)
     pyplot()
     while (request := conn.recv()) is not None:
         try:
@@ -239,7 +242,7 @@ class ChartProcess:
         safe = not any(name in sys.modules for name in _THREADED)
         ctx: Any = multiprocessing.get_context("fork" if safe else "spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, Parent.current()), daemon=True)
         self._proc.start()
         child.close()
         self._pending = 0  # requests sent and not answered yet
@@ -253,9 +256,14 @@ class ChartProcess:
         """
         self._join_sender()
         request = (data, folder, list(names))
-        self._sender = threading.Thread(target=self._conn.send, args=(request,), daemon=True)
+        self._sender = threading.Thread(target=self._send, args=(request,), daemon=True)
         self._sender.start()
         self._pending += 1
+
+    def _send(self, request: tuple[ChartData, Path, list[str]]) -> None:
+        # A process stopped by `close` reads no more; `wait` reports one that died.
+        with contextlib.suppress(OSError):
+            self._conn.send(request)
 
     def _join_sender(self) -> None:
         if self._sender is not None:
@@ -279,7 +287,10 @@ class ChartProcess:
             raise OSError(f"could not draw the charts: {failed[0]}")
 
     def close(self) -> None:
-        """Stop the process if it was never asked to draw (an error before the outputs)."""
+        """Stop the process at once: it writes nothing after this returns (an error or an
+        interrupt before or while the charts are drawn: their folder is about to go)."""
+        if self._pending:
+            self._proc.kill()  # drawing: not worth finishing
         self._join_sender()
         if self._proc.is_alive():
             with contextlib.suppress(OSError):
@@ -287,3 +298,5 @@ class ChartProcess:
             self._proc.join(timeout=5)
             if self._proc.is_alive():
                 self._proc.kill()
+        self._proc.join()
+        self._pending = 0

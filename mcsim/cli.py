@@ -5,9 +5,14 @@ Library errors (McsimError) become one-line messages with their exit code here a
 
 from __future__ import annotations
 
+import _thread
 import gc
+import os
 import re
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -27,7 +32,22 @@ MAX_RISK_DEFAULT_PCT = 50.0
 _DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
 
+class _Command(click.Command):
+    """A command that Ctrl-C stops like SIGINT, even when polars raises KeyboardInterrupt for
+    it (polars catches Ctrl-C too) before the handler in `main` runs."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            if not _STOP.installed():
+                raise
+            raise _STOP.stopped(signal.SIGINT) from exc
+
+
 class _Group(click.Group):
+    command_class = _Command
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -152,7 +172,7 @@ def _replay_options(fn: F) -> F:
         click.option(
             "--out",
             "out_dir",
-            type=click.Path(file_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
             help="Run directory to write (default: reports/<time>-<policy file name>).",
         ),
         click.option(
@@ -180,13 +200,13 @@ def _replay_options(fn: F) -> F:
     return fn
 
 
-def _run_dir(out_dir: Path | None, policy_file: Path, force: bool) -> Path:
-    from mcsim.output import check_out_dir
+def _run_dir(out_dir: Path | None, policy_file: Path, force: bool, paths: tuple[str, ...]) -> Path:
+    from mcsim.output import check_out_dir, input_paths
 
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    check_out_dir(out_dir, force)
+    check_out_dir(out_dir, force, input_paths(paths))
     return out_dir
 
 
@@ -246,8 +266,8 @@ def _gate(
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write sessions.parquet, calls.parquet and breaks.parquet here.",
+    type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+    help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
 )
 def inspect(
     paths: tuple[str, ...],
@@ -269,7 +289,12 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.output import check_out_dir, write_inspect_tables
+    from mcsim.output import (
+        check_out_dir,
+        input_paths,
+        inspect_run_record,
+        write_inspect_tables,
+    )
     from mcsim.prices import load_table
     from mcsim.recorded import inspect_usage
     from mcsim.render import inspect_json, inspect_text
@@ -277,7 +302,7 @@ def inspect(
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
-        check_out_dir(out_dir, force)
+        check_out_dir(out_dir, force, input_paths(paths))
     with _progress(not as_json) as progress:
         report = inspect_usage(
             list(paths),
@@ -289,14 +314,21 @@ def inspect(
             keep_calls=out_dir is not None,  # only calls.parquet needs every call
         )
     if out_dir is not None:
-        write_inspect_tables(report, out_dir, force)
+        options = {
+            "since": str(since) if since else None,
+            "until": str(until) if until else None,
+            "prices": str(prices_path) if prices_path else None,
+        }
+        run = inspect_run_record(report, list(paths), options)
+        write_inspect_tables(report, out_dir, force, run)
     if as_json:
         _print_json(inspect_json(report, str(out_dir) if out_dir else None))
     else:
         click.echo(inspect_text(report))
         if out_dir is not None:
             click.echo(
-                f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet"
+                f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "
+                "run.json"
             )
     if not report.sessions and report.stats.skips.total:
         raise McsimError("no API calls could be read from the input (see skipped lines above)")
@@ -347,7 +379,7 @@ def replay(
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force)
+    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
@@ -448,7 +480,7 @@ def sweep(
     base = pick_policy(scenarios, policy_name, str(policy_file))
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force)
+    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
@@ -533,9 +565,93 @@ def policies(as_json: bool) -> None:
     )
 
 
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM, raised in the main thread so that every `finally` runs: workers and
+    the chart process stopped, the temporary run folder removed. Not an Exception, so nothing
+    that handles errors swallows it; not a KeyboardInterrupt, which click turns into exit 1."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_REDELIVER_SECONDS = 0.1
+
+
+class _Stop:
+    """SIGINT and SIGTERM raise `_Stopped` in the main thread, once.
+
+    Later signals are ignored, so the clean-up the first one starts runs to its end. A signal
+    handled while polars' own KeyboardInterrupt is on its way up is only noted: raised in a
+    `finally` it would cut the clean-up short. A stop raised in Python code that native code
+    calls back (polars does) can be swallowed there, reported as unraisable: it is raised
+    again shortly after, from ordinary code.
+    """
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.signum: int | None = None
+        self.previous_hook = sys.unraisablehook
+
+    def install(self) -> None:
+        self.pid = os.getpid()
+        signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGTERM, self.on_signal)
+        sys.unraisablehook = self.on_unraisable
+
+    def installed(self) -> bool:
+        return self.pid == os.getpid()
+
+    def stopped(self, signum: int) -> _Stopped:
+        self.signum = self.signum or signum
+        return _Stopped(self.signum)
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        if not self.installed():  # a forked child that has not yet set its own handlers
+            os._exit(128 + signum)
+        if self.signum is not None:
+            return
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            self.signum = signum
+            return
+        raise self.stopped(signum)
+
+    def on_unraisable(self, info: Any) -> None:
+        if isinstance(info.exc_value, _Stopped):
+            self.signum = None
+            signum = info.exc_value.signum
+            threading.Thread(target=self._again, args=(signum,), daemon=True).start()
+        else:
+            self.previous_hook(info)
+
+    @staticmethod
+    def _again(signum: int) -> None:
+        # Once the code that swallowed it has returned: raised any sooner (signal.raise_signal
+        # here, in the hook) it is swallowed again. Should it be, it comes back here.
+        time.sleep(_REDELIVER_SECONDS)
+        _thread.interrupt_main(signal.Signals(signum))
+
+
+_STOP = _Stop()
+
+
 def main() -> None:
     # A replay unpickles and builds millions of small objects that are never cyclic garbage;
     # with the default thresholds the collector kept rescanning them (about a tenth of a
     # warm replay's time, measured). Fewer collections, as mypy does.
     gc.set_threshold(200_000, 30, 30)
-    cli(prog_name="mcsim")
+    _STOP.install()
+    try:
+        cli(prog_name="mcsim")  # exits by itself, unless stopped
+    except _Stopped as stopped:
+        signum = stopped.signum
+    except Exception:
+        if _STOP.signum is None:
+            raise
+        signum = _STOP.signum  # an error the signal caused in native code: the stop is the news
+    else:
+        return
+    # Outside the except block: the traceback, and with it every suspended generator (the
+    # workers' one), is released, so their clean-up has run before the exit.
+    click.echo("Aborted.", err=True)
+    sys.exit(128 + signum)

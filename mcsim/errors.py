@@ -32,3 +32,8 @@ class TokenizerUnavailableError(McsimError):
 
 class OutputExistsError(UsageError):
     """The output directory already holds a run and --force was not given."""
+
+
+class OutputRefusedError(UsageError):
+    """The output directory may not be used: a folder mcsim did not write, one holding inputs,
+    a home or current directory, a file, or a place where nothing can be created."""

@@ -1,67 +1,221 @@
-"""Parquet tables of an inspect report, and atomic run-directory writes.
+"""Parquet tables of an inspect report, and safe run-directory writes.
 
 Every table has a `schema_version` column; the schemas are documented in the README and
 checked by tests, so downstream notebooks can rely on them. Polars is imported here only,
 so commands that write no tables never pay for it.
+
+Data is never lost to an output: a run directory is written into a temporary sibling and
+renamed into place, and `--force` replaces only a run directory mcsim wrote (its run.json
+carries mcsim's format marker), never a folder that is or holds an input, the current
+directory or one of its parents, or a home directory.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
 import os
+import platform
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mcsim.errors import OutputExistsError
+import orjson
+
+from mcsim import __version__
+from mcsim.discovery import default_roots
+from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
+from mcsim.pipeline import LoadStats
 from mcsim.recorded import InspectReport
 
 SCHEMA_VERSION = 1
+RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
 
 
-def check_out_dir(out_dir: Path, force: bool) -> None:
-    """Refuse, before any work, to overwrite a non-empty directory without --force."""
-    if out_dir.exists() and not force:
-        if not out_dir.is_dir():
-            raise OutputExistsError(f"{out_dir}: exists and is not a directory")
-        if any(out_dir.iterdir()):
+def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
+    """What every run.json starts with: mcsim's format marker and version, the time, and
+    every input file with its size."""
+    return {
+        "format": RUN_FORMAT,
+        "mcsim_version": __version__,
+        "python": platform.python_version(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "paths": list(paths),
+        "input_files": stats.files,
+        "input_bytes": stats.bytes,
+        "files": [{"path": p, "bytes": n} for p, n in stats.inputs],
+    }
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def is_run_dir(folder: Path) -> bool:
+    """Whether mcsim wrote `folder`: its run.json is a JSON object with mcsim's format marker
+    (or, written before the marker existed, an `mcsim_version`)."""
+    try:
+        doc = orjson.loads((folder / "run.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    return str(doc.get("format", "")).startswith("mcsim-run/") or "mcsim_version" in doc
+
+
+def input_paths(paths: Sequence[str]) -> list[Path]:
+    """What PATHS name (globs expanded, as discovery does), or Claude Code's default folders
+    when there are none: the folders a run directory may never be or hold."""
+    if not paths:
+        return default_roots()
+    return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
+
+
+def check_out_dir(out_dir: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+    """Refuse, before any work, an output directory the run may not write or replace.
+
+    Without `force` an existing non-empty directory is refused; with it, only a run directory
+    mcsim wrote may be replaced. Whatever `force` says, `out_dir` may not be or hold any of
+    `inputs`, be the current directory or one of its parents, or a home directory (symlinks
+    resolved). And a folder must really be creatable where the run goes: a replay can take
+    minutes, and failing after it would waste them (os.access answers yes to root even on a
+    read-only mount, so a folder is made and removed).
+    """
+    why = _never_a_run_dir(out_dir.resolve(), inputs)
+    if why:
+        raise OutputRefusedError(f"{out_dir}: {why}; choose another --out")
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        raise OutputRefusedError(f"{out_dir}: exists and is not a directory")
+    if _has_entries(out_dir):
+        if not is_run_dir(out_dir):
+            raise OutputRefusedError(
+                f"{out_dir}: not empty and not a run directory written by mcsim (no mcsim "
+                "run.json); --force replaces only those"
+            )
+        if not force:
             raise OutputExistsError(f"{out_dir}: already holds a run (use --force to replace it)")
+    _check_writable(out_dir)
+
+
+def _never_a_run_dir(target: Path, inputs: Sequence[Path]) -> str | None:
+    """Why the resolved `target` may never be written as a run directory, or None."""
+    if target == Path(target.anchor):
+        return "is the root directory"
+    cwd = Path.cwd().resolve()
+    if target == cwd:
+        return "is the current directory"
+    if target in cwd.parents:
+        return "is a parent of the current directory"
+    homes = {Path.home(), Path(os.environ.get("HOME") or Path.home())}
+    if target in {home.resolve() for home in homes}:
+        return "is a home directory"
+    for path in inputs:
+        resolved = path.resolve()
+        if target == resolved:
+            return f"is an input ({path})"
+        if target in resolved.parents:
+            return f"holds the input {path}"
+    return None
+
+
+def _has_entries(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Make and remove a folder where the run's temporary folder will be made."""
+    parent = out_dir.absolute().parent
+    try:
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise OutputRefusedError(f"{out_dir}: {parent} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    except OSError as exc:
+        raise OutputRefusedError(f"{out_dir}: cannot write in {parent}: {exc.strerror}") from exc
+
+
+class Background(Protocol):
+    """Files another process writes into the run folder while the tables are written."""
+
+    def wait(self) -> None:
+        """Return when every file asked for is written; raise if one could not be."""
+
+    def close(self) -> None:
+        """Stop at once: nothing is written into the folder after this returns."""
 
 
 def write_run_dir(
     out_dir: Path,
     writers: dict[str, Callable[[Path], None]],
     force: bool,
-    background: Callable[[Path], Callable[[], None]] | None = None,
+    background: Callable[[Path], Background | None] | None = None,
 ) -> None:
     """Write every file into a temporary sibling directory, then swap it into place.
 
-    A reader never sees a half-written run, and a failed write leaves the old run intact.
-    `background(folder)` starts more writing elsewhere (another process) and returns the
-    function that waits for it; the swap happens only after it finished.
+    A reader never sees a half-written run, and a failed or interrupted write leaves the old
+    run intact and no temporary folder behind. `background(folder)` starts more writing
+    elsewhere and returns it (None if it already finished); the swap waits for it, and a
+    failure stops it before the temporary folder is removed, or it would write into a folder
+    that no longer exists and leave it behind again.
     """
     check_out_dir(out_dir, force)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a run dir is not
+    pending: Background | None = None
     try:
-        wait = background(tmp) if background is not None else None
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a run dir is not
+        pending = background(tmp) if background is not None else None
         for name, write in writers.items():
             write(tmp / name)
-        if wait is not None:
-            wait()
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.rename(out_dir, old / "run")
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
+        if pending is not None:
+            pending.wait()
+        _swap_in(tmp, out_dir, force)
     finally:
+        if pending is not None:
+            pending.close()
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
+    """Rename the finished run to `out_dir`, replacing what is there only with `force`.
+
+    The run checked at the start may have been replaced meanwhile, or another run may have
+    taken a new `out_dir` (two runs racing for it): with `force` the folder is checked again
+    and the old run is moved aside, then removed once the new one is in place (or put back if
+    that fails); without, rename itself refuses a non-empty directory.
+    """
+    if not (force and _has_entries(out_dir)):
+        _rename(tmp, out_dir)
+        return
+    if not is_run_dir(out_dir):
+        raise OutputRefusedError(
+            f"{out_dir}: no longer a run directory written by mcsim; not replaced"
+        )
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+    try:
+        os.rename(out_dir, old / "run")
+        _rename(tmp, out_dir)
+    finally:
+        if not os.path.lexists(out_dir) and os.path.lexists(old / "run"):
+            os.rename(old / "run", out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _rename(tmp: Path, out_dir: Path) -> None:
+    try:
+        os.rename(tmp, out_dir)  # onto an empty directory only, on every POSIX system
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise OutputExistsError(
+                f"{out_dir}: already holds a run, written while this one ran (use --force to "
+                "replace it)"
+            ) from exc
+        raise McsimError(f"{out_dir}: could not move the run into place: {exc.strerror}") from exc
 
 
 def _umask() -> int:
@@ -213,7 +367,22 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
     return pl.DataFrame(rows, schema=full, orient="row" if not rows else None)
 
 
-def write_inspect_tables(report: InspectReport, out_dir: Path, force: bool) -> list[Path]:
+def inspect_run_record(
+    report: InspectReport, paths: Sequence[str], options: dict[str, Any]
+) -> dict[str, Any]:
+    """run.json of `inspect --out`: the input and options behind the tables, and mcsim's mark
+    on the folder, so that --force may replace it later."""
+    return {
+        **run_header(paths, report.stats),
+        "price_table": report.price_table,
+        "options": options,
+    }
+
+
+def write_inspect_tables(
+    report: InspectReport, out_dir: Path, force: bool, run: dict[str, Any]
+) -> list[Path]:
+    """The three tables and run.json (see `inspect_run_record`), written as one run."""
     frames = {
         "sessions.parquet": sessions_frame,
         "calls.parquet": calls_frame,
@@ -224,5 +393,6 @@ def write_inspect_tables(report: InspectReport, out_dir: Path, force: bool) -> l
         return lambda path: fn(report).write_parquet(path)
 
     writers = {name: writer(fn) for name, fn in frames.items()}
+    writers["run.json"] = lambda path: write_json(path, run)
     write_run_dir(out_dir, writers, force)
-    return [out_dir / name for name in frames]
+    return [out_dir / name for name in writers]

@@ -13,10 +13,14 @@ seen, so the first unit in the fixed order wins and nothing is counted twice.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -223,11 +227,12 @@ def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
     """
     ctx = multiprocessing.get_context("fork")  # inherit the modules: workers start in ms
     counter = ctx.Value("i", 0)
+    parent = Parent.current()
     procs: list[Any] = []
     conns: list[Any] = []
     for _ in range(n):
         parent_end, child_end = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_work, args=(jobs, counter, child_end), daemon=True)
+        proc = ctx.Process(target=_work, args=(jobs, counter, child_end, parent), daemon=True)
         proc.start()
         child_end.close()
         procs.append(proc)
@@ -258,10 +263,12 @@ def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
             proc.join()
 
 
-def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any) -> None:
+def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any, parent: Parent) -> None:
     """A worker: run jobs by increasing index until none is left."""
     # Ctrl-C is the parent's to handle: it stops the workers, without a traceback from each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with the fork
+    end_with(parent)
     while True:
         with counter.get_lock():
             k = counter.value
@@ -274,6 +281,53 @@ def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any) -> None:
             output = exc
         conn.send((k, output))
     conn.close()
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The process a child process must not outlive, noted by it as it starts the child."""
+
+    pid: int
+    main_thread: bool  # started from the main thread, which lives as long as the process
+
+    @classmethod
+    def current(cls) -> Parent:
+        return cls(os.getpid(), threading.current_thread() is threading.main_thread())
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_PARENT_POLL_SECONDS = 0.5
+
+
+def end_with(parent: Parent) -> None:
+    """Make this child process end when `parent` does, even when it is killed.
+
+    A killed parent runs no clean-up, and a child left alive holds the parent's stdout: the
+    pipe of `mcsim ... | cat` would never end. Linux kills the child itself (PR_SET_PDEATHSIG),
+    but when the thread that started the child ends, not the process: so only for children
+    of the main thread. Elsewhere a thread watches the parent's pid. Either way the parent
+    may have died already, before this ran.
+    """
+    if not (parent.main_thread and _kill_me_with_parent_thread()):
+        threading.Thread(target=_watch_parent, args=(parent.pid,), daemon=True).start()
+    if os.getppid() != parent.pid:
+        os._exit(1)
+
+
+def _kill_me_with_parent_thread() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(pid: int) -> None:
+    while os.getppid() == pid:  # an orphan is adopted by another process
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def iter_sessions(

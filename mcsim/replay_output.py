@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import platform
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from mcsim import __version__
 from mcsim.charts import ChartProcess
-from mcsim.output import SCHEMA_VERSION, TS, frame, write_run_dir
+from mcsim.output import SCHEMA_VERSION, TS, frame, run_header, write_json, write_run_dir
 from mcsim.replay import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
 from mcsim.text import NAME_LIMIT, printable
 
@@ -205,13 +201,7 @@ def run_record(
     """Everything needed to reproduce the run."""
     policy_bytes = policy_file.read_bytes()
     return {
-        "mcsim_version": __version__,
-        "python": platform.python_version(),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "paths": paths,
-        "input_files": report.stats.files,
-        "input_bytes": report.stats.bytes,
-        "files": [{"path": p, "bytes": n} for p, n in report.stats.inputs],
+        **run_header(paths, report.stats),
         "policy_file": str(policy_file),
         "policy_file_sha256": hashlib.sha256(policy_bytes).hexdigest(),
         "policy_file_text": policy_bytes.decode("utf-8", "replace"),
@@ -280,22 +270,22 @@ def write_replay_outputs(
         "run.json": lambda p: write_json(p, run),
     }
 
-    def charts(folder: Path) -> Callable[[], None]:
+    def charts(folder: Path) -> ChartProcess | None:
         if chart_process is None:
             draw_all(chart_data(report), folder)
-            return lambda: None
-        # The savings chart needs only the totals: it is drawn while the rest is prepared.
-        chart_process.start(savings_data(report), folder, ["savings.png"])
-        others = [name for name in CHARTS if name != "savings.png"]
-        chart_process.start(chart_data(report), folder, others)
-        return chart_process.wait
+            return None
+        try:
+            # The savings chart needs only the totals: it is drawn while the rest is prepared.
+            chart_process.start(savings_data(report), folder, ["savings.png"])
+            others = [name for name in CHARTS if name != "savings.png"]
+            chart_process.start(chart_data(report), folder, others)
+        except BaseException:
+            chart_process.close()  # it may be drawing into the folder that is about to go
+            raise
+        return chart_process
 
     write_run_dir(out_dir, writers, force, background=charts)
     return [*writers, *CHARTS]
-
-
-def write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcsim.output import frame, write_run_dir
+from mcsim.output import frame, write_json, write_run_dir
 from mcsim.replay import PolicyTotals, ReplayReport
-from mcsim.replay_output import CACHE_EDIT_NOTE, write_json
+from mcsim.replay_output import CACHE_EDIT_NOTE
 from mcsim.sweep import Outcome, Recommendation, Variant, pareto_front
 from mcsim.text import printable
 

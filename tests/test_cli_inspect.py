@@ -63,6 +63,14 @@ def test_out_writes_parquet_that_reads_back(
     )
     assert_frame_equal(breaks.group_by("cause").agg(pl.len().alias("n")).sort("cause"), expected)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left over
+    run = json.loads((out / "run.json").read_text())
+    assert run["format"] == "mcsim-run/1"
+    assert run["paths"] == [str(corpus)]
+    assert run["options"] == {"since": None, "until": None, "prices": None}
+    assert run["input_files"] == len(run["files"]) == doc["input"]["files"]
+    assert run["input_bytes"] == sum(f["bytes"] for f in run["files"]) > 0
+    assert all(Path(f["path"]).stat().st_size == f["bytes"] for f in run["files"])
+    assert run["price_table"] == doc["price_table"]
 
 
 def test_existing_out_dir_is_not_overwritten(runner: CliRunner, tmp_path: Path) -> None:
@@ -70,17 +78,33 @@ def test_existing_out_dir_is_not_overwritten(runner: CliRunner, tmp_path: Path) 
     out = tmp_path / "run"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out)])
+    for force in ([], ["--force"]):  # not a run mcsim wrote: --force does not replace it
+        result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), *force])
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"Error: {out}: not empty and not a run directory written by mcsim (no mcsim "
+            "run.json); --force replaces only those\n"
+        )
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert (out / "keep.txt").read_text() == "mine"
+
+    run = tmp_path / "inspected"
+    assert runner.invoke(cli, ["inspect", str(samples), "--out", str(run)]).exit_code == 0
+    (run / "calls.parquet").write_text("changed since")
+    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(run)])
     assert result.exit_code == 2
     assert "already holds a run (use --force" in result.stderr
-    assert (out / "keep.txt").read_text() == "mine"
-    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), "--force"])
-    assert result.exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert (run / "calls.parquet").read_text() == "changed since"
+    result = runner.invoke(cli, ["inspect", str(samples), "--out", str(run), "--force"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in run.iterdir()) == [
         "breaks.parquet",
         "calls.parquet",
+        "run.json",
         "sessions.parquet",
     ]
+    assert pl.read_parquet(run / "calls.parquet").height == 69  # the samples hold 69 calls
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_since_and_until(runner: CliRunner, tmp_path: Path) -> None:

@@ -199,10 +199,15 @@ def test_existing_run_dir_is_refused(tmp_path: Path) -> None:
     out.mkdir()
     (out / "summary.parquet").write_text("old")
     args = ["replay", str(SAMPLES), "--policy", str(ALL), "--out", str(out), "--no-cache"]
+    result = CliRunner().invoke(cli, [*args, "--force"])
+    assert result.exit_code == 2 and "not a run directory written by mcsim" in result.stderr
+    # A run of an mcsim from before run.json had a format marker.
+    (out / "run.json").write_text('{"mcsim_version": "0.0.9"}')
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "already holds a run" in result.stderr
     assert (out / "summary.parquet").read_text() == "old"
     assert CliRunner().invoke(cli, [*args, "--force"]).exit_code == 0
+    assert json.loads((out / "run.json").read_text())["format"] == "mcsim-run/1"
 
 
 def test_samples_summary_table(tmp_path: Path) -> None:
