@@ -238,8 +238,21 @@ def _replayed(
             **options,
         )
     if not report.sessions:
-        raise McsimError(f"no API calls could be read from the input; nothing to {what}")
+        if not as_json:
+            from mcsim.render import load_notes
+
+            for line in load_notes(report.stats):
+                click.echo(line, err=True)
+        raise _no_calls(report.stats, what)
     return report
+
+
+def _no_calls(stats: Any, what: str) -> McsimError:
+    """The one error every command gives for an input without a single API call."""
+    return McsimError(
+        f"no API calls could be read from the input ({stats.files} files, "
+        f"{stats.skips.lines_read} lines read, {stats.skips.total} skipped); nothing to {what}"
+    )
 
 
 def _gate(
@@ -313,7 +326,7 @@ def inspect(
             progress=progress,
             keep_calls=out_dir is not None,  # only calls.parquet needs every call
         )
-    if out_dir is not None:
+    if out_dir is not None and report.sessions:  # an input with no call writes nothing
         options = {
             "since": str(since) if since else None,
             "until": str(until) if until else None,
@@ -322,16 +335,16 @@ def inspect(
         run = inspect_run_record(report, list(paths), options)
         write_inspect_tables(report, out_dir, force, run)
     if as_json:
-        _print_json(inspect_json(report, str(out_dir) if out_dir else None))
+        _print_json(inspect_json(report, str(out_dir) if out_dir and report.sessions else None))
     else:
         click.echo(inspect_text(report))
-        if out_dir is not None:
+        if out_dir is not None and report.sessions:
             click.echo(
                 f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "
                 "run.json"
             )
-    if not report.sessions and report.stats.skips.total:
-        raise McsimError("no API calls could be read from the input (see skipped lines above)")
+    if not report.sessions:
+        raise _no_calls(report.stats, "account")
 
 
 @cli.command()

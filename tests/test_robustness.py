@@ -211,3 +211,30 @@ def test_blank_lines_and_crlf_endings_are_not_errors(tmp_path: Path) -> None:
     assert code == 0
     assert doc["totals"]["calls"] == 2
     assert doc["skipped"]["total"] == 0
+
+
+def test_an_input_without_calls_is_the_same_error_in_every_command(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    titles = tmp_path / "titles"  # only a session-title line: read, but no call
+    write(titles / "p" / f"{SESSION}.jsonl", [{"type": "summary", "summary": "t", "leafUuid": "x"}])
+    policy = Path(__file__).resolve().parents[1] / "policies" / "claude-code.yaml"
+    for folder, counts in ((empty, "0 files, 0 lines read, 0 skipped"),
+                           (titles, "1 files, 1 lines read, 0 skipped")):  # fmt: skip
+        commands = {
+            "account": ["inspect", str(folder), "--out", str(tmp_path / "i")],
+            "replay": ["replay", str(folder), "--policy", str(policy),
+                       "--out", str(tmp_path / "r")],
+            "sweep": ["sweep", str(folder), "--policy", str(policy), "--name", "claude-code",
+                      "--out", str(tmp_path / "s"),
+                      "--grid", "cached_microcompact.keep_recent=1,2"],
+        }  # fmt: skip
+        for what, args in commands.items():
+            for extra in ([], ["--json"]):
+                result = CliRunner().invoke(cli, [*args, *extra])
+                assert result.exit_code == 1, result.output
+                assert result.stderr.splitlines()[-1] == (
+                    f"Error: no API calls could be read from the input ({counts}); "
+                    f"nothing to {what}"
+                )
+        assert not [p.name for p in tmp_path.iterdir() if p.name not in ("empty", "titles")]
