@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcsim.pipeline import Parent, end_with
+from mcsim.processes import Parent, end_with
 from mcsim.replay import RECORDED, ReplayReport
 from mcsim.text import NAME_LIMIT, printable
 

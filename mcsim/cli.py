@@ -5,14 +5,10 @@ Library errors (McsimError) become one-line messages with their exit code here a
 
 from __future__ import annotations
 
-import _thread
 import gc
-import os
 import re
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,6 +20,7 @@ import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError
+from mcsim.processes import STOP, Stopped
 from mcsim.text import MESSAGE_LIMIT, printable
 
 # mcsim.sweep.DEFAULT_MAX_RISK in percent; not imported here, to keep `inspect` startup light.
@@ -40,9 +37,9 @@ class _Command(click.Command):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            if not _STOP.installed():
+            if not STOP.installed():
                 raise
-            raise _STOP.stopped(signal.SIGINT) from exc
+            raise STOP.stopped(signal.SIGINT) from exc
 
 
 class _Group(click.Group):
@@ -578,90 +575,20 @@ def policies(as_json: bool) -> None:
     )
 
 
-class _Stopped(BaseException):
-    """SIGINT or SIGTERM, raised in the main thread so that every `finally` runs: workers and
-    the chart process stopped, the temporary run folder removed. Not an Exception, so nothing
-    that handles errors swallows it; not a KeyboardInterrupt, which click turns into exit 1."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-_REDELIVER_SECONDS = 0.1
-
-
-class _Stop:
-    """SIGINT and SIGTERM raise `_Stopped` in the main thread, once.
-
-    Later signals are ignored, so the clean-up the first one starts runs to its end. A signal
-    handled while polars' own KeyboardInterrupt is on its way up is only noted: raised in a
-    `finally` it would cut the clean-up short. A stop raised in Python code that native code
-    calls back (polars does) can be swallowed there, reported as unraisable: it is raised
-    again shortly after, from ordinary code.
-    """
-
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self.signum: int | None = None
-        self.previous_hook = sys.unraisablehook
-
-    def install(self) -> None:
-        self.pid = os.getpid()
-        signal.signal(signal.SIGINT, self.on_signal)
-        signal.signal(signal.SIGTERM, self.on_signal)
-        sys.unraisablehook = self.on_unraisable
-
-    def installed(self) -> bool:
-        return self.pid == os.getpid()
-
-    def stopped(self, signum: int) -> _Stopped:
-        self.signum = self.signum or signum
-        return _Stopped(self.signum)
-
-    def on_signal(self, signum: int, frame: Any) -> None:
-        if not self.installed():  # a forked child that has not yet set its own handlers
-            os._exit(128 + signum)
-        if self.signum is not None:
-            return
-        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
-            self.signum = signum
-            return
-        raise self.stopped(signum)
-
-    def on_unraisable(self, info: Any) -> None:
-        if isinstance(info.exc_value, _Stopped):
-            self.signum = None
-            signum = info.exc_value.signum
-            threading.Thread(target=self._again, args=(signum,), daemon=True).start()
-        else:
-            self.previous_hook(info)
-
-    @staticmethod
-    def _again(signum: int) -> None:
-        # Once the code that swallowed it has returned: raised any sooner (signal.raise_signal
-        # here, in the hook) it is swallowed again. Should it be, it comes back here.
-        time.sleep(_REDELIVER_SECONDS)
-        _thread.interrupt_main(signal.Signals(signum))
-
-
-_STOP = _Stop()
-
-
 def main() -> None:
     # A replay unpickles and builds millions of small objects that are never cyclic garbage;
     # with the default thresholds the collector kept rescanning them (about a tenth of a
     # warm replay's time, measured). Fewer collections, as mypy does.
     gc.set_threshold(200_000, 30, 30)
-    _STOP.install()
+    STOP.install()
     try:
         cli(prog_name="mcsim")  # exits by itself, unless stopped
-    except _Stopped as stopped:
+    except Stopped as stopped:
         signum = stopped.signum
     except Exception:
-        if _STOP.signum is None:
+        if STOP.signum is None:
             raise
-        signum = _STOP.signum  # an error the signal caused in native code: the stop is the news
+        signum = STOP.signum  # an error the signal caused in native code: the stop is the news
     else:
         return
     # Outside the except block: the traceback, and with it every suspended generator (the

@@ -13,14 +13,10 @@ seen, so the first unit in the fixed order wins and nothing is counted twice.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from mcsim.discovery import discover
 from mcsim.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.model import Session, SkipReport
+from mcsim.processes import Parent, end_with
 
 # Below this many bytes, starting processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -281,53 +278,6 @@ def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any, parent: Parent) -> 
             output = exc
         conn.send((k, output))
     conn.close()
-
-
-@dataclass(frozen=True)
-class Parent:
-    """The process a child process must not outlive, noted by it as it starts the child."""
-
-    pid: int
-    main_thread: bool  # started from the main thread, which lives as long as the process
-
-    @classmethod
-    def current(cls) -> Parent:
-        return cls(os.getpid(), threading.current_thread() is threading.main_thread())
-
-
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-_PARENT_POLL_SECONDS = 0.5
-
-
-def end_with(parent: Parent) -> None:
-    """Make this child process end when `parent` does, even when it is killed.
-
-    A killed parent runs no clean-up, and a child left alive holds the parent's stdout: the
-    pipe of `mcsim ... | cat` would never end. Linux kills the child itself (PR_SET_PDEATHSIG),
-    but when the thread that started the child ends, not the process: so only for children
-    of the main thread. Elsewhere a thread watches the parent's pid. Either way the parent
-    may have died already, before this ran.
-    """
-    if not (parent.main_thread and _kill_me_with_parent_thread()):
-        threading.Thread(target=_watch_parent, args=(parent.pid,), daemon=True).start()
-    if os.getppid() != parent.pid:
-        os._exit(1)
-
-
-def _kill_me_with_parent_thread() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch_parent(pid: int) -> None:
-    while os.getppid() == pid:  # an orphan is adopted by another process
-        time.sleep(_PARENT_POLL_SECONDS)
-    os._exit(1)
 
 
 def iter_sessions(

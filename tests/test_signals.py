@@ -163,10 +163,10 @@ def test_sigterm_and_sigint_clean_up_and_exit_with_the_signals_code(
 
 CHILD_OF_A_THREAD_OR_WITHOUT_PRCTL = """
 import os, sys, threading, time, multiprocessing
-from mcsim import pipeline
+from mcsim import processes
 
 def child(parent, conn):
-    pipeline.end_with(parent)
+    processes.end_with(parent)
     conn.send("ready")
     while True:
         conn.send(conn.recv())
@@ -175,7 +175,7 @@ def start(box):
     box.append(threading.get_native_id())
     ctx = multiprocessing.get_context("fork")
     mine, theirs = ctx.Pipe()
-    box.append((ctx.Process(target=child, args=(pipeline.Parent.current(), theirs)), mine))
+    box.append((ctx.Process(target=child, args=(processes.Parent.current(), theirs)), mine))
     box[-1][0].start()
     assert mine.recv() == "ready"  # the starting thread ends after the child's end_with
 
@@ -187,7 +187,7 @@ if sys.argv[1] == "thread":
     while os.path.exists(f"/proc/self/task/{box[0]}"):  # its end is the kernel's cue
         time.sleep(0.01)
 else:
-    pipeline._kill_me_with_parent_thread = lambda: False  # as where prctl is missing
+    processes._kill_me_with_parent_thread = lambda: False  # as where prctl is missing
     start(box)
 process, conn = box[1]
 conn.send("ping")
