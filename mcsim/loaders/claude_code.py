@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -98,7 +98,7 @@ class _CallAcc:
     source: SourceRef
     first_node: _Node
     sidechain: bool
-    counts: tuple[Any, ...]  # the first line's raw input and cache counts
+    first_usage: dict[str, Any]  # the first line's usage as written
     conflict_noted: bool = False
 
     @property
@@ -443,7 +443,7 @@ class _LineReader:
             if not isinstance(raw, dict):
                 raise _BadField("message.usage", "missing" if raw is None else "not an object")
             acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
-            if not acc.conflict_noted and _raw_counts(raw) != acc.counts:
+            if not acc.conflict_noted and _counts_differ(raw, acc.first_usage):
                 acc.conflict_noted = True
                 self.skips.note(
                     file,
@@ -465,7 +465,7 @@ class _LineReader:
                 SourceRef(file, line),
                 node,
                 sidechain,
-                _raw_counts(raw),
+                cast(dict[str, Any], raw),  # _usage refused anything but an object
             )
             if self._is_replay(acc, session_id, file, line):
                 self.replays.add(key)
@@ -707,16 +707,12 @@ def _is_whole_call(obj: dict[str, Any]) -> bool:
     )
 
 
-def _raw_counts(raw: Any) -> tuple[Any, ...]:
-    """A line's input and cache counts as written, to tell a call's lines apart."""
-    if not isinstance(raw, dict):
-        return ()
-    split = raw.get("cache_creation")
+def _counts_differ(usage: dict[str, Any], first: dict[str, Any]) -> bool:
+    """Whether a later line of a call bills other input or cache counts than its first."""
     return (
-        raw.get("input_tokens"),
-        raw.get("cache_creation_input_tokens"),
-        raw.get("cache_read_input_tokens"),
-        split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None,
+        usage.get("cache_read_input_tokens") != first.get("cache_read_input_tokens")
+        or usage.get("cache_creation_input_tokens") != first.get("cache_creation_input_tokens")
+        or usage.get("input_tokens") != first.get("input_tokens")
     )
 
 
