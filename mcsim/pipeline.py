@@ -26,6 +26,7 @@ from mcsim.discovery import discover
 from mcsim.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.model import Session, SkipReport
 from mcsim.processes import Parent, end_with
+from mcsim.text import from_fs
 
 # Below this many bytes, starting processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -170,11 +171,11 @@ def map_sessions(
     stats.files_skipped_by_date = found.skipped_by_date
     stats.unrecognised_files = len(found.files) - len(planned)
     for path in sorted(set(found.files) - planned):
-        stats.skips.add(str(path), 0, "unrecognised_file", "not a known transcript format")
+        stats.skips.add(from_fs(str(path)), 0, "unrecognised_file", "not a known transcript format")
     for path, what in found.not_regular:
-        stats.skips.add(str(path), 0, "not_regular_file", what)
+        stats.skips.add(from_fs(str(path)), 0, "not_regular_file", what)
     stats.bytes = sum(u.size_bytes for u in units)
-    stats.inputs = sorted((str(f), _size(f)) for f in planned)
+    stats.inputs = sorted((from_fs(str(f)), _size(f)) for f in planned)
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)

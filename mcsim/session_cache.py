@@ -41,6 +41,7 @@ from mcsim.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
 from mcsim.pipeline import CallKey, Loaded, without_calls
 from mcsim.recorded import TTL_SECONDS
+from mcsim.text import from_fs
 from mcsim.tokens import OFFLINE_ENCODING, TokenEstimator
 
 CACHE_VERSION = 5
@@ -116,7 +117,7 @@ class CalibratedSource:
 
     def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[CalSession]:
         entry = self.cache_dir / f"{unit_key(unit)}.sessions" if self.cache_dir else None
-        files = [str(f) for f in unit.files]
+        files = [from_fs(str(f)) for f in unit.files]
         rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
         if entry is not None and not exclude:
             try:
@@ -144,7 +145,7 @@ class CalibratedSource:
         if tokens is not None:
             _write(tokens, _TOKENS, _tokens_payload(used))
         for path, reason in rebuilt:
-            loaded.skips.note(str(path), 0, "cache_entry_rebuilt", reason)
+            loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", reason)
         return Loaded(calibrated, loaded.skips, dropped)
 
 

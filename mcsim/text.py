@@ -43,6 +43,18 @@ _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93
 _MD_LINE_START = re.compile(r"^(?:#{1,6}(?= |$)|[+-](?= |$)|-(?=-)|\d{1,9}(?=[.)]( |$)))")
 
 
+def from_fs(name: str) -> str:
+    """A file or folder name as valid Unicode text, for data (JSON, Parquet, run.json).
+
+    A name is any bytes but `/` and NUL; Python holds the bytes that are not UTF-8 as lone
+    surrogates, which no encoder accepts (orjson and polars refuse them). Those bytes are
+    spelled `\\xNN` instead: the name stays readable and tells the bytes apart.
+    """
+    if name.isascii():
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def printable(value: object, limit: int | None = None) -> str:
     """`str(value)` with every character that changes how text is shown made visible, and at
     most `limit` (at least 1) characters long; all of it when `limit` is None.

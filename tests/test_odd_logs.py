@@ -277,3 +277,24 @@ def test_fifos_and_devices_are_skipped_and_counted(tmp_path: Path) -> None:
         assert doc["skipped"]["by_reason"] == {"not_regular_file": 2}
         details = sorted(e["detail"] for e in doc["skipped"]["examples"])
         assert details == ["a FIFO", "a character device"]
+
+
+def test_folder_and_file_names_that_are_not_utf8_reach_every_output(tmp_path: Path) -> None:
+    root = tmp_path / "projects"
+    project = Path(os.fsdecode(bytes(root) + b"/proj-\xff\xfe-x"))
+    write(project / f"{SESSION}.jsonl", _conversation(SESSION, "a"))
+    write(Path(os.fsdecode(bytes(project) + b"/agent-\xe9.jsonl")), [b"not json"])
+    doc = inspect_json(root)
+    assert doc["sessions"][0]["project"] == "proj-\\xff\\xfe-x"
+    assert doc["skipped"]["examples"][0]["file"].endswith("/proj-\\xff\\xfe-x/agent-\\xe9.jsonl")
+    policy = Path(__file__).resolve().parents[1] / "policies" / "claude-code.yaml"
+    replay = ["replay", str(root), "--policy", str(policy), "--no-cache"]
+    for args in (["inspect", str(root), "--out", str(tmp_path / "i")],
+                 [*replay, "--out", str(tmp_path / "r")]):  # fmt: skip
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    import polars as pl
+
+    for run in ("i", "r"):
+        sessions = pl.read_parquet(tmp_path / run / "sessions.parquet")
+        assert set(sessions["project"]) == {"proj-\\xff\\xfe-x"}

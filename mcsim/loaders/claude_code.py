@@ -56,6 +56,7 @@ from mcsim.model import (
     ThreadKind,
     Usage,
 )
+from mcsim.text import from_fs
 
 # Line types that carry nothing mcsim uses; they still link the parentUuid chain.
 _IGNORED_TYPES = frozenset(
@@ -254,10 +255,11 @@ class _LineReader:
     # ---------------------------------------------------------------- entry points
 
     def read_file(self, path: Path) -> None:
-        name = str(path)
+        name = from_fs(str(path))
         # Lines without a sessionId belong to the session the file is about.
-        fallback = path.parent.parent.name if path.parent.name == "subagents" else path.stem
-        self._file_thread = path.stem if path.stem.startswith("agent-") else None
+        stem = from_fs(path.stem)
+        fallback = from_fs(path.parent.parent.name) if path.parent.name == "subagents" else stem
+        self._file_thread = stem if stem.startswith("agent-") else None
         try:
             with open_regular(path) as fh:
                 for number, raw, size, unterminated in iter_lines(fh):
@@ -755,7 +757,7 @@ class ClaudeCodeLoader:
 
     def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         result = LoadResult()
-        reader = _LineReader(Path(unit.key).name, detail, result.skips)
+        reader = _LineReader(from_fs(Path(unit.key).name), detail, result.skips)
         for path in unit.files:
             reader.read_file(path)
         result.sessions = reader.sessions_out()
