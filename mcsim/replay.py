@@ -22,10 +22,10 @@ from mcsim.prices import PriceTable, rates_for, total_usd
 from mcsim.recorded import TTL_SECONDS, TokenTotals
 from mcsim.rows import RowsTable, SessionRows
 from mcsim.scenario import BASELINE, Scenario, baseline
+from mcsim.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
 from mcsim.session_cache import CalibratedSource
 from mcsim.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
-RECORDED = "recorded"
 FIDELITY_RUN = "_fidelity"
 DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
 

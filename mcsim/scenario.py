@@ -28,6 +28,8 @@ from mcsim.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.policies import REGISTRY, Param, Policy, can_clear
 
 BASELINE = "baseline"
+RECORDED = "recorded"  # the recording's rows in every table: no policy may take the name
+NAME_MAX_CHARS = 200
 TTLS = ("5m", "1h", "recorded")
 DEFAULT_COMPACTABLE = ("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write")
 _SCENARIO_KEYS = ("ttl", "compactable_tools", "exclude_tools", "main_thread_only")
@@ -314,11 +316,28 @@ def _known_keys(raw: dict[str, Any], allowed: tuple[str, ...], where: str, what:
         )
 
 
+def _bad_name(name: str) -> str | None:
+    """Why a policy may not have this name, or None. Names label rows of every table, columns
+    of charts and lines of the report."""
+    if name == RECORDED or name.startswith("_"):
+        return f"is reserved (the recording is '{RECORDED}'; names starting with _ are mcsim's)"
+    if len(name) > NAME_MAX_CHARS:
+        return f"is longer than {NAME_MAX_CHARS} characters"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode text"
+    return None
+
+
 def _policy(raw: Any, defaults: Scenario, source: str, where: str) -> Scenario:
     raw = _mapping(raw, where, "each policy is a mapping with a name and a kind or stack")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise PolicyFileError(f"{where}: key 'name': a non-empty string is required")
+    why = _bad_name(name)
+    if why:
+        raise PolicyFileError(f"{where}: key 'name': {shown(name)} {why}")
     where = f"{source}: policy {shown(name)}"
     if ("kind" in raw) == ("stack" in raw):
         raise PolicyFileError(f"{where}: give exactly one of 'kind' or 'stack'")

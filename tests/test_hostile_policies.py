@@ -502,3 +502,26 @@ def test_random_grids_build_variants_or_are_refused(specs: list[str]) -> None:
         assert "\n" not in str(exc) and "\x1b" not in str(exc)
     else:
         assert 1 <= len(variants) <= MAX_VARIANTS
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        (
+            "recorded",
+            "is reserved (the recording is 'recorded'; names starting with _ are mcsim's)",
+        ),
+        (
+            "_fidelity",
+            "is reserved (the recording is 'recorded'; names starting with _ are mcsim's)",
+        ),
+        ("x" * 201, "is longer than 200 characters"),
+        ("\\ud800", "is not valid Unicode text"),  # YAML's escape: a lone surrogate
+    ],
+)
+def test_reserved_and_unusable_policy_names_are_refused(
+    tmp_path: Path, name: str, why: str
+) -> None:
+    message = replay_text(tmp_path, f'policies: [{{name: "{name}", kind: keep_last_n, n: 6}}]')
+    assert message.startswith("policies[0]: key 'name': '")
+    assert message.endswith(f"' {why}")
