@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,7 +70,8 @@ def _day_start(value: datetime | None) -> float | None:
 def _day_end(value: datetime | None) -> float | None:
     if value is None:
         return None
-    return (value.replace(tzinfo=UTC) + timedelta(days=1)).timestamp() - 1e-6
+    # In seconds, not dates: the day after 9999-12-31 is past what a date can hold.
+    return value.replace(tzinfo=UTC).timestamp() + 86_400 - 1e-6
 
 
 @contextmanager

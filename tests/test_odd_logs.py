@@ -298,3 +298,53 @@ def test_folder_and_file_names_that_are_not_utf8_reach_every_output(tmp_path: Pa
     for run in ("i", "r"):
         sessions = pl.read_parquet(tmp_path / run / "sessions.parquet")
         assert set(sessions["project"]) == {"proj-\\xff\\xfe-x"}
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "1969-12-31T23:59:59Z",
+     "3000-01-01T00:00:00Z"],
+)  # fmt: skip
+def test_times_outside_the_plausible_years_skip_the_line(tmp_path: Path, stamp: str) -> None:
+    bad = assistant("a9", "a2", 9, "m9", "r9", u=usage(3, 0, 0))
+    bad["timestamp"] = stamp
+    write(tmp_path / "p" / f"{SESSION}.jsonl", [*_conversation(SESSION, "a"), bad])
+    doc = inspect_json(tmp_path)
+    assert doc["totals"]["calls"] == 2
+    (example,) = doc["skipped"]["examples"]
+    assert (example["reason"], example["detail"]) == (
+        "bad_field",
+        "timestamp: outside the years 1970 to 2999",
+    )
+    out = tmp_path / "run"
+    policy = Path(__file__).resolve().parents[1] / "policies" / "claude-code.yaml"
+    result = CliRunner().invoke(
+        cli,
+        ["replay", str(tmp_path / "p"), "--policy", str(policy), "--out", str(out), "--no-cache"],
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_a_naive_time_is_utc_whatever_the_machine_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _conversation(SESSION, "a")
+    lines[1]["timestamp"] = "2026-01-01T00:00:01"  # no zone: Claude Code writes UTC
+    write(tmp_path / "p" / f"{SESSION}.jsonl", lines)
+    monkeypatch.setenv("TZ", "America/New_York")
+    import time
+
+    time.tzset()
+    try:
+        doc = inspect_json(tmp_path)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert doc["sessions"][0]["start"] == "2026-01-01T00:00:01Z"
+
+
+def test_until_the_last_day_a_date_can_hold(tmp_path: Path) -> None:
+    write(tmp_path / "p" / f"{SESSION}.jsonl", _conversation(SESSION, "a"))
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path), "--until", "9999-12-31", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["calls"] == 2

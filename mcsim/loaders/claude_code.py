@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -77,6 +77,9 @@ _CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 _SYNTHETIC_MODEL = "<synthetic>"
 # No real response comes near this: it is 100x the largest context window.
 MAX_TOKENS_PER_CALL = 100_000_000
+# Times outside these years are damage, and would not survive conversion to UTC dates.
+_EARLIEST_S = 0.0
+_LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
 _INVALID = object()
 _BLANK = frozenset(b" \t\r\f\v")
 _MAIN = "main"
@@ -156,9 +159,15 @@ def _parse_timestamp(value: Any, key: str = "timestamp") -> float:
             key, "missing" if value is None else f"not a string ({type(value).__name__})"
         )
     try:
-        return datetime.fromisoformat(value).timestamp()
+        moment = datetime.fromisoformat(value)
     except ValueError:
-        raise _BadField(key, f"not an ISO-8601 time ({value[:40]!r})") from None
+        raise _BadField(key, "not an ISO-8601 time") from None
+    if moment.tzinfo is None:  # Claude Code writes UTC; never the reading machine's zone
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    if not _EARLIEST_S <= seconds < _LATEST_S:
+        raise _BadField(key, "outside the years 1970 to 2999")
+    return seconds
 
 
 def _count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
