@@ -25,7 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from mcsim.discovery import discover
 from mcsim.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.model import Session, SkipReport
-from mcsim.processes import Parent, end_with
+from mcsim.processes import STOP, Parent, end_with
 from mcsim.text import from_fs
 
 # Below this many bytes, starting processes costs more than it saves.
@@ -190,6 +190,7 @@ def _collect(
     total = stats.bytes
     done = 0
     for job, output in _run_all(jobs, workers, total):
+        STOP.check()
         if any(key in seen for keys, _ in output.results for key in keys):
             output = _run_job(replace(job, exclude=frozenset(seen)))
             stats.duplicate_calls += output.excluded_calls

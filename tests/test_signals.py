@@ -265,3 +265,29 @@ def test_a_stop_raised_or_swallowed_by_native_code_still_stops(
     assert (done.returncode, done.stderr) == (code, b"Aborted.\n")
     assert done.stdout == b""
     assert list(tmp_path.iterdir()) == []
+
+
+SWALLOWED_STOP = """
+import signal, sys
+from mcsim import processes
+from mcsim.pipeline import load_sessions
+
+processes.STOP.install()
+try:
+    raise processes.STOP.stopped(signal.SIGINT)
+except BaseException:
+    pass  # as native code that calls back into Python can swallow it
+try:
+    load_sessions([sys.argv[1]], workers=1)
+except processes.Stopped as stopped:
+    print("stopped", stopped.signum)
+else:
+    print("ran on")
+"""
+
+
+def test_a_swallowed_stop_resurfaces_at_the_next_file() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SWALLOWED_STOP, str(SAMPLES)], capture_output=True, timeout=120
+    )
+    assert proc.stdout.decode().strip() == f"stopped {int(signal.SIGINT)}", proc.stderr

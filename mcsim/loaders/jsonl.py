@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from mcsim.processes import STOP
+
 # The Messages API refuses requests over 32 MB, so no line that describes what a model was
 # sent can be larger; anything longer is not a transcript line mcsim could use.
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -51,6 +53,7 @@ def file_kind(mode: int) -> str:
 def open_regular(path: Path) -> BinaryIO:
     """Open `path` for reading if it is a regular file (following links); else raise
     NotRegularFileError. Opened without blocking, so a FIFO is refused, not waited on."""
+    STOP.check()  # every file a run reads comes through here: a stop that was lost resurfaces
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
