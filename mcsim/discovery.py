@@ -62,16 +62,18 @@ def discover(
         found = [f for r in existing for f in _walk(r)]
         roots = tuple(str(r) for r in existing)
     regular, odd = [], []
+    seen: set[tuple[int, int]] = set()  # (device, inode): one file reached by two spellings
     for path in sorted(set(found)):
         try:
-            mode = path.stat().st_mode
+            info = path.stat()
         except OSError:
             regular.append(path)  # let the loader report why it cannot be read
             continue
-        if stat.S_ISREG(mode):
+        if not stat.S_ISREG(info.st_mode):
+            odd.append((path, file_kind(info.st_mode)))
+        elif (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
             regular.append(path)
-        else:
-            odd.append((path, file_kind(mode)))
     kept = regular if since_s is None else [f for f in regular if _mtime(f) >= since_s]
     return Discovery(tuple(kept), roots, len(regular) - len(kept), tuple(odd))
 
@@ -97,10 +99,27 @@ def _expand(arg: str) -> list[Path]:
 
 
 def _walk(folder: Path) -> Iterable[Path]:
-    for dirpath, _dirs, names in os.walk(folder, followlinks=False):
-        for name in names:
-            if name.endswith(".jsonl"):
-                yield Path(dirpath, name)
+    """Every `*.jsonl` below `folder` that is not a folder, without following linked folders.
+
+    A loop, not os.walk: Python 3.11's os.walk recurses, and a tree 1,000 folders deep (any
+    disk can hold one) raised RecursionError. Unreadable folders are passed over, as os.walk
+    does."""
+    stack = [str(folder)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not entry.is_symlink():
+                    stack.append(entry.path)
+            elif entry.name.endswith(".jsonl"):
+                yield Path(entry.path)
 
 
 def _mtime(path: Path) -> float:

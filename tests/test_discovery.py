@@ -37,3 +37,24 @@ def test_default_roots_honour_a_config_dir_list() -> None:
         "/home/me/.claude/projects",
         "/home/me/.config/claude/projects",
     ]
+
+
+def test_a_very_deep_tree_and_one_file_under_two_spellings(tmp_path: Path) -> None:
+    import os
+
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    for _ in range(1100):  # past Python 3.11's recursive os.walk; each step relative to the last
+        os.mkdir("a", dir_fd=fd)
+        inner = os.open("a", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(os.open("x.jsonl", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+    path = deep.joinpath(*["a"] * 1100)
+    assert [p.name for p in discover([str(deep)]).files] == ["x.jsonl"]
+    # The same file through a link and through its own path: read once.
+    (tmp_path / "link.jsonl").symlink_to(path / "x.jsonl")
+    found = discover([str(deep), str(tmp_path / "link.jsonl")]).files
+    assert len(found) == 1 and os.path.samefile(found[0], path / "x.jsonl")
