@@ -53,8 +53,26 @@ def test_a_very_deep_tree_and_one_file_under_two_spellings(tmp_path: Path) -> No
     os.close(os.open("x.jsonl", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
     os.close(fd)
     path = deep.joinpath(*["a"] * 1100)
-    assert [p.name for p in discover([str(deep)]).files] == ["x.jsonl"]
-    # The same file through a link and through its own path: read once.
-    (tmp_path / "link.jsonl").symlink_to(path / "x.jsonl")
-    found = discover([str(deep), str(tmp_path / "link.jsonl")]).files
-    assert len(found) == 1 and os.path.samefile(found[0], path / "x.jsonl")
+    try:
+        assert [p.name for p in discover([str(deep)]).files] == ["x.jsonl"]
+        # The same file through a link and through its own path: read once.
+        (tmp_path / "link.jsonl").symlink_to(path / "x.jsonl")
+        found = discover([str(deep), str(tmp_path / "link.jsonl")]).files
+        assert len(found) == 1 and os.path.samefile(found[0], path / "x.jsonl")
+    finally:  # pytest's own clean-up (shutil.rmtree) recurses too: remove it bottom up
+        _remove_chain(path, deep)
+
+
+def _remove_chain(bottom: Path, top: Path) -> None:
+    import os
+
+    fd = os.open(bottom, os.O_RDONLY)
+    os.unlink("x.jsonl", dir_fd=fd)
+    while True:
+        parent = os.open("..", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        os.rmdir("a", dir_fd=parent)
+        fd = parent
+        if os.path.samestat(os.fstat(fd), os.stat(top)):
+            break
+    os.close(fd)

@@ -212,11 +212,16 @@ def test_hostile_policy_files_get_one_line(tmp_path: Path, text: str | bytes, me
 
 
 def test_values_from_the_file_are_shortened_and_escaped(tmp_path: Path) -> None:
-    name = "\\e[31mred\\u202e" + "x" * 5000  # YAML escapes: ESC and a right-to-left override
+    name = "\\e[31mred\\u202e" + "x" * 180  # YAML escapes: ESC and a right-to-left override
     line = replay_text(tmp_path, f'policies: [{{name: "{name}", kind: none, n: 3}}]')
     assert line == (
         "policy '\\x1b[31mred\\u202exxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...': "
         "key 'n': not a parameter of none (allowed: none)"
+    )
+    line = replay_text(tmp_path, f'policies: [{{name: "{name + "x" * 5000}", kind: none}}]')
+    assert line == (
+        "policies[0]: key 'name': '\\x1b[31mred\\u202exxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' "
+        "is longer than 200 characters"
     )
     key = "\\a" * 100  # BEL
     line = replay_text(tmp_path, f'policies: [{{name: a, kind: none, "{key}": 3}}]')

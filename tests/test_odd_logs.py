@@ -348,3 +348,46 @@ def test_until_the_last_day_a_date_can_hold(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["inspect", str(tmp_path), "--until", "9999-12-31", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["totals"]["calls"] == 2
+
+
+def test_a_file_is_read_as_large_as_it_was_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "grows.jsonl"
+    path.write_bytes(b"one\ntwo\n")
+    with jsonl.open_regular(path) as fh:
+        lines = jsonl.iter_lines(fh)
+        first = bytes(next(lines)[1] or b"")
+        with path.open("ab") as writer:  # a live session appends while mcsim reads
+            writer.write(b"three\n" * 1000)
+        rest = [bytes(raw) for _, raw, _, _ in lines if raw is not None]
+    assert [first, *rest] == [b"one", b"two"]
+
+
+def test_inline_sidechains_with_the_same_uuid_prefix_are_two_threads(tmp_path: Path) -> None:
+    def root(uuid: str, msg: str, at: float) -> list[dict]:
+        return [
+            dict(user(uuid, None, at), isSidechain=True),
+            dict(assistant(f"{uuid}-a", uuid, at + 1, msg, f"r-{msg}", u=usage(3, 900, 0)),
+                 isSidechain=True),
+        ]  # fmt: skip
+
+    write(
+        tmp_path / "p" / f"{SESSION}.jsonl",
+        [*_conversation(SESSION, "a"), *root("abcdefgh-1111", "s1", 20),
+         *root("abcdefgh-2222", "s2", 40)],
+    )  # fmt: skip
+    (session,), _ = load_sessions([str(tmp_path)])
+    assert sorted(t.thread_id for t in session.threads) == [
+        "main",
+        "sidechain-abcdefgh-1111",
+        "sidechain-abcdefgh-2222",
+    ]
+
+
+def test_numeric_request_ids_keep_calls_apart(tmp_path: Path) -> None:
+    first = assistant("a1", "u1", 1, "m1", None, u=usage(3, 1000, 0))
+    second = assistant("a2", "a1", 2, "m1", None, u=usage(3, 50, 1000))
+    first["requestId"], second["requestId"] = 1, 2
+    write(tmp_path / "p" / f"{SESSION}.jsonl", [user("u1", None, 0), first, second])
+    doc = inspect_json(tmp_path)
+    assert doc["totals"]["calls"] == 2
+    assert doc["skipped"]["notes_by_reason"] == {}

@@ -14,7 +14,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Protocol
 
-from mcsim.loaders.jsonl import open_regular
+from mcsim.loaders.jsonl import read_head
 from mcsim.model import Session, SkipReport
 
 
@@ -73,11 +73,7 @@ def get_loader(name: str) -> Loader:
 
 def sniff(path: Path) -> Loader | None:
     """The registered loader that claims `path` most strongly, or None."""
-    try:
-        with open_regular(path) as fh:
-            head = fh.read(4096)
-    except OSError:
-        head = b""
+    head = read_head(path, 4096)
     best: tuple[int, Loader] | None = None
     for loader in _REGISTRY.values():
         score = loader.sniff(path, head)

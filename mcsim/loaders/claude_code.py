@@ -423,7 +423,7 @@ class _LineReader:
                 known = self.thread_of.get((session_id, node.parent))
                 if known is not None:
                     return known
-            return f"sidechain-{node.uuid[:8]}"
+            return f"sidechain-{node.uuid}"
         return _MAIN
 
     def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
@@ -446,6 +446,8 @@ class _LineReader:
         if not isinstance(message_id, str) or not message_id:
             raise _BadField("message.id", "missing" if message_id is None else "not a string")
         request = obj.get("requestId")
+        if isinstance(request, int) and not isinstance(request, bool):
+            request = str(request)  # a number written by some gateway: still an id
         request_id = request if isinstance(request, str) and request else None
         key = (message_id, request_id)
         acc = self.calls.get(key)

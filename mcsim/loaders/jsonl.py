@@ -10,6 +10,7 @@ memory follows the longest line rather than the file; and a line longer than
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterator
@@ -83,7 +84,21 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
     parts: list[bytes] = []  # the start of a line that goes on in a later chunk
     parts_size = 0
     passing = -1  # >= 0 while passing over an over-long line: its bytes so far
-    chunk = fh.read(CHUNK_BYTES)
+    left = _size_now(fh)
+    read = fh.read
+
+    def next_chunk() -> bytes:
+        # No further than the size at the start: a file that grows while it is read (a live
+        # session, a writer faster than the reader) is read as it was, and one whose size the
+        # kernel makes up (/proc, where reading consumes data) as the size it shows.
+        nonlocal left
+        if left is None:
+            return read(CHUNK_BYTES)
+        chunk = read(min(CHUNK_BYTES, left)) if left > 0 else b""
+        left -= len(chunk or b"")
+        return chunk or b""
+
+    chunk = next_chunk()
     if chunk.startswith(_BOM):
         chunk = chunk[len(_BOM) :]
     while chunk:
@@ -98,7 +113,7 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
                     parts_size += len(chunk)
                     if parts_size > max_line_bytes:
                         passing, parts, parts_size = parts_size, [], 0
-                chunk = fh.read(CHUNK_BYTES)
+                chunk = next_chunk()
                 continue
             number += 1
             if passing >= 0 or parts_size + end > max_line_bytes:
@@ -124,9 +139,27 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
             passing = rest
         elif rest:
             parts, parts_size = [chunk[pos:]], rest
-        chunk = fh.read(CHUNK_BYTES)
+        chunk = next_chunk()
     if passing >= 0:
         yield (number + 1, None, passing, True)
     elif parts:
         line = b"".join(parts)
         yield (number + 1, memoryview(line), len(line), True)
+
+
+def _size_now(fh: BinaryIO) -> int | None:
+    """The size of the file behind `fh` now, or None when it has none (a stream in memory)."""
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        return None
+
+
+def read_head(path: Path, size_bytes: int) -> bytes:
+    """The first `size_bytes` bytes of a regular file (fewer if it is shorter), to sniff its
+    format; b"" for anything else or an unreadable file."""
+    try:
+        with open_regular(path) as fh:
+            return fh.read(min(size_bytes, _size_now(fh) or 0)) or b""
+    except OSError:
+        return b""
