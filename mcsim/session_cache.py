@@ -44,7 +44,7 @@ from mcsim.recorded import TTL_SECONDS
 from mcsim.text import from_fs
 from mcsim.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -55,6 +55,8 @@ _CHECKSUM_BYTES = hashlib.sha256().digest_size  # sha256: faster here than blake
 _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _TOKEN_RECORD = struct.Struct(f"<{len(TokenEstimator.key('x'))}sQ")  # content hash, tokens
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
+# mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
+_TMP_PREFIX = ".mcsim-tmp-"
 T = TypeVar("T")
 N = TypeVar("N", bound=tuple[Any, ...])
 
@@ -141,7 +143,8 @@ class CalibratedSource:
         with estimator.recording() as used:
             calibrated = [calibrate_session(s, estimator) for s in kept]
         if entry is not None and not exclude:
-            _write(entry, _SESSIONS, _sessions_payload(files, calibrated, loaded.skips))
+            payload = _sessions_payload(entry.stem, files, calibrated, loaded.skips)
+            _write(entry, _SESSIONS, payload)
         if tokens is not None:
             _write(tokens, _TOKENS, _tokens_payload(used))
         for path, reason in rebuilt:
@@ -173,7 +176,7 @@ def _write(path: Path, kind: _Kind, payload: bytes | None) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _sweep_once(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             fh.write(_MAGIC + checksum)
             fh.write(body)
@@ -196,7 +199,7 @@ def _sweep_once(folder: Path) -> None:
         return
     _SWEPT.add(folder)
     stale = time.time() - _STALE_TMP_SECONDS
-    for tmp in folder.glob(".tmp-*"):
+    for tmp in folder.glob(f"{_TMP_PREFIX}*"):
         with contextlib.suppress(OSError):
             if tmp.lstat().st_mtime < stale:
                 tmp.unlink()
@@ -288,8 +291,10 @@ _SEGMENTS_AT = CalCall._fields.index("segments")
 
 
 def _sessions_payload(
-    files: list[str], sessions: list[CalSession], skips: SkipReport
+    key: str, files: list[str], sessions: list[CalSession], skips: SkipReport
 ) -> bytes | None:
+    """The entry's payload; `key` (its file name) is inside, so an entry copied under another
+    unit's name is not taken for that unit's."""
     threads = [t for s in sessions for t in s.threads]
     calls = [c for t in threads for c in t.calls]
     tables = [
@@ -316,7 +321,7 @@ def _sessions_payload(
         skips.max_examples,
     ]
     try:
-        return orjson.dumps([files, report, *tables])
+        return orjson.dumps([key, files, report, *tables])
     except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
         return None
 
@@ -330,7 +335,9 @@ def _read_sessions(path: Path) -> tuple[list[str], list[CalSession], SkipReport]
     if payload is None:
         return None
     try:
-        files, report, sessions, threads, calls, segments = orjson.loads(payload)
+        key, files, report, sessions, threads, calls, segments = orjson.loads(payload)
+        if key != path.stem:
+            raise _Damaged("written for another unit")
         return _strings(files), _sessions(sessions, threads, calls, segments), _report(report)
     except (ValueError, TypeError, KeyError) as exc:
         raise _Damaged("unexpected content") from exc

@@ -172,20 +172,21 @@ def _set(doc: list[Any], path: tuple[int, ...], value: Any) -> None:
     doc[path[-1]] = value
 
 
-# Payload: [files, skip report, sessions, threads, calls, segments], each table a list of
-# columns in its record's field order (calibrate.py).
+# Payload: [key, files, skip report, sessions, threads, calls, segments], each table a list of
+# columns in its record's field order (calibrate.py); the skip report starts with lines read.
 @pytest.mark.parametrize(
     ("path", "value"),
     [
-        ((5, 0, 0), "bogus_kind"),  # a segment's kind
-        ((5, 1, 0), "12"),  # a segment's tokens as text
-        ((4, 11, 0), "2h"),  # a call's TTL
-        ((4, 16, 0), 9),  # a call's read class
-        ((4, 12, 0), 10**6),  # a call's segment count: the groups no longer add up
-        ((3, 3, 0), 0),  # a thread without calls
-        ((4, 2), []),  # a column shorter than the others
-        ((2,), [[]]),  # a table without its columns
-        ((1, 0), {"invalid_json": "1"}),  # a skip count as text
+        ((6, 0, 0), "bogus_kind"),  # a segment's kind
+        ((6, 1, 0), "12"),  # a segment's tokens as text
+        ((5, 11, 0), "2h"),  # a call's TTL
+        ((5, 16, 0), 9),  # a call's read class
+        ((5, 12, 0), 10**6),  # a call's segment count: the groups no longer add up
+        ((4, 3, 0), 0),  # a thread without calls
+        ((5, 2), []),  # a column shorter than the others
+        ((3,), [[]]),  # a table without its columns
+        ((2, 1), {"invalid_json": "1"}),  # a skip count as text
+        ((2, 0), "12"),  # the lines read as text
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
@@ -234,13 +235,19 @@ def test_stale_temporary_files_are_swept_and_none_is_left_on_failure(
 ) -> None:
     folder = tmp_path / "cache"
     folder.mkdir()
-    stale, live = folder / ".tmp-killedrun", folder / ".tmp-otherrun"
+    stale, live = folder / ".mcsim-tmp-killedrun", folder / ".mcsim-tmp-otherrun"
+    theirs = folder / ".tmp-draft.txt"  # --cache-dir may name a folder with a user's files
     stale.write_bytes(b"half an entry")
     live.write_bytes(b"being written")
+    theirs.write_bytes(b"mine")
     two_hours_ago = time.time() - 7200
-    os.utime(stale, (two_hours_ago, two_hours_ago))
+    for old in (stale, theirs):
+        os.utime(old, (two_hours_ago, two_hours_ago))
     _replay([SAMPLES], folder)
-    assert sorted(p.name for p in folder.glob(".tmp-*")) == [".tmp-otherrun"]
+    assert sorted(p.name for p in folder.glob(".*tmp-*")) == [
+        ".mcsim-tmp-otherrun",
+        ".tmp-draft.txt",
+    ]
 
     def interrupted(src: str, dst: str) -> None:
         raise KeyboardInterrupt
@@ -290,3 +297,15 @@ def test_a_warm_run_accounts_for_the_same_lines(cache: Path) -> None:
     )
     assert warm.lines_read == cold.lines_read == lines
     assert (warm.counts, warm.repaired, warm.notes) == (cold.counts, cold.repaired, cold.notes)
+
+
+def test_an_entry_under_another_units_name_is_rebuilt(
+    tmp_path: Path, expected: tuple[Any, ...]
+) -> None:
+    cache = tmp_path / "cache"
+    _replay([SAMPLES], cache)
+    first, second = sorted(cache.glob("*.sessions"))
+    second.write_bytes(first.read_bytes())  # valid, checksummed, but the other unit's
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(second), "written for another unit")]
