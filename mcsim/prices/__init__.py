@@ -7,9 +7,9 @@ need no table rows of their own. A model that matches no row is *unpriced*: call
 and warn; it is never priced at $0.
 
 A price file is checked before any work: every rate a finite number from 0 to `MAX_RATE`,
-every multiplier above 0 and at most `MAX_MULTIPLIER`. A NaN or infinite price would turn
-every cost, saving and CI gate into NaN (which passes any comparison), a negative one into a
-"saving"; anything else is refused in one line that names the file, the model and the key.
+every multiplier above 0 and at most `MAX_MULTIPLIER`. A NaN or infinite price would make
+every cost and saving NaN, which fails every comparison, so a CI gate would pass; a negative
+one would be a "saving". Anything else is refused in one line naming file, model and key.
 """
 
 from __future__ import annotations
@@ -338,7 +338,7 @@ def value_error(source: str, key: str, model: str, value: Any, allowed: str) -> 
     # Only an error needs these (and with them YAML, which `inspect` does not load otherwise).
     from mcsim.scenario import escaped, shown
 
-    return PriceTableError(  # a model id whole: Bedrock's run to 50 characters
+    return PriceTableError(  # a model id whole: LiteLLM's Bedrock ones run to 63 characters
         f"{source}: key '{key}' of model '{escaped(model, 80)}' must be {allowed}, "
         f"not {shown(value)}"
     )
