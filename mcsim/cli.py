@@ -6,6 +6,7 @@ Library errors (McsimError) become one-line messages with their exit code here a
 from __future__ import annotations
 
 import gc
+import math
 import re
 import signal
 import sys
@@ -156,6 +157,14 @@ def _print_json(doc: dict[str, Any]) -> None:
     sys.stdout.buffer.write(data + b"\n")
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Refuse nan and the infinities in a float option: nan passes click's range test and
+    fails every comparison, so a gate given nan would pass whatever the result."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number.", ctx, param)
+    return value
+
+
 def _replay_options(fn: F) -> F:
     """Options shared by the commands that replay: policy file, cache, run directory, gates."""
     options = [
@@ -183,12 +192,14 @@ def _replay_options(fn: F) -> F:
         click.option(
             "--fail-under-savings",
             type=float,
+            callback=_finite,
             metavar="PCT",
             help="Exit 1 if savings vs no pruning, net of re-fetches, fall below PCT percent.",
         ),
         click.option(
             "--fail-over-risk",
             type=click.FloatRange(min=0),
+            callback=_finite,
             metavar="PCT",
             help="Exit 1 if the re-fetch risk exceeds PCT percent of cleared results.",
         ),
@@ -351,6 +362,7 @@ def inspect(
 @click.option(
     "--fidelity-threshold",
     type=click.FloatRange(min=0),
+    callback=_finite,
     default=0.05,
     show_default=True,
     help="Per-session replay error above which results are labelled.",
@@ -445,6 +457,7 @@ def replay(
 @click.option(
     "--max-risk",
     type=click.FloatRange(min=0, max=100),
+    callback=_finite,
     default=MAX_RISK_DEFAULT_PCT,
     show_default=True,
     metavar="PCT",

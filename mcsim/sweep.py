@@ -93,7 +93,7 @@ def parse_axis(spec: str) -> Axis:
     names = [str(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
-        raise GridError(f"{where}: value {twice} is given twice")
+        raise GridError(f"{where}: value {escaped(twice)} is given twice")
     return Axis(key, parsed)
 
 
@@ -140,12 +140,23 @@ def build_variants(base: Scenario, axes: Sequence[Axis]) -> list[Variant]:
             f"--grid: {sizes} = {count:_} variants; a sweep runs at most {MAX_VARIANTS:_}"
         )
     targets = [_target(base, a.key) for a in axes]
+    for i, target in enumerate(targets):
+        # `n` and `keep_last_n.n`: two keys, one parameter (only `ttl` names the TTL, and a
+        # key given twice is refused above, so this is a layer's parameter).
+        if target in targets[:i]:
+            first = keys[targets.index(target)]
+            name = f"{base.layers[target[0]].kind}.{target[1]}"
+            raise GridError(
+                f"--grid {escaped(first, 80)} and --grid {escaped(keys[i], 80)} name the same "
+                f"parameter ({name}): give it once"
+            )
+    values = [_checked(base, target, axis) for target, axis in zip(targets, axes, strict=True)]
     variants = []
-    for combo in itertools.product(*(a.values for a in axes)):
+    for combo in itertools.product(*values):
         scenario = base
-        for (layer_index, param), axis, value in zip(targets, axes, combo, strict=True):
-            scenario = _set(scenario, layer_index, param, axis.key, value)
-        params = tuple(zip(keys, combo, strict=True))
+        for (layer_index, param), (_, value) in zip(targets, combo, strict=True):
+            scenario = _set(scenario, layer_index, param, value)
+        params = tuple((key, given) for key, (given, _) in zip(keys, combo, strict=True))
         variants.append(Variant(params, replace(scenario, name=_name(params))))
     return variants
 
@@ -175,18 +186,39 @@ def _target(base: Scenario, key: str) -> tuple[int, str]:
     return matches[0], param
 
 
-def _set(scenario: Scenario, layer_index: int, param: str, key: str, value: Any) -> Scenario:
+def _checked(base: Scenario, target: tuple[int, str], axis: Axis) -> list[tuple[Any, Any]]:
+    """(value as given, value as validated) for each value of an axis. Two values that
+    validate equal (1 and 1.0 of a whole-number parameter) would be two identical variants:
+    that value is given twice."""
+    layer_index, param = target
+    where = f"--grid {escaped(axis.key, 80)}"
+    out = []
+    seen = set()
+    for value in axis.values:
+        if layer_index < 0:
+            if value not in TTLS:
+                raise GridError(f"{where}: {shown(value)} is not one of 5m, 1h, recorded")
+            checked = value
+        else:
+            kind = base.layers[layer_index].kind
+            spec = next(p for p in REGISTRY[kind].params if p.name == param)
+            try:
+                checked = check_value(spec, value, where)
+            except PolicyFileError as exc:
+                raise GridError(str(exc)) from None
+        if (type(checked), checked) in seen:
+            raise GridError(f"{where}: value {escaped(str(checked))} is given twice")
+        seen.add((type(checked), checked))
+        out.append((value, checked))
+    return out
+
+
+def _set(scenario: Scenario, layer_index: int, param: str, value: Any) -> Scenario:
+    """`scenario` with one validated value set: the TTL (layer -1) or a layer's parameter."""
     if layer_index < 0:
-        if value not in TTLS:
-            raise GridError(f"--grid {key}: {shown(value)} is not one of 5m, 1h, recorded")
         return replace(scenario, ttl=value)
     layer = scenario.layers[layer_index]
-    spec = next(p for p in REGISTRY[layer.kind].params if p.name == param)
-    try:
-        checked = check_value(spec, value, f"--grid {key}")
-    except PolicyFileError as exc:
-        raise GridError(str(exc)) from None
-    values = tuple((k, checked if k == param else v) for k, v in layer.values)
+    values = tuple((k, value if k == param else v) for k, v in layer.values)
     layers = list(scenario.layers)
     layers[layer_index] = Layer(layer.kind, values)
     return replace(scenario, layers=tuple(layers))

@@ -317,6 +317,10 @@ def test_shared_anchors_and_a_bom_still_load(tmp_path: Path) -> None:
             ["cached_microcompact.keep_recent=1,2,01"],
             "value 1 is given twice",
         ),
+        # Equal once validated: two identical variants.
+        (["cached_microcompact.keep_recent=1,1.0"], "value 1 is given twice"),
+        (["cached_microcompact.keep_recent=10,1e1"], "value 10 is given twice"),
+        (["time_based_microcompact.gap_threshold_minutes=60,60.0"], "value 60.0 is given twice"),
     ],
 )
 def test_hostile_grid_values_get_one_line(tmp_path: Path, grids: list[str], message: str) -> None:
@@ -344,6 +348,11 @@ def test_hostile_grid_values_get_one_line(tmp_path: Path, grids: list[str], mess
         (
             ["cached_microcompact.keep_recent=1..100", "time_based_microcompact.keep_recent=1..11"],
             "--grid: 100 x 11 = 1_100 variants; a sweep runs at most 1_000",
+        ),
+        (
+            ["trigger_threshold=8", "cached_microcompact.trigger_threshold=12"],
+            "--grid trigger_threshold and --grid cached_microcompact.trigger_threshold name the "
+            "same parameter (cached_microcompact.trigger_threshold): give it once",
         ),
     ],
 )

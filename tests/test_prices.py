@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -210,3 +211,263 @@ def test_bad_price_files_name_file_and_key(tmp_path: Path, content: str, message
     with pytest.raises(PriceTableError, match=r"bad\.json") as err:
         load_table(path)
     assert message in str(err.value)
+
+
+# ---------------------------------------------------------------- hostile price files
+
+SONNET_ROW = {
+    "family": "sonnet",
+    "versions": ["4.5"],
+    "input": 2,
+    "cache_write_5m": 2.5,
+    "cache_write_1h": 4,
+    "cache_read": 0.2,
+    "output": 10,
+    "multipliers": {"speed": {"fast": {"4.5": 2}}, "inference_geo": {"us": {"4.5": 1.5}}},
+    "long_context": [
+        {
+            "above_tokens": 200_000,
+            "input": 4,
+            "cache_write_5m": 5,
+            "cache_write_1h": 8,
+            "cache_read": 0.4,
+            "output": 15,
+        }
+    ],
+}
+
+
+def mcsim_file(tmp_path: Path, row: dict) -> Path:
+    path = tmp_path / "prices.json"
+    table = {"format": "mcsim-prices/1", "version": "v", "as_of": "2026-09-01", "models": [row]}
+    path.write_text(json.dumps(table))
+    return path
+
+
+def test_override_with_multipliers_prices_a_call_by_hand(tmp_path: Path) -> None:
+    table = load_table(mcsim_file(tmp_path, SONNET_ROW))
+    call = u(1000, 2000, 3000, 10_000, 500, speed="fast", inference_geo="us")
+    cost = table.cost("claude-sonnet-4-5-20250929", call, T_2026_06)
+    assert cost is not None
+    # 1000 x $2 + 2000 x $2.5 + 3000 x $4 + 10,000 x $0.2 + 500 x $10 per million tokens
+    # = 0.002 + 0.005 + 0.012 + 0.002 + 0.005 = $0.026, times fast 2 and US 1.5 = $0.078.
+    assert (cost.input_usd, cost.cache_write_1h_usd, cost.output_usd) == pytest.approx(
+        (0.006, 0.036, 0.015)
+    )
+    assert cost.total_usd == pytest.approx(0.078)
+    # Over 200,000 prompt tokens the whole call is at the long-context rates: 250,000 x $4.
+    assert table.cost("claude-sonnet-4-5", u(250_000), T_2026_06).total_usd == pytest.approx(1.0)  # type: ignore[union-attr]
+
+
+def test_the_ceilings_themselves_are_accepted(tmp_path: Path) -> None:
+    row = {**SONNET_ROW, "input": 10_000, "multipliers": {"speed": {"fast": {"4.5": 100}}}}
+    table = load_table(mcsim_file(tmp_path, row))
+    # 100 tokens at $10,000 per million = $1; fast mode x100 = $100.
+    assert table.cost("claude-sonnet-4-5", u(100), T_2026_06).total_usd == pytest.approx(1.0)  # type: ignore[union-attr]
+    fast = table.cost("claude-sonnet-4-5", u(100, speed="fast"), T_2026_06)
+    assert fast is not None and fast.total_usd == pytest.approx(100.0)
+    free = load_table(mcsim_file(tmp_path, {**SONNET_ROW, "cache_read": 0}))
+    assert free.cost("claude-sonnet-4-5", u(read=100_000), T_2026_06).total_usd == 0  # type: ignore[union-attr]
+
+
+RATE = "must be a number from 0 to 10,000 (USD per million tokens)"
+FACTOR = "must be a number above 0 and at most 100"
+
+
+def with_speed(factor: object) -> dict:
+    return {**SONNET_ROW, "multipliers": {"speed": {"fast": {"4.5": factor}}}}
+
+
+@pytest.mark.parametrize(
+    ("row", "key", "model", "allowed", "value"),
+    [
+        ({**SONNET_ROW, "input": -5}, "input", "sonnet", RATE, "-5"),
+        ({**SONNET_ROW, "output": 1e300}, "output", "sonnet", RATE, "1e+300"),
+        ({**SONNET_ROW, "cache_read": 10_000.5}, "cache_read", "sonnet", RATE, "10000.5"),
+        ({**SONNET_ROW, "input": "3"}, "input", "sonnet", RATE, "'3'"),
+        ({**SONNET_ROW, "input": True}, "input", "sonnet", RATE, "true"),
+        ({**SONNET_ROW, "cache_write_1h": None}, "cache_write_1h", "sonnet", RATE, "null"),
+        (
+            {**SONNET_ROW, "long_context": [{**SONNET_ROW["long_context"][0], "output": -1}]},
+            "long_context[0].output",
+            "sonnet",
+            RATE,
+            "-1",
+        ),
+        (with_speed(-5), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "-5"),
+        (with_speed(0), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "0"),
+        (with_speed(1e308), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "1e+308"),
+        (with_speed(100.5), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "100.5"),
+        (with_speed("2"), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "'2'"),
+        (with_speed(None), "multipliers.speed.fast", "sonnet 4.5", FACTOR, "null"),
+        (  # a version the row does not list is checked too
+            {**SONNET_ROW, "multipliers": {"inference_geo": {"us": {"4.5": 1.1, "9.9": -5}}}},
+            "multipliers.inference_geo.us",
+            "sonnet 9.9",
+            FACTOR,
+            "-5",
+        ),
+    ],
+)
+def test_bad_rates_and_multipliers_are_refused_in_one_line(
+    tmp_path: Path, row: dict, key: str, model: str, allowed: str, value: str
+) -> None:
+    path = mcsim_file(tmp_path, row)
+    with pytest.raises(PriceTableError) as err:
+        load_table(path)
+    assert str(err.value) == (
+        f"{path}: key 'models[0].{key}' of model '{model}' {allowed}, not {value}"
+    )
+
+
+LITELLM_SONNET = {
+    "litellm_provider": "anthropic",
+    "input_cost_per_token": 2e-6,
+    "output_cost_per_token": 1e-5,
+}
+
+
+def litellm_file(tmp_path: Path, rows: dict) -> Path:
+    path = tmp_path / "litellm.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_litellm_prices_a_call_by_hand(tmp_path: Path) -> None:
+    rows = {
+        "claude-sonnet-4-5-20250929": LITELLM_SONNET,
+        # Rows mcsim does not read are not checked: other vendors' models.
+        "gpt-4o": {"input_cost_per_token": "nan", "output_cost_per_token": -1},
+    }
+    table = load_table(litellm_file(tmp_path, rows))
+    cost = table.cost("claude-sonnet-4-5", u(1000, 2000, 3000, 10_000, 500), T_2026_06)
+    assert cost is not None
+    # Per million tokens: input $2, output $10 from the file; a 5-minute write 1.25 x 2 = $2.5,
+    # a read 0.1 x 2 = $0.2, a 1-hour write 2 x 2 = $4. 0.002 + 0.005 + 0.012 + 0.002 + 0.005.
+    assert cost.total_usd == pytest.approx(0.026)
+    ceiling = {**LITELLM_SONNET, "output_cost_per_token": 0.01}
+    table = load_table(litellm_file(tmp_path, {"claude-sonnet-4-5": ceiling}))
+    assert table.cost("claude-sonnet-4-5", u(out=100), T_2026_06).total_usd == pytest.approx(1.0)  # type: ignore[union-attr]
+
+
+PER_TOKEN = "must be a number from 0 to 0.01 (USD per token)"
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        *(
+            (
+                {"claude-sonnet-4-5-20250929": {**LITELLM_SONNET, "input_cost_per_token": value}},
+                f"key 'input_cost_per_token' of model 'claude-sonnet-4-5-20250929' {PER_TOKEN}, "
+                f"not {shown}",
+            )
+            for value, shown in [
+                ("nan", "'nan'"),
+                ("inf", "'inf'"),
+                ("-0.000003", "'-0.000003'"),
+                ("1e300", "'1e300'"),
+                (1e300, "1e+300"),
+                (-3e-6, "-3e-06"),
+                (0.0100001, "0.0100001"),
+                (3, "3"),
+                (True, "true"),
+                (None, "null"),
+            ]
+        ),
+        (
+            {"claude-opus-4-6": {**LITELLM_SONNET, "cache_read_input_token_cost": "nan"}},
+            f"key 'cache_read_input_token_cost' of model 'claude-opus-4-6' {PER_TOKEN}, not 'nan'",
+        ),
+        (
+            {
+                "claude-opus-4-6": {
+                    **LITELLM_SONNET,
+                    "output_cost_per_token_above_200k_tokens": -1,
+                    "input_cost_per_token_above_200k_tokens": 4e-6,
+                }
+            },
+            "key 'output_cost_per_token_above_200k_tokens' of model 'claude-opus-4-6' "
+            f"{PER_TOKEN}, not -1",
+        ),
+        (
+            {"claude-haiku-4-5": {"input_cost_per_token": 1e-6}},
+            f"key 'output_cost_per_token' of model 'claude-haiku-4-5' {PER_TOKEN}, not null",
+        ),
+        (  # a reseller's row is read too, even beside the anthropic row that wins
+            {
+                "claude-sonnet-4-5": LITELLM_SONNET,
+                "us.anthropic.claude-sonnet-4-5-20250929-v1:0": {
+                    **LITELLM_SONNET,
+                    "litellm_provider": "bedrock",
+                    "output_cost_per_token": "inf",
+                },
+            },
+            "key 'output_cost_per_token' of model "
+            f"'us.anthropic.claude-sonnet-4-5-20250929-v1:0' {PER_TOKEN}, not 'inf'",
+        ),
+    ],
+)
+def test_bad_litellm_values_refuse_the_file_in_one_line(
+    tmp_path: Path, rows: dict, message: str
+) -> None:
+    path = litellm_file(tmp_path, rows)
+    with pytest.raises(PriceTableError) as err:
+        load_table(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_a_json_nan_literal_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "nan.json"
+    path.write_text('{"claude-sonnet-4-5": {"input_cost_per_token": NaN}}')
+    with pytest.raises(PriceTableError, match=r"nan\.json: not valid JSON"):
+        load_table(path)
+
+
+def test_price_files_that_are_not_regular_files_are_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")  # reading it would never end
+    expected = {fifo: "a FIFO", zero: "a character device", tmp_path: "a directory"}
+    for path, what in expected.items():
+        with pytest.raises(PriceTableError) as err:
+            load_table(path)
+        assert str(err.value) == f"{path}: {what}, not a price file"
+
+
+def test_a_price_file_over_64_mib_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with path.open("wb") as file:
+        file.truncate(64 * 1024 * 1024 + 1)  # sparse: no disk used
+    with pytest.raises(PriceTableError) as err:
+        load_table(path)
+    assert str(err.value) == (
+        f"{path}: too large for a price file (67_108_865 bytes; at most 67_108_864 bytes)"
+    )
+
+
+@pytest.mark.parametrize("command", ["inspect", "replay", "sweep"])
+def test_a_bad_price_file_stops_every_command_before_any_work(tmp_path: Path, command: str) -> None:
+    from click.testing import CliRunner
+
+    from mcsim.cli import cli
+
+    repo = Path(__file__).resolve().parents[1]
+    nan = {"claude-sonnet-4-5-20250929": {**LITELLM_SONNET, "input_cost_per_token": "nan"}}
+    path = litellm_file(tmp_path, nan)
+    out = tmp_path / "out"
+    args = [command, str(repo / "sample_transcripts"), "--prices", str(path), "--out", str(out)]
+    if command != "inspect":
+        args += ["--policy", str(repo / "policies" / "claude-code.yaml")]
+        args += ["--fail-under-savings", "50"]
+    if command == "sweep":
+        args += ["--name", "claude-code", "--grid", "ttl=5m,1h"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: {path}: key 'input_cost_per_token' of model 'claude-sonnet-4-5-20250929' "
+        f"{PER_TOKEN}, not 'nan'\n"
+    )
+    assert not out.exists()

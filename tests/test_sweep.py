@@ -71,6 +71,23 @@ def test_variants_address_stack_layers_and_validate_values() -> None:
         build_variants(stack, [parse_axis("ttl=2h")])
 
 
+def test_one_parameter_is_swept_once_and_each_value_once() -> None:
+    (_, masking, *_) = load_policy_file(REPO / "policies" / "masking.yaml")
+    # `n` and `keep_last_n.n` are the same parameter: the later grid would win unseen.
+    with pytest.raises(GridError) as err:
+        build_variants(masking, [parse_axis("n=1"), parse_axis("keep_last_n.n=2")])
+    assert str(err.value) == (
+        "--grid n and --grid keep_last_n.n name the same parameter (keep_last_n.n): give it once"
+    )
+    # 1 and 1.0 are both n = 1 once validated: two identical variants.
+    with pytest.raises(GridError) as err:
+        build_variants(masking, [parse_axis("n=1,1.0")])
+    assert str(err.value) == "--grid n: value 1 is given twice"
+    variants = build_variants(masking, [parse_axis("n=1.0,2")])
+    n_values = [dict(v.scenario.layers[0].values)["n"] for v in variants]
+    assert [(type(n), n) for n in n_values] == [(int, 1), (int, 2)]
+
+
 def outcome(name: str, net: float, risk_hazards: int, cleared: int = 10) -> Outcome:
     (_, stack, *_) = load_policy_file(CLAUDE_CODE)
     totals = PolicyTotals(name, cleared_results=cleared, refetch_hazards=risk_hazards)

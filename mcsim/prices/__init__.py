@@ -5,23 +5,41 @@ spelling (`claude-sonnet-4-5-20250929`, `claude-3-5-haiku-latest`, `us.anthropic
 sonnet-20250219-v1:0`, `sonnet-4.5`, `claude-opus-4-7[1m]`), so dated ids and gateway labels
 need no table rows of their own. A model that matches no row is *unpriced*: callers count it
 and warn; it is never priced at $0.
+
+A price file is checked before any work: every rate a finite number from 0 to `MAX_RATE`,
+every multiplier above 0 and at most `MAX_MULTIPLIER`. A NaN or infinite price would make
+every cost and saving NaN, which fails every comparison, so a CI gate would pass; a negative
+one would be a "saving". Anything else is refused in one line naming file, model and key.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
 from mcsim.errors import PriceTableError
+from mcsim.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.model import Usage
 
 FORMAT = "mcsim-prices/1"
+# The dearest list price is $75 per million tokens (Opus 4.1 output, DOMAIN.md §3.2), the
+# dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
+# times that holds any real price, yet refuses what is a slip and not a price: a per-million
+# price typed into LiteLLM's per-token field (3 for 3e-6) is $3,000,000 per million tokens.
+MAX_RATE = 10_000.0  # USD per million tokens
+# Fast mode (6x) is the largest multiplier Anthropic lists, the US region 1.1x. With this
+# bound, a rate times both multipliers stays finite: at most 1e8 USD per million tokens.
+MAX_MULTIPLIER = 100.0
+# LiteLLM's file, which prices every provider's models, is 3.4 MB (v1.110.2); a file far
+# larger is not a price table, and is refused before it fills memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 _RATE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 _TIERS = frozenset({"opus", "sonnet", "haiku"})
 _SPLIT = re.compile(r"[^a-z0-9]+")
@@ -221,9 +239,21 @@ def load_table(path: Path | None) -> PriceTable:
     if path is None:
         return table
     try:
-        data = orjson.loads(path.read_bytes())
+        # Only a regular file: a FIFO would block the read, a device never end it.
+        with open_regular(path) as file:
+            size_bytes = os.fstat(file.fileno()).st_size
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except NotRegularFileError as exc:
+        raise PriceTableError(f"{path}: {exc.what}, not a price file") from None
     except OSError as exc:
         raise PriceTableError(f"{path}: cannot read price file ({exc.strerror})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        size = f"{size_bytes:_} bytes" if size_bytes > MAX_FILE_BYTES else "more"
+        raise PriceTableError(
+            f"{path}: too large for a price file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
+        )
+    try:
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise PriceTableError(f"{path}: not valid JSON ({exc})") from None
     if isinstance(data, dict) and data.get("format") == FORMAT:
@@ -253,13 +283,26 @@ def parse_table(data: Any, source: str) -> PriceTable:
         if family not in _TIERS:
             raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
         versions = _req(row, "versions", list, source, where)
-        rates = _rates(row, source, where)
+        rates = _rates(row, family, source, where)
         mult = row.get("multipliers") or {}
         if not isinstance(mult, dict):
             raise PriceTableError(f"{source}: {where}.multipliers must be an object")
         rules = row.get("long_context") or []
         if not isinstance(rules, list):
             raise PriceTableError(f"{source}: {where}.long_context must be a list")
+        # Checked once per row, whichever versions they apply to.
+        checked_rules = [
+            (
+                rule.get("versions") or versions,
+                _long_context(rule, family, source, f"{where}.long_context[{j}]"),
+            )
+            for j, rule in enumerate(rules)
+            if isinstance(rule, dict)
+        ]
+        speed = _factors(mult.get("speed"), family, source, f"{where}.multipliers.speed")
+        geo = _factors(
+            mult.get("inference_geo"), family, source, f"{where}.multipliers.inference_geo"
+        )
         for model_version in versions:
             if not isinstance(model_version, str):
                 raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
@@ -267,16 +310,9 @@ def parse_table(data: Any, source: str) -> PriceTable:
                 family,
                 model_version,
                 rates,
-                tuple(
-                    _long_context(rule, source, f"{where}.long_context[{j}]")
-                    for j, rule in enumerate(rules)
-                    if isinstance(rule, dict)
-                    and model_version in (rule.get("versions") or versions)
-                ),
-                _factors(mult.get("speed"), model_version, source, f"{where}.multipliers.speed"),
-                _factors(
-                    mult.get("inference_geo"), model_version, source, f"{where}.multipliers.geo"
-                ),
+                tuple(rule for applies, rule in checked_rules if model_version in applies),
+                {label: f[model_version] for label, f in speed.items() if model_version in f},
+                {label: f[model_version] for label, f in geo.items() if model_version in f},
             )
     return PriceTable(version, as_of, models)
 
@@ -289,24 +325,42 @@ def _req(obj: dict[str, Any], key: str, kind: type, source: str, where: str = ""
     return value
 
 
-def _rates(obj: dict[str, Any], source: str, where: str) -> Rates:
+def is_rate(value: object, per_tokens: float = 1e6) -> TypeGuard[float]:
+    """Whether `value`, in USD per `per_tokens` tokens, is a price: a number from 0 to
+    `MAX_RATE` per million tokens. The range test also refuses NaN and the infinities."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 <= value <= MAX_RATE * per_tokens / 1e6
+
+
+def value_error(source: str, key: str, model: str, value: Any, allowed: str) -> PriceTableError:
+    """The one-line error for a price or multiplier mcsim refuses: file, key, model, value."""
+    # Only an error needs these (and with them YAML, which `inspect` does not load otherwise).
+    from mcsim.scenario import escaped, shown
+
+    return PriceTableError(  # a model id whole: LiteLLM's Bedrock ones run to 63 characters
+        f"{source}: key '{key}' of model '{escaped(model, 80)}' must be {allowed}, "
+        f"not {shown(value)}"
+    )
+
+
+def _rates(obj: dict[str, Any], family: str, source: str, where: str) -> Rates:
     values = []
     for key in _RATE_KEYS:
         value = obj.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise PriceTableError(
-                f"{source}: key '{where}.{key}' must be a non-negative number (USD per Mtok)"
-            )
+        if not is_rate(value):
+            allowed = f"a number from 0 to {MAX_RATE:,g} (USD per million tokens)"
+            raise value_error(source, f"{where}.{key}", family, value, allowed)
         values.append(float(value))
     return Rates(*values)
 
 
-def _long_context(rule: dict[str, Any], source: str, where: str) -> LongContextRule:
+def _long_context(rule: dict[str, Any], family: str, source: str, where: str) -> LongContextRule:
     above = rule.get("above_tokens")
     if not isinstance(above, int):
         raise PriceTableError(f"{source}: key '{where}.above_tokens' must be an integer")
     return LongContextRule(
-        _rates(rule, source, where),
+        _rates(rule, family, source, where),
         above,
         _date(rule.get("from"), source, f"{where}.from"),
         _date(rule.get("until"), source, f"{where}.until"),
@@ -322,8 +376,8 @@ def _date(value: Any, source: str, where: str) -> float | None:
         raise PriceTableError(f"{source}: key '{where}' must be a date YYYY-MM-DD") from None
 
 
-def _factors(value: Any, version: str, source: str, where: str) -> dict[str, float]:
-    """{recorded value: factor} for one model version from {value: {version: factor}}."""
+def _factors(value: Any, family: str, source: str, where: str) -> dict[str, dict[str, float]]:
+    """{recorded value: {model version: factor}}, every factor checked."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -332,7 +386,11 @@ def _factors(value: Any, version: str, source: str, where: str) -> dict[str, flo
     for label, per_version in value.items():
         if not isinstance(per_version, dict):
             raise PriceTableError(f"{source}: key '{where}.{label}' must map versions to factors")
-        factor = per_version.get(version)
-        if isinstance(factor, int | float) and not isinstance(factor, bool):
-            out[str(label)] = float(factor)
+        for version, factor in per_version.items():
+            number = isinstance(factor, int | float) and not isinstance(factor, bool)
+            if not (number and 0 < factor <= MAX_MULTIPLIER):  # also refuses NaN, infinities
+                allowed = f"a number above 0 and at most {MAX_MULTIPLIER:g}"
+                model = f"{family} {version}"
+                raise value_error(source, f"{where}.{label}", model, factor, allowed)
+        out[str(label)] = {str(version): float(f) for version, f in per_version.items()}
     return out
