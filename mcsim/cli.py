@@ -49,6 +49,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except McsimError as exc:
+            if STOP.signum is not None:  # an error the stop caused (a write cut short)
+                raise STOP.stopped(STOP.signum) from exc
             # Messages quote paths and values read from files: shown on one line, harmless.
             click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
             ctx.exit(exc.exit_code)
@@ -197,14 +199,27 @@ def _replay_options(fn: F) -> F:
     return fn
 
 
-def _run_dir(out_dir: Path | None, policy_file: Path, force: bool, paths: tuple[str, ...]) -> Path:
+def _out_dir(out_dir: Path, force: bool, paths: tuple[str, ...], cache: Path | None = None) -> Path:
+    """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
+    they are), checked before any work."""
     from mcsim.output import check_out_dir, input_paths
 
+    out_dir = out_dir.expanduser()
+    check_out_dir(out_dir, force, input_paths(paths), cache)
+    return out_dir
+
+
+def _run_dir(
+    out_dir: Path | None,
+    policy_file: Path,
+    force: bool,
+    paths: tuple[str, ...],
+    cache: Path | None,
+) -> Path:
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    check_out_dir(out_dir, force, input_paths(paths))
-    return out_dir
+    return _out_dir(out_dir, force, paths, cache)
 
 
 def _replayed(
@@ -299,12 +314,7 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.output import (
-        check_out_dir,
-        input_paths,
-        inspect_run_record,
-        write_inspect_tables,
-    )
+    from mcsim.output import inspect_run_record, write_inspect_tables
     from mcsim.prices import load_table
     from mcsim.recorded import inspect_usage
     from mcsim.render import inspect_json, inspect_text
@@ -312,7 +322,7 @@ def inspect(
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
-        check_out_dir(out_dir, force, input_paths(paths))
+        out_dir = _out_dir(out_dir, force, paths)
     with _progress(not as_json) as progress:
         report = inspect_usage(
             list(paths),
@@ -389,8 +399,8 @@ def replay(
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
+    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
         report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
@@ -490,8 +500,8 @@ def sweep(
     base = pick_policy(scenarios, policy_name, str(policy_file))
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
+    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
                        keep_rows=False)  # fmt: skip
