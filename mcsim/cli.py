@@ -5,7 +5,10 @@ Library errors (McsimError) become one-line messages with their exit code here a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
+import os
 import re
 import signal
 import sys
@@ -151,10 +154,41 @@ _JSON_UNSAFE = re.compile(  # their UTF-8 forms: C1, soft hyphen, bidi marks and
 )
 
 
+@contextmanager
+def _stdout() -> Iterator[None]:
+    """Write to stdout: a closed pipe (`mcsim ... | head`) is left to click, which ends the run
+    quietly with exit 1; any other failure (a full disk) is one line and exit 1."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        _discard_stdout()
+        raise McsimError(f"cannot write to standard output: {exc.strerror or exc}") from exc
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, as Python's documentation advises for a closed pipe:
+    what is still buffered is then dropped at exit instead of failing again there (the
+    interpreter would print that failure and exit 120)."""
+    with contextlib.suppress(OSError, ValueError):  # no descriptor (a test runner's stdout)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _echo(text: str) -> None:
+    with _stdout():
+        click.echo(text)  # flushes: a failure is met here, not at exit
+
+
 def _print_json(doc: dict[str, Any]) -> None:
     data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), data)
-    sys.stdout.buffer.write(data + b"\n")
+    with _stdout():
+        sys.stdout.buffer.write(data + b"\n")
+        # Now, not at exit: the interpreter would report a failure there as a traceback.
+        sys.stdout.buffer.flush()
 
 
 def _replay_options(fn: F) -> F:
@@ -344,9 +378,9 @@ def inspect(
     if as_json:
         _print_json(inspect_json(report, str(out_dir) if out_dir and report.sessions else None))
     else:
-        click.echo(inspect_text(report))
+        _echo(inspect_text(report))
         if out_dir is not None and report.sessions:
-            click.echo(
+            _echo(
                 f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "
                 "run.json"
             )
@@ -418,8 +452,8 @@ def replay(
     if as_json:
         _print_json(replay_json(report, str(out_dir)))
     else:
-        click.echo(replay_text(report))
-        click.echo(
+        _echo(replay_text(report))
+        _echo(
             f"wrote {printable(out_dir)}/ (summary, sessions, calls, breaks .parquet; run.json; "
             "charts)"
         )
@@ -514,10 +548,8 @@ def sweep(
     if as_json:
         _print_json(sweep_json(report, results, rec, str(out_dir)))
     else:
-        click.echo(sweep_text(report, results, rec))
-        click.echo(
-            f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)"
-        )
+        _echo(sweep_text(report, results, rec))
+        _echo(f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)")
     if fail_under_savings is not None or fail_over_risk is not None:
         if rec.best is None:
             raise McsimError(f"no recommendation to gate on: {rec.reason}")
@@ -549,7 +581,7 @@ def report(run_dir: Path, as_json: bool) -> None:
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
     else:
-        click.echo(f"wrote {printable(html_path)} and {printable(md_path)}")
+        _echo(f"wrote {printable(html_path)} and {printable(md_path)}")
 
 
 @cli.command()
@@ -575,11 +607,11 @@ def policies(as_json: bool) -> None:
         _print_json({"kinds": kinds})
         return
     for kind in kinds:
-        click.echo(f"{kind['kind']}: {kind['summary']}")
+        _echo(f"{kind['kind']}: {kind['summary']}")
         for p in kind["params"]:
             default = "none" if p["default"] is None else p["default"]
-            click.echo(f"    {p['name']} (default {default}): {p['help']}")
-    click.echo(
+            _echo(f"    {p['name']} (default {default}): {p['help']}")
+    _echo(
         "Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
         "compactable_tools, exclude_tools, main_thread_only."
     )
