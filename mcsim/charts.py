@@ -219,6 +219,8 @@ def _serve(conn: Any, parent: Parent) -> None:
     while (request := conn.recv()) is not None:
         try:
             draw_all(*request)
+        except OSError as exc:  # the system's reason alone: the path is a temporary one
+            conn.send(exc.strerror or f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # reported to the parent, which fails the write
             conn.send(f"{type(exc).__name__}: {exc}")
         else:

@@ -5,8 +5,11 @@ Library errors (McsimError) become one-line messages with their exit code here a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
 import math
+import os
 import re
 import signal
 import sys
@@ -50,6 +53,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except McsimError as exc:
+            if STOP.signum is not None:  # an error the stop caused (a write cut short)
+                raise STOP.stopped(STOP.signum) from exc
             # Messages quote paths and values read from files: shown on one line, harmless.
             click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
             ctx.exit(exc.exit_code)
@@ -151,10 +156,41 @@ _JSON_UNSAFE = re.compile(  # their UTF-8 forms: C1, soft hyphen, bidi marks and
 )
 
 
+@contextmanager
+def _stdout() -> Iterator[None]:
+    """Write to stdout: a closed pipe (`mcsim ... | head`) is left to click, which ends the run
+    quietly with exit 1; any other failure (a full disk) is one line and exit 1."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        _discard_stdout()
+        raise McsimError(f"cannot write to standard output: {exc.strerror or exc}") from exc
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, as Python's documentation advises for a closed pipe:
+    what is still buffered is then dropped at exit instead of failing again there (the
+    interpreter would print that failure and exit 120)."""
+    with contextlib.suppress(OSError, ValueError):  # no descriptor (a test runner's stdout)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _echo(text: str) -> None:
+    with _stdout():
+        click.echo(text)  # flushes: a failure is met here, not at exit
+
+
 def _print_json(doc: dict[str, Any]) -> None:
     data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), data)
-    sys.stdout.buffer.write(data + b"\n")
+    with _stdout():
+        sys.stdout.buffer.write(data + b"\n")
+        # Now, not at exit: the interpreter would report a failure there as a traceback.
+        sys.stdout.buffer.flush()
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -209,14 +245,27 @@ def _replay_options(fn: F) -> F:
     return fn
 
 
-def _run_dir(out_dir: Path | None, policy_file: Path, force: bool, paths: tuple[str, ...]) -> Path:
+def _out_dir(out_dir: Path, force: bool, paths: tuple[str, ...], cache: Path | None = None) -> Path:
+    """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
+    they are), checked before any work."""
     from mcsim.output import check_out_dir, input_paths
 
+    out_dir = out_dir.expanduser()
+    check_out_dir(out_dir, force, input_paths(paths), cache)
+    return out_dir
+
+
+def _run_dir(
+    out_dir: Path | None,
+    policy_file: Path,
+    force: bool,
+    paths: tuple[str, ...],
+    cache: Path | None,
+) -> Path:
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    check_out_dir(out_dir, force, input_paths(paths))
-    return out_dir
+    return _out_dir(out_dir, force, paths, cache)
 
 
 def _replayed(
@@ -311,12 +360,7 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.output import (
-        check_out_dir,
-        input_paths,
-        inspect_run_record,
-        write_inspect_tables,
-    )
+    from mcsim.output import inspect_run_record, write_inspect_tables
     from mcsim.prices import load_table
     from mcsim.recorded import inspect_usage
     from mcsim.render import inspect_json, inspect_text
@@ -324,7 +368,7 @@ def inspect(
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
-        check_out_dir(out_dir, force, input_paths(paths))
+        out_dir = _out_dir(out_dir, force, paths)
     with _progress(not as_json) as progress:
         report = inspect_usage(
             list(paths),
@@ -346,9 +390,9 @@ def inspect(
     if as_json:
         _print_json(inspect_json(report, str(out_dir) if out_dir and report.sessions else None))
     else:
-        click.echo(inspect_text(report))
+        _echo(inspect_text(report))
         if out_dir is not None and report.sessions:
-            click.echo(
+            _echo(
                 f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "
                 "run.json"
             )
@@ -402,8 +446,8 @@ def replay(
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
+    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
         report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
@@ -421,8 +465,8 @@ def replay(
     if as_json:
         _print_json(replay_json(report, str(out_dir)))
     else:
-        click.echo(replay_text(report))
-        click.echo(
+        _echo(replay_text(report))
+        _echo(
             f"wrote {printable(out_dir)}/ (summary, sessions, calls, breaks .parquet; run.json; "
             "charts)"
         )
@@ -504,8 +548,8 @@ def sweep(
     base = pick_policy(scenarios, policy_name, str(policy_file))
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
-    out_dir = _run_dir(out_dir, policy_file, force, paths)
     cache = None if no_cache else (cache_dir or default_cache_dir())
+    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
                        keep_rows=False)  # fmt: skip
@@ -518,10 +562,8 @@ def sweep(
     if as_json:
         _print_json(sweep_json(report, results, rec, str(out_dir)))
     else:
-        click.echo(sweep_text(report, results, rec))
-        click.echo(
-            f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)"
-        )
+        _echo(sweep_text(report, results, rec))
+        _echo(f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)")
     if fail_under_savings is not None or fail_over_risk is not None:
         if rec.best is None:
             raise McsimError(f"no recommendation to gate on: {rec.reason}")
@@ -553,7 +595,7 @@ def report(run_dir: Path, as_json: bool) -> None:
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
     else:
-        click.echo(f"wrote {printable(html_path)} and {printable(md_path)}")
+        _echo(f"wrote {printable(html_path)} and {printable(md_path)}")
 
 
 @cli.command()
@@ -579,11 +621,11 @@ def policies(as_json: bool) -> None:
         _print_json({"kinds": kinds})
         return
     for kind in kinds:
-        click.echo(f"{kind['kind']}: {kind['summary']}")
+        _echo(f"{kind['kind']}: {kind['summary']}")
         for p in kind["params"]:
             default = "none" if p["default"] is None else p["default"]
-            click.echo(f"    {p['name']} (default {default}): {p['help']}")
-    click.echo(
+            _echo(f"    {p['name']} (default {default}): {p['help']}")
+    _echo(
         "Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
         "compactable_tools, exclude_tools, main_thread_only."
     )

@@ -5,9 +5,10 @@ checked by tests, so downstream notebooks can rely on them. Polars is imported h
 so commands that write no tables never pay for it.
 
 Data is never lost to an output: a run directory is written into a temporary sibling and
-renamed into place, and `--force` replaces only a run directory mcsim wrote (its run.json
-carries mcsim's format marker), never a folder that is or holds an input, the current
-directory or one of its parents, or a home directory.
+renamed into place, and `--force` replaces only a run directory mcsim wrote: a folder holding
+nothing but files mcsim writes into run directories (`RUN_FILES`), with mcsim's run.json. Never
+a folder that is or holds an input, the session cache, the current directory or one of its
+parents, or a home directory.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import glob
 import os
 import platform
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -28,11 +30,35 @@ import orjson
 from mcsim import __version__
 from mcsim.discovery import default_roots
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
+from mcsim.loaders.jsonl import NotRegularFileError, file_kind, open_regular
 from mcsim.pipeline import LoadStats
 from mcsim.recorded import InspectReport
 
 SCHEMA_VERSION = 1
 RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
+# Every name mcsim writes into a run directory: `inspect --out`, `replay` (its charts are
+# mcsim.charts.CHARTS), `sweep` and `report`. --force replaces a folder only if it holds
+# nothing else, so a file mcsim did not write (a transcript, a policy file) is never lost.
+RUN_FILES = frozenset(
+    {
+        "run.json",
+        "summary.parquet",
+        "sessions.parquet",
+        "calls.parquet",
+        "breaks.parquet",
+        "cumulative_cost.png",
+        "context_size.png",
+        "savings.png",
+        "break_timeline.png",
+        "sweep.parquet",
+        "savings_curve.png",
+        "risk_tradeoff.png",
+        "report.html",
+        "report.md",
+    }
+)
+# Far above any run.json mcsim writes (one line per input file): a bound on what is read back.
+RUN_JSON_MAX_BYTES = 256 * 1024 * 1024
 
 
 def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
@@ -54,16 +80,77 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def is_run_dir(folder: Path) -> bool:
-    """Whether mcsim wrote `folder`: its run.json is a JSON object with mcsim's format marker
-    (or, written before the marker existed, an `mcsim_version`)."""
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit` bytes.
+
+    mcsim reads back files of folders anyone may have written (run.json, a run's charts): a
+    FIFO there would block the read forever and a link to /dev/zero never end, so the file is
+    opened without blocking, refused unless regular, and read no further than `limit`. Every
+    refusal is an OSError whose `strerror` says why.
+    """
     try:
-        doc = orjson.loads((folder / "run.json").read_bytes())
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+    except NotRegularFileError as exc:
+        raise OSError(errno.EINVAL, f"{exc.what}, not a regular file", str(path)) from None
+    if size > limit or len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    return data
+
+
+def is_run_dir(folder: Path) -> bool:
+    """Whether `folder` has mcsim's run.json: a JSON object with mcsim's format marker (or,
+    written before the marker existed, an `mcsim_version`).
+
+    Only a mark, easy to forge: --force also requires that nothing else is there.
+    """
+    try:
+        doc = orjson.loads(read_regular(folder / "run.json", RUN_JSON_MAX_BYTES))
     except (OSError, orjson.JSONDecodeError):
         return False
     if not isinstance(doc, dict):
         return False
     return str(doc.get("format", "")).startswith("mcsim-run/") or "mcsim_version" in doc
+
+
+def _not_replaceable(folder: Path) -> str | None:
+    """Why `--force` may not replace the non-empty `folder`, or None if it may: every entry is
+    a regular file named in RUN_FILES, and run.json is mcsim's."""
+    foreign = _foreign_entry(folder)
+    if foreign is not None:
+        return (
+            f"holds {foreign}, not a file mcsim writes; --force replaces only a run directory "
+            "mcsim wrote"
+        )
+    if not is_run_dir(folder):
+        return (
+            "not empty and not a run directory written by mcsim (no mcsim run.json); --force "
+            "replaces only those"
+        )
+    return None
+
+
+def _foreign_entry(folder: Path) -> str | None:
+    """The first entry of `folder` (by name) that is not a file mcsim writes, or None.
+
+    At most one entry more than RUN_FILES holds is listed: one of those must be foreign, and
+    a folder of millions of files is not read through.
+    """
+    entries: list[os.DirEntry[str]] = []
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            entries.append(entry)
+            if len(entries) > len(RUN_FILES):
+                break
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.name not in RUN_FILES:
+            return entry.name
+        if not entry.is_file(follow_symlinks=False):
+            if entry.is_symlink():
+                return f"{entry.name} (a symbolic link)"
+            return f"{entry.name} ({file_kind(entry.stat(follow_symlinks=False).st_mode)})"
+    return None
 
 
 def input_paths(paths: Sequence[str]) -> list[Path]:
@@ -74,41 +161,52 @@ def input_paths(paths: Sequence[str]) -> list[Path]:
     return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
 
 
-def check_out_dir(out_dir: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+def check_out_dir(
+    out_dir: Path, force: bool, inputs: Sequence[Path] = (), cache: Path | None = None
+) -> None:
     """Refuse, before any work, an output directory the run may not write or replace.
 
     Without `force` an existing non-empty directory is refused; with it, only a run directory
-    mcsim wrote may be replaced. Whatever `force` says, `out_dir` may not be or hold any of
-    `inputs`, be the current directory or one of its parents, or a home directory (symlinks
-    resolved). And a folder must really be creatable where the run goes: a replay can take
-    minutes, and failing after it would waste them (os.access answers yes to root even on a
-    read-only mount, so a folder is made and removed).
+    mcsim wrote may be replaced (`_not_replaceable`). Whatever `force` says, `out_dir` may not
+    be or hold any of `inputs`, be, hold or lie in the session `cache` folder, be the current
+    directory or one of its parents, or a home directory (symlinks resolved). And a folder
+    must really be creatable where the run goes: a replay can take minutes, and failing after
+    it would waste them (os.access answers yes to root even on a read-only mount, so a folder
+    is made and removed). A path the system cannot even look at (a name too long) is refused
+    with the system's reason.
     """
-    why = _never_a_run_dir(out_dir.resolve(), inputs)
-    if why:
-        raise OutputRefusedError(f"{out_dir}: {why}; choose another --out")
-    if os.path.lexists(out_dir) and not out_dir.is_dir():
-        raise OutputRefusedError(f"{out_dir}: exists and is not a directory")
-    if _has_entries(out_dir):
-        if not is_run_dir(out_dir):
-            raise OutputRefusedError(
-                f"{out_dir}: not empty and not a run directory written by mcsim (no mcsim "
-                "run.json); --force replaces only those"
-            )
-        if not force:
-            raise OutputExistsError(f"{out_dir}: already holds a run (use --force to replace it)")
+    try:
+        why = _never_a_run_dir(out_dir, inputs, cache)
+        if why:
+            raise OutputRefusedError(f"{out_dir}: {why}; choose another --out")
+        if os.path.lexists(out_dir) and not out_dir.is_dir():
+            raise OutputRefusedError(f"{out_dir}: exists and is not a directory")
+        if _has_entries(out_dir):
+            why = _not_replaceable(out_dir)
+            if why:
+                raise OutputRefusedError(f"{out_dir}: {why}")
+            if not force:
+                raise OutputExistsError(
+                    f"{out_dir}: already holds a run (use --force to replace it)"
+                )
+    except OSError as exc:
+        raise OutputRefusedError(f"{out_dir}: {exc.strerror or exc}") from exc
     _check_writable(out_dir)
 
 
-def _never_a_run_dir(target: Path, inputs: Sequence[Path]) -> str | None:
-    """Why the resolved `target` may never be written as a run directory, or None."""
+def _never_a_run_dir(out_dir: Path, inputs: Sequence[Path], cache: Path | None) -> str | None:
+    """Why `out_dir` may never be written as a run directory, or None."""
+    cwd = _cwd()
+    if cwd is None and not out_dir.is_absolute():
+        return "is relative, and the current directory no longer exists"
+    target = out_dir.resolve()
     if target == Path(target.anchor):
         return "is the root directory"
-    cwd = Path.cwd().resolve()
-    if target == cwd:
-        return "is the current directory"
-    if target in cwd.parents:
-        return "is a parent of the current directory"
+    if cwd is not None:  # deleted, it holds nothing to protect
+        if target == cwd:
+            return "is the current directory"
+        if target in cwd.parents:
+            return "is a parent of the current directory"
     homes = {Path.home(), Path(os.environ.get("HOME") or Path.home())}
     if target in {home.resolve() for home in homes}:
         return "is a home directory"
@@ -118,7 +216,22 @@ def _never_a_run_dir(target: Path, inputs: Sequence[Path]) -> str | None:
             return f"is an input ({path})"
         if target in resolved.parents:
             return f"holds the input {path}"
+    if cache is not None:
+        resolved = cache.resolve()
+        if target == resolved:
+            return f"is the session cache folder ({cache})"
+        if target in resolved.parents:
+            return f"holds the session cache folder {cache}"
+        if resolved in target.parents:
+            return f"is inside the session cache folder {cache}"
     return None
+
+
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd().resolve()
+    except FileNotFoundError:  # the working directory was deleted
+        return None
 
 
 def _has_entries(folder: Path) -> bool:
@@ -160,25 +273,44 @@ def write_run_dir(
     run intact and no temporary folder behind. `background(folder)` starts more writing
     elsewhere and returns it (None if it already finished); the swap waits for it, and a
     failure stops it before the temporary folder is removed, or it would write into a folder
-    that no longer exists and leave it behind again.
+    that no longer exists and leave it behind again. A write that fails (a full disk, a
+    folder removed meanwhile) is an McsimError naming `out_dir` and the system's reason.
     """
     check_out_dir(out_dir, force)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    pending: Background | None = None
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a run dir is not
-        pending = background(tmp) if background is not None else None
-        for name, write in writers.items():
-            write(tmp / name)
-        if pending is not None:
-            pending.wait()
-        _swap_in(tmp, out_dir, force)
-    finally:
-        if pending is not None:
-            pending.close()
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        pending: Background | None = None
+        try:
+            os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private; a run dir is not
+            pending = background(tmp) if background is not None else None
+            for name, write in writers.items():
+                write(tmp / name)
+            if pending is not None:
+                pending.wait()
+            _swap_in(tmp, out_dir, force)
+        finally:
+            if pending is not None:
+                pending.close()
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as exc:
+        reason = _write_failure(exc)
+        if reason is None:
+            raise
+        raise McsimError(f"{out_dir}: could not write the run ({reason})") from exc
+
+
+def _write_failure(exc: Exception) -> str | None:
+    """Why writing failed, if `exc` is a failure to write; None for anything else (a bug keeps
+    its traceback). Polars reports the system's errors as ComputeError ("underlying IO
+    error: No space left on device")."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    polars = sys.modules.get("polars")  # not imported: none of its errors can have happened
+    if polars is not None and isinstance(exc, polars.exceptions.ComputeError):
+        return (str(exc).splitlines() or ["polars could not write a table"])[0]
+    return None
 
 
 def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
@@ -192,7 +324,7 @@ def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
     if not (force and _has_entries(out_dir)):
         _rename(tmp, out_dir)
         return
-    if not is_run_dir(out_dir):
+    if _not_replaceable(out_dir) is not None:
         raise OutputRefusedError(
             f"{out_dir}: no longer a run directory written by mcsim; not replaced"
         )
@@ -218,7 +350,8 @@ def _rename(tmp: Path, out_dir: Path) -> None:
         raise McsimError(f"{out_dir}: could not move the run into place: {exc.strerror}") from exc
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask (reading it means setting it: it is put back at once)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

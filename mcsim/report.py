@@ -5,11 +5,16 @@ how well the prompt cache worked and why it broke, what each pruning policy woul
 (and how much of what it cleared the agent needed again), the sweep and its recommendation,
 how far the replay can be trusted, and the caveats. The HTML embeds its charts as data URIs
 and references nothing outside itself, so it opens from a file with no network.
+
+A run directory may be damaged or forged: every file is read as a regular file of bounded
+size, every run.json field through an accessor that reads a field of the wrong type as absent,
+and a table polars cannot read is one line naming it, never a traceback.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import os
 import re
@@ -20,8 +25,13 @@ from typing import Any
 
 import orjson
 
-from mcsim.errors import UsageError
+from mcsim.errors import McsimError, UsageError
+from mcsim.loaders.jsonl import NotRegularFileError, open_regular
+from mcsim.output import RUN_JSON_MAX_BYTES, read_regular, umask
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
+
+# Far above any chart mcsim draws (tens of kilobytes): a bound on what is embedded.
+CHART_MAX_BYTES = 64 * 1024 * 1024
 
 CHART_CAPTIONS = {
     "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
@@ -43,6 +53,46 @@ CAUSES = {
 }
 
 
+class Fields:
+    """A JSON object of run.json, read field by field with the type the report needs.
+
+    A field of another type (a damaged or hand-edited run.json) reads as absent, and the
+    report shows its neutral value instead of failing on it.
+    """
+
+    def __init__(self, value: object) -> None:
+        self._doc: dict[str, Any] = value if isinstance(value, dict) else {}
+
+    def obj(self, key: str) -> Fields:
+        return Fields(self._doc.get(key))
+
+    def num(self, key: str, default: float = 0) -> float:
+        value = self._doc.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        return default
+
+    def text(self, key: str, default: str = "?") -> str:
+        value = self._doc.get(key)
+        return value if isinstance(value, str) else default
+
+    def texts(self, key: str) -> list[str]:
+        """The strings of a list field (anything else in it left out)."""
+        value = self._doc.get(key)
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    def size(self, key: str) -> int:
+        """How many items a list field holds."""
+        value = self._doc.get(key)
+        return len(value) if isinstance(value, list) else 0
+
+    def counts(self) -> list[tuple[str, int]]:
+        """The integer fields, in order (anything else left out)."""
+        return [
+            (k, v) for k, v in self._doc.items() if isinstance(v, int) and not isinstance(v, bool)
+        ]
+
+
 @dataclass(frozen=True)
 class Section:
     """One part of the report, in plain text: names are shortened when it is built, and each
@@ -55,30 +105,107 @@ class Section:
 
 
 def build_report(run_dir: Path) -> tuple[Path, Path]:
-    """Write report.html and report.md into `run_dir` (a replay or sweep run directory)."""
+    """Write report.html and report.md into `run_dir` (a replay or sweep run directory).
+
+    Everything is read before anything is written; a run directory that cannot be read is
+    a UsageError, a report that cannot be written an McsimError, and neither leaves a
+    temporary file behind.
+    """
     run_file = run_dir / "run.json"
     try:
-        run = orjson.loads(run_file.read_bytes())
-    except OSError:
+        doc = orjson.loads(read_regular(run_file, RUN_JSON_MAX_BYTES))
+    except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run directory (no run.json)") from None
+    except OSError as exc:
+        raise UsageError(f"{run_file}: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError:
         raise UsageError(f"{run_file}: not valid JSON") from None
-    kind = "sweep" if (run_dir / "sweep.parquet").exists() else "replay"
-    if kind == "replay" and not (run_dir / "summary.parquet").exists():
+    if not isinstance(doc, dict):
+        raise UsageError(f"{run_file}: not a run.json written by mcsim (not a JSON object)")
+    run = Fields(doc)
+    kind = "sweep" if os.path.lexists(run_dir / "sweep.parquet") else "replay"
+    if kind == "replay" and not os.path.lexists(run_dir / "summary.parquet"):
         raise UsageError(f"{run_dir}: neither summary.parquet nor sweep.parquet is there")
     sections = _sections(run, run_dir, kind)
     title = f"Prompt-cache and pruning cost review ({kind})"
     html_path, md_path = run_dir / "report.html", run_dir / "report.md"
-    _atomic_write(html_path, _html(title, run, sections, run_dir))
-    _atomic_write(md_path, _markdown(title, run, sections))
+    pages = {
+        html_path: _html(title, run, sections, _charts(run_dir, sections)),
+        md_path: _markdown(title, sections),
+    }
+    for path in pages:
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise UsageError(f"{path}: a directory; not replaced by the report")
+    for path, text in pages.items():
+        _atomic_write(path, text)
     return html_path, md_path
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace `path` with `text` at once, with the permissions of any new file (0666 less
+    the umask; mkstemp's are 0600), and no temporary file left whatever happens."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~umask())
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise McsimError(f"{path}: could not write the report ({exc.strerror or exc})") from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # gone already once it replaced `path`
+
+
+def _charts(run_dir: Path, sections: list[Section]) -> dict[str, bytes]:
+    """The PNG of every chart the sections show that the run has (a missing one is left out;
+    one that is not a regular file of sensible size makes the run directory a bad one)."""
+    charts = {}
+    for chart in (c for section in sections for c in section.charts):
+        try:
+            charts[chart] = read_regular(run_dir / chart, CHART_MAX_BYTES)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{run_dir / chart}: {exc.strerror or exc}") from None
+    return charts
+
+
+# The columns the report shows, with the value a null reads as (its type is the column's).
+_POLICY_COLUMNS: dict[str, object] = {
+    "policy": "", "cost_usd": 0.0, "savings_vs_baseline_pct": 0.0,
+    "net_savings_vs_baseline_pct": 0.0, "cleared_tokens": 0, "cleared_results": 0,
+    "refetch_risk": 0.0, "cache_hit_ratio": 0.0, "cache_breaks": 0,
+}  # fmt: skip
+_SWEEP_COLUMNS: dict[str, object] = {
+    "level": "", "variant": "", "recommended": False, "cost_usd": 0.0,
+    "savings_vs_baseline_pct": 0.0, "net_savings_vs_baseline_pct": 0.0, "cleared_tokens": 0,
+    "refetch_risk": 0.0, "cache_breaks": 0,
+}  # fmt: skip
+
+
+def _table(path: Path, columns: dict[str, object]) -> Any:
+    """`columns` of the Parquet file `path`, each of its type with nulls read as its neutral
+    value; a file that is not a regular one, or not a table of the run, is one line."""
+    import polars as pl
+
+    dtypes = {str: pl.String, bool: pl.Boolean, int: pl.Int64, float: pl.Float64}
+    try:
+        with open_regular(path):  # before polars opens it: a FIFO would block it
+            pass
+        # glob=False: a run directory named with `[` or `*` is a path, not a pattern.
+        table = pl.read_parquet(path, columns=list(columns), glob=False)
+        return table.select(
+            pl.col(name).cast(dtypes[type(neutral)]).fill_null(neutral)
+            for name, neutral in columns.items()
+        )
+    except NotRegularFileError as exc:
+        raise UsageError(f"{path}: {exc.what}, not a regular file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except pl.exceptions.PolarsError as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"{path}: not a table of this run ({first})") from None
 
 
 def _name(value: object, limit: int = NAME_LIMIT) -> str:
@@ -90,74 +217,68 @@ def _usd(x: float) -> str:
     return f"${x:,.2f}" if abs(x) >= 1 else f"${x:,.4f}"
 
 
-def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
-    import polars as pl
-
-    a = run.get("analysed", {})
-    rec = run.get("recorded", {})
-    fid = run.get("fidelity", {})
+def _sections(run: Fields, run_dir: Path, kind: str) -> list[Section]:
+    a = run.obj("analysed")
+    rec = run.obj("recorded")
+    fid = run.obj("fidelity")
+    unpriced = rec.num("unpriced_calls")
     out = [
         Section(
             "What was analysed",
             [
-                f"{a.get('sessions', 0)} sessions of a coding agent (Claude Code transcripts), "
-                f"{a.get('calls', 0):,} model calls, from {str(a.get('start', '?'))[:10]} to "
-                f"{str(a.get('end', '?'))[:10]}, in {len(a.get('projects', []))} projects.",
-                "Models: " + (", ".join(map(_name, a.get("models", []))) or "none") + ".",
-                "Projects: " + (", ".join(map(_name, a.get("projects", []))) or "none") + ".",
+                f"{a.num('sessions')} sessions of a coding agent (Claude Code transcripts), "
+                f"{a.num('calls'):,} model calls, from {a.text('start')[:10]} to "
+                f"{a.text('end')[:10]}, in {a.size('projects')} projects.",
+                "Models: " + (", ".join(map(_name, a.texts("models"))) or "none") + ".",
+                "Projects: " + (", ".join(map(_name, a.texts("projects"))) or "none") + ".",
             ],
         ),
         Section(
             "What it really cost",
             [
-                f"Recorded spend at list prices: {_usd(rec.get('cost_usd', 0.0))}"
-                + (
-                    f" ({rec['unpriced_calls']} calls of unknown models not priced)"
-                    if rec.get("unpriced_calls")
-                    else ""
-                )
+                f"Recorded spend at list prices: {_usd(rec.num('cost_usd'))}"
+                + (f" ({unpriced} calls of unknown models not priced)" if unpriced else "")
                 + ".",
                 "An agent re-sends the whole conversation on every call; a prompt cache makes "
                 "re-sent tokens cheap (a cache read costs a tenth of normal input). "
-                f"{100 * rec.get('cache_hit_ratio', 0.0):.1f}% of all prompt tokens were "
+                f"{100 * rec.num('cache_hit_ratio'):.1f}% of all prompt tokens were "
                 "read from the cache.",
             ],
             (
                 ["tokens", "count"],
                 [
-                    ["uncached input", f"{rec.get('input_tokens', 0):,}"],
-                    ["written to cache (5-minute)", f"{rec.get('cache_write_5m_tokens', 0):,}"],
-                    ["written to cache (1-hour)", f"{rec.get('cache_write_1h_tokens', 0):,}"],
-                    ["read from cache", f"{rec.get('cache_read_tokens', 0):,}"],
-                    ["output", f"{rec.get('output_tokens', 0):,}"],
+                    ["uncached input", f"{rec.num('input_tokens'):,}"],
+                    ["written to cache (5-minute)", f"{rec.num('cache_write_5m_tokens'):,}"],
+                    ["written to cache (1-hour)", f"{rec.num('cache_write_1h_tokens'):,}"],
+                    ["read from cache", f"{rec.num('cache_read_tokens'):,}"],
+                    ["output", f"{rec.num('output_tokens'):,}"],
                 ],
             ),
         ),
     ]
-    causes = rec.get("breaks_by_cause", {})
+    causes = rec.obj("breaks_by_cause").counts()
     out.append(
         Section(
             "When the cache broke, and why",
             [
                 f"A cache break is a call that read much less from the cache than the call "
                 f"before it (more than 5% and 2,000 tokens less), so it paid to write the "
-                f"conversation again. The recording has {rec.get('cache_breaks', 0)}.",
+                f"conversation again. The recording has {rec.num('cache_breaks')}.",
             ],
             (
                 ["cause", "breaks", "meaning"],
-                [[_name(c), str(n), CAUSES.get(c, "")] for c, n in causes.items()],
+                [[_name(c), str(n), CAUSES.get(c, "")] for c, n in causes],
             )
             if causes
             else None,
             ("break_timeline.png",) if kind == "replay" else (),
         )
     )
-    # glob=False: a run directory named with `[` or `*` is a path, not a pattern.
     if kind == "replay":
-        out.append(_policy_section(pl.read_parquet(run_dir / "summary.parquet", glob=False)))
+        out.append(_policy_section(_table(run_dir / "summary.parquet", _POLICY_COLUMNS)))
     else:
-        out.append(_sweep_section(run, pl.read_parquet(run_dir / "sweep.parquet", glob=False)))
-    over = fid.get("sessions_over_threshold", [])
+        out.append(_sweep_section(run, _table(run_dir / "sweep.parquet", _SWEEP_COLUMNS)))
+    over = fid.size("sessions_over_threshold")
     out.append(
         Section(
             "How far to trust the numbers",
@@ -165,10 +286,10 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
                 "Every policy is replayed by the same simulation. Replayed without pruning "
                 "and with the recorded cache lifetime, it should reproduce what was really "
                 f"read from and written to the cache: its error is "
-                f"{100 * fid.get('overall_error', 0.0):.3f}% overall and "
-                f"{100 * fid.get('worst_session_error', 0.0):.3f}% in the worst session"
+                f"{100 * fid.num('overall_error'):.3f}% overall and "
+                f"{100 * fid.num('worst_session_error'):.3f}% in the worst session"
                 + (
-                    f"; {len(over)} sessions exceed the {100 * fid.get('threshold', 0.05):.0f}%"
+                    f"; {over} sessions exceed the {100 * fid.num('threshold', 0.05):.0f}%"
                     " threshold and their results are less certain."
                     if over
                     else "."
@@ -180,15 +301,14 @@ def _sections(run: dict[str, Any], run_dir: Path, kind: str) -> list[Section]:
         Section(
             "Caveats",
             [
-                *[n[0].upper() + n[1:] + "." for n in run.get("notes", [])],
-                f"Prices: table {_name(run.get('price_table', '?'))} (Anthropic list prices); "
+                *[n[0].upper() + n[1:] + "." for n in run.texts("notes") if n],
+                f"Prices: table {_name(run.text('price_table'))} (Anthropic list prices); "
                 "negotiated prices differ.",
                 "Compactions are kept where they were recorded; each policy reports whether "
                 "the prompt would still have grown large enough to trigger them.",
                 "A re-fetch hazard is a cleared result whose file or command the agent used "
                 "again later; content referred to without a repeated tool call is not counted.",
-                f"Made by mcsim {run.get('mcsim_version', '?')} on "
-                f"{str(run.get('created', '?'))[:10]}.",
+                f"Made by mcsim {run.text('mcsim_version')} on {run.text('created')[:10]}.",
             ],
         )
     )
@@ -238,7 +358,7 @@ def _policy_section(summary: Any) -> Section:
     )
 
 
-def _sweep_section(run: dict[str, Any], sweep: Any) -> Section:
+def _sweep_section(run: Fields, sweep: Any) -> Section:
     import polars as pl
 
     variants = sweep.filter(pl.col("level") == "variant")
@@ -254,18 +374,19 @@ def _sweep_section(run: dict[str, Any], sweep: Any) -> Section:
         ]
         for r in variants.iter_rows(named=True)
     ]
-    rec = run.get("recommendation") or {}
+    rec = run.obj("recommendation")
     text = (
-        f"Recommendation: {_name(rec.get('name'), TEXT_LIMIT)}, for the {rec.get('reason', '')}."
-        if rec.get("name")
-        else f"No recommendation: {rec.get('reason', 'no variant qualified')}."
+        f"Recommendation: {_name(rec.text('name'), TEXT_LIMIT)}, for the {rec.text('reason', '')}."
+        if rec.text("name", "")
+        else f"No recommendation: {rec.text('reason', 'no variant qualified')}."
     )
+    options = run.obj("options")
     return Section(
         "Tuning: every variant of the policy",
         [
-            f"Variants of policy '{_name(run.get('options', {}).get('policy', '?'))}' over "
-            + ", ".join(_name(g, TEXT_LIMIT) for g in run.get("options", {}).get("grid", []))
-            + f"; the no-pruning replay costs {_usd(run.get('baseline_cost_usd', 0.0))}.",
+            f"Variants of policy '{_name(options.text('policy'))}' over "
+            + ", ".join(_name(g, TEXT_LIMIT) for g in options.texts("grid"))
+            + f"; the no-pruning replay costs {_usd(run.num('baseline_cost_usd'))}.",
             text,
         ],
         (["variant", "cost", "savings", "net", "cleared tokens", "re-fetch risk", "breaks"], rows),
@@ -300,7 +421,7 @@ def _html_text(value: object) -> str:
     return html.escape(printable(value)).translate(_BRACKETS)
 
 
-def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Path) -> str:
+def _html(title: str, run: Fields, sections: list[Section], charts: dict[str, bytes]) -> str:
     e = _html_text
     parts = [
         "<!DOCTYPE html>",
@@ -308,9 +429,9 @@ def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Pat
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(title)}</h1>",
-        f'<p class="meta">Run of {e(str(run.get("created", "")))} over '
-        f"{e(', '.join(run.get('paths', [])) or 'the default transcript folders')}; policy "
-        f"file {e(str(run.get('policy_file', '')))}.</p>",
+        f'<p class="meta">Run of {e(run.text("created", ""))} over '
+        f"{e(', '.join(run.texts('paths')) or 'the default transcript folders')}; policy "
+        f"file {e(run.text('policy_file', ''))}.</p>",
     ]
     for section in sections:
         parts.append(f"<h2>{e(section.title)}</h2>")
@@ -328,10 +449,9 @@ def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Pat
                 parts.append(f"<tr>{cells}</tr>")
             parts.append("</tbody></table>")
         for chart in section.charts:
-            path = run_dir / chart
-            if not path.exists():
+            if chart not in charts:
                 continue
-            data = base64.b64encode(path.read_bytes()).decode()
+            data = base64.b64encode(charts[chart]).decode()
             caption = CHART_CAPTIONS.get(chart, chart)
             parts.append(
                 f'<figure><img alt="{e(caption)}" src="data:image/png;base64,{data}">'
@@ -341,7 +461,7 @@ def _html(title: str, run: dict[str, Any], sections: list[Section], run_dir: Pat
     return "\n".join(parts) + "\n"
 
 
-def _markdown(title: str, run: dict[str, Any], sections: list[Section]) -> str:
+def _markdown(title: str, sections: list[Section]) -> str:
     """The report as Markdown; every paragraph, cell and caption goes through markdown(), so
     what the run holds renders as the text it is (titles are mcsim's own)."""
     lines = [f"# {title}", ""]

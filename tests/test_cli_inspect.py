@@ -82,8 +82,8 @@ def test_existing_out_dir_is_not_overwritten(runner: CliRunner, tmp_path: Path) 
         result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), *force])
         assert result.exit_code == 2
         assert result.stderr == (
-            f"Error: {out}: not empty and not a run directory written by mcsim (no mcsim "
-            "run.json); --force replaces only those\n"
+            f"Error: {out}: holds keep.txt, not a file mcsim writes; --force replaces only a "
+            "run directory mcsim wrote\n"
         )
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert (out / "keep.txt").read_text() == "mine"

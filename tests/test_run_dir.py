@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from conftest import REPO, SAMPLES
 from mcsim import output
 from mcsim.charts import ChartData, ChartProcess
 from mcsim.cli import cli
-from mcsim.errors import OutputExistsError, OutputRefusedError
+from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.output import RUN_FORMAT, write_run_dir
 
 POLICY = REPO / "policies" / "claude-code.yaml"
@@ -136,7 +137,7 @@ def test_force_replaces_only_a_folder_with_mcsims_run_json(
 ) -> None:
     out = tmp_path / "mine"
     out.mkdir()
-    (out / "notes.txt").write_text("keep")
+    (out / "summary.parquet").write_text("keep")  # a name mcsim writes: only run.json decides
     if run_json is not None:
         (out / "run.json").write_text(run_json)
     before = snapshot(out)
@@ -211,7 +212,10 @@ def test_an_empty_folder_is_used_and_an_older_runs_folder_replaced(tmp_path: Pat
 
 def a_run(text: str) -> dict[str, Callable[[Path], object]]:
     """The writers of a small run: mcsim's run.json and a table holding `text`."""
-    return {"run.json": lambda p: p.write_text(MARKER), "table.txt": lambda p: p.write_text(text)}
+    return {
+        "run.json": lambda p: p.write_text(MARKER),
+        "summary.parquet": lambda p: p.write_text(text),
+    }
 
 
 def test_a_run_that_appeared_meanwhile_is_not_replaced(tmp_path: Path) -> None:
@@ -223,11 +227,11 @@ def test_a_run_that_appeared_meanwhile_is_not_replaced(tmp_path: Path) -> None:
         path.write_text("first")
 
     with pytest.raises(OutputExistsError) as caught:
-        write_run_dir(out, {"table.txt": race}, force=False)
+        write_run_dir(out, {"summary.parquet": race}, force=False)
     assert str(caught.value) == (
         f"{out}: already holds a run, written while this one ran (use --force to replace it)"
     )
-    assert (out / "table.txt").read_text() == "second"
+    assert (out / "summary.parquet").read_text() == "second"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
@@ -240,8 +244,8 @@ def test_force_replaces_a_run_that_appeared_meanwhile_but_no_other_folder(
         write_run_dir(out, a_run("second"), force=False)
         path.write_text("first")
 
-    write_run_dir(out, {"table.txt": race}, force=True)
-    assert snapshot(out) == {"table.txt": b"first"}
+    write_run_dir(out, {"summary.parquet": race}, force=True)
+    assert snapshot(out) == {"summary.parquet": b"first"}
 
     other = tmp_path / "other"
 
@@ -250,7 +254,7 @@ def test_force_replaces_a_run_that_appeared_meanwhile_but_no_other_folder(
         (other / "notes.txt").write_text("theirs")
 
     with pytest.raises(OutputRefusedError, match="no longer a run directory written by mcsim"):
-        write_run_dir(other, {"table.txt": someone_else}, force=True)
+        write_run_dir(other, {"summary.parquet": someone_else}, force=True)
     assert snapshot(other) == {"notes.txt": b"theirs"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "run"]
 
@@ -268,7 +272,7 @@ def test_an_interrupted_swap_puts_the_old_run_back(
     monkeypatch.setattr(output, "_rename", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_run_dir(out, a_run("new"), force=True)
-    assert (out / "table.txt").read_text() == "old"
+    assert (out / "summary.parquet").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
@@ -298,7 +302,7 @@ def test_background_writing_is_stopped_before_the_folder_is_removed(tmp_path: Pa
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        write_run_dir(tmp_path / "run", {"table.txt": interrupted}, False, background)
+        write_run_dir(tmp_path / "run", {"summary.parquet": interrupted}, False, background)
     assert background.closed_with_folder is True
     assert list(tmp_path.iterdir()) == []
 
@@ -316,8 +320,356 @@ def test_a_chart_process_drawing_into_a_failed_run_is_stopped(tmp_path: Path) ->
 
     try:
         with pytest.raises(RuntimeError, match="disk full"):
-            write_run_dir(tmp_path / "run", {"table.txt": fail}, False, draw)
+            write_run_dir(tmp_path / "run", {"summary.parquet": fail}, False, draw)
         assert not charts._proc.is_alive()  # it can write nothing more
         assert list(tmp_path.iterdir()) == []
     finally:
         charts.close()
+
+
+CORPUS = REPO / "tests" / "data" / "corpus" / "claude" / "projects"
+FORGED = '{"mcsim_version": "0"}'  # what any folder can hold: the mark alone proves nothing
+
+
+def sweep(*args: str) -> list[str]:
+    return ["sweep", *args, "--policy", str(POLICY), "--name", "claude-code", "--grid",
+            "ttl=5m,1h", "--no-cache"]  # fmt: skip
+
+
+def one_of_each(folder: Path, name: str, kind: str) -> None:
+    """Put an entry of `kind` named `name` into `folder`."""
+    path = folder / name
+    if kind == "file":
+        path.write_text("{}")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "link":
+        (folder.parent / "target").write_text(MARKER)
+        path.symlink_to(folder.parent / "target")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+@pytest.mark.usefixtures("no_work")
+@pytest.mark.parametrize(
+    ("name", "kind", "named"),
+    [
+        ("f225835b.jsonl", "file", "f225835b.jsonl"),
+        ("policy.yaml", "file", "policy.yaml"),
+        (".hidden", "file", ".hidden"),
+        ("notes", "folder", "notes"),
+        ("calls.parquet", "folder", "calls.parquet (a directory)"),
+        ("savings.png", "link", "savings.png (a symbolic link)"),
+        ("run.json", "link", "run.json (a symbolic link)"),
+        ("run.json", "zero", "run.json (a symbolic link)"),
+        pytest.param(
+            "run.json",
+            "fifo",
+            "run.json (a FIFO)",
+            marks=pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs"),
+        ),
+    ],
+)
+def test_force_replaces_no_folder_holding_anything_mcsim_does_not_write(
+    tmp_path: Path, name: str, kind: str, named: str
+) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "sessions.parquet").write_text("table")
+    if name != "run.json":
+        (out / "run.json").write_text(MARKER)
+    one_of_each(out, name, kind)
+    before = sorted(p.name for p in out.iterdir())
+    for args in (
+        ["inspect", str(SAMPLES), "--out", str(out)],
+        replay(str(SAMPLES), "--out", str(out)),
+    ):
+        for force in ([], ["--force"]):
+            assert refused([*args, *force]) == (
+                f"{out}: holds {named}, not a file mcsim writes; --force replaces only a run "
+                "directory mcsim wrote"
+            )
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert (out / "sessions.parquet").read_text() == "table"
+
+
+@pytest.mark.usefixtures("no_work")
+def test_a_forged_run_json_beside_transcripts_does_not_let_force_delete_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projects = tmp_path / "P"
+    shutil.copytree(CORPUS, projects)
+    out = projects / "-archives-m-claude"
+    (out / "run.json").write_text(FORGED)
+    before = snapshot(projects)
+    message = (
+        f"{out}: holds f225835b-3612-4093-903f-bd4538fb7cb9.jsonl, not a file mcsim writes; "
+        "--force replaces only a run directory mcsim wrote"
+    )
+    for command in (["inspect", str(projects)], replay(str(projects)), sweep(str(projects))):
+        assert refused([*command, "--out", str(out), "--force"]) == message
+    # With no PATHS: a project folder under ~/.claude/projects, an input's child, not a parent.
+    home = tmp_path / "home"
+    shutil.copytree(projects, home / ".claude" / "projects")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    mine = home / ".claude" / "projects" / "-archives-m-claude"
+    assert refused(["inspect", "--out", str(mine), "--force"]) == message.replace(
+        str(out), str(mine)
+    )
+    # A transcript reached through a symlink: its folder is no input, yet it holds one.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "session.jsonl").write_bytes(next(CORPUS.glob("*/*.jsonl")).read_bytes())
+    (elsewhere / "run.json").write_text(MARKER)
+    linked = tmp_path / "linked" / "project"
+    linked.mkdir(parents=True)
+    (linked / "session.jsonl").symlink_to(elsewhere / "session.jsonl")
+    assert refused(["inspect", str(linked.parent), "--out", str(elsewhere), "--force"]) == (
+        f"{elsewhere}: holds session.jsonl, not a file mcsim writes; --force replaces only a "
+        "run directory mcsim wrote"
+    )
+    assert snapshot(projects) == before
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["run.json", "session.jsonl"]
+
+
+def test_force_leaves_the_runs_own_policy_and_price_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(run)]).exit_code == 0
+    policy = run / "policy.yaml"
+    shutil.copy(POLICY, policy)
+    prices = run / "prices.json"
+    shutil.copy(REPO / "mcsim" / "prices" / "anthropic.json", prices)
+    before = snapshot(run)
+    result = CliRunner().invoke(cli, ["replay", str(SAMPLES), "--policy", str(policy), "--out",
+                                      str(run), "--force", "--no-cache"])  # fmt: skip
+    assert (result.exit_code, result.stderr) == (2, (
+        f"Error: {run}: holds policy.yaml, not a file mcsim writes; --force replaces only a "
+        "run directory mcsim wrote\n"
+    ))  # fmt: skip
+    policy.unlink()
+    result = CliRunner().invoke(
+        cli, ["inspect", str(SAMPLES), "--prices", str(prices), "--out", str(run), "--force"]
+    )
+    assert (result.exit_code, result.stderr) == (2, (
+        f"Error: {run}: holds prices.json, not a file mcsim writes; --force replaces only a "
+        "run directory mcsim wrote\n"
+    ))  # fmt: skip
+    del before["policy.yaml"]
+    assert snapshot(run) == before
+
+
+def test_every_file_the_commands_write_is_one_force_may_replace(tmp_path: Path) -> None:
+    """RUN_FILES names every file each command writes into a run directory, and nothing else;
+    a run with its report is then replaced whole by --force."""
+    a, b, c = tmp_path / "inspect", tmp_path / "replay", tmp_path / "sweep"
+    for args in (
+        ["inspect", str(SAMPLES), "--out", str(a)],
+        replay(str(SAMPLES), "--out", str(b)),
+        sweep(str(SAMPLES), "--out", str(c)),
+        ["report", str(b)],
+        ["report", str(c)],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    written = {folder: {p.name for p in folder.iterdir()} for folder in (a, b, c)}
+    assert set().union(*written.values()) == output.RUN_FILES
+    assert all(p.is_file() and not p.is_symlink() for f in (a, b, c) for p in f.iterdir())
+    for folder in (b, c):
+        result = CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(folder), "--force"])
+        assert result.exit_code == 0, result.output
+        assert {p.name for p in folder.iterdir()} == written[a]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inspect", "replay", "sweep"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_run_json_is_read_without_blocking_and_within_a_bound(tmp_path: Path) -> None:
+    """A FIFO would block the read forever, /dev/zero never end; a huge file is not read."""
+    fifo, zero, huge, good = (tmp_path / name for name in ("fifo", "zero", "huge", "good"))
+    for folder in (fifo, zero, huge, good):
+        folder.mkdir()
+    os.mkfifo(fifo / "run.json")
+    (zero / "run.json").symlink_to("/dev/zero")
+    with (huge / "run.json").open("wb") as fh:  # sparse: no disk used
+        fh.write(MARKER.encode())
+        fh.truncate(output.RUN_JSON_MAX_BYTES + 1)
+    (good / "run.json").write_text(MARKER)
+    assert [output.is_run_dir(f) for f in (fifo, zero, huge, good)] == [False, False, False, True]
+    with pytest.raises(OSError) as caught:
+        output.read_regular(huge / "run.json", output.RUN_JSON_MAX_BYTES)
+    assert caught.value.strerror == "larger than 256 MiB"
+    with pytest.raises(OSError) as caught:
+        output.read_regular(fifo / "run.json", output.RUN_JSON_MAX_BYTES)
+    assert caught.value.strerror == "a FIFO, not a regular file"
+
+
+FULL = Path("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
+needs_full = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+
+
+def old_run(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    out = tmp_path / "run"
+    assert CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(out)]).exit_code == 0
+    return out, snapshot(out)
+
+
+def failed(args: list[str]) -> str:
+    """The one-line error of a command that fails with exit 1."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("Error: ")
+    return result.stderr.removeprefix("Error: ").rstrip("\n")
+
+
+@needs_full
+def test_a_full_disk_is_one_line_and_leaves_the_old_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, before = old_run(tmp_path)
+    args = ["inspect", str(SAMPLES), "--out", str(out), "--force"]
+
+    def full_disk(path: Path, doc: object) -> None:
+        FULL.write_bytes(b"{}" * 65536)
+
+    monkeypatch.setattr(output, "write_json", full_disk)
+    assert failed(args) == f"{out}: could not write the run (No space left on device)"
+    monkeypatch.undo()
+
+    class FullDiskFrame:
+        """A table polars writes to a full disk: its ComputeError, not an OSError."""
+
+        def __init__(self, frame: object) -> None:
+            self.frame = frame
+
+        def write_parquet(self, path: Path) -> None:
+            self.frame.write_parquet(FULL)  # type: ignore[attr-defined]
+
+    sessions_frame = output.sessions_frame
+    monkeypatch.setattr(output, "sessions_frame", lambda r: FullDiskFrame(sessions_frame(r)))
+    message = failed(args)
+    assert message.startswith(f"{out}: could not write the run (parquet: ")
+    assert message.endswith("No space left on device (os error 28))")
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_file_size_limit_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    """A real failing write (RLIMIT_FSIZE: EFBIG, what a quota or a full disk looks like),
+    in a child process with the limit, as no test may mount a small file system."""
+    out, before = old_run(tmp_path)
+    limited = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048)); "
+        "from mcsim.cli import main; sys.argv[0] = 'mcsim'; main()"
+    )
+    for args in (["inspect", str(SAMPLES)], replay(str(SAMPLES))):
+        proc = subprocess.run(
+            [sys.executable, "-c", limited, *args, "--out", str(out), "--force"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(f"Error: {out}: could not write the run (")
+        # The reason is the system's or polars' report of it (which varies with the write).
+        assert proc.stderr.count("\n") == 1 and proc.stderr.endswith(")\n")
+        assert snapshot(out) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_charts_that_cannot_be_drawn_fail_the_run_in_one_line(tmp_path: Path) -> None:
+    charts = ChartProcess()
+    data = ChartData(["recorded", "a"], savings=[("a", 12.5, 3.0)])
+    out = tmp_path / "run"
+
+    def draw(folder: Path) -> ChartProcess:
+        charts.start(data, folder / "gone", ["savings.png"])  # its folder does not exist
+        return charts
+
+    try:
+        with pytest.raises(McsimError) as caught:
+            write_run_dir(out, a_run("new"), False, draw)
+        assert str(caught.value) == (
+            f"{out}: could not write the run (could not draw the charts: No such file or directory)"
+        )
+        assert caught.value.exit_code == 1
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        charts.close()
+
+
+@pytest.mark.usefixtures("no_work")
+def test_a_name_too_long_is_refused_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / ("x" * 300) / "run"
+    assert refused(["inspect", str(SAMPLES), "--out", str(out)]) == f"{out}: File name too long"
+    assert refused(replay(str(SAMPLES), "--out", str(out), "--force")) == (
+        f"{out}: File name too long"
+    )
+
+
+def test_a_deleted_working_directory_does_not_stop_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "breaks.parquet", "calls.parquet", "run.json", "sessions.parquet"
+    ]  # fmt: skip
+    assert refused(["inspect", str(SAMPLES), "--out", "rel"]) == (
+        "rel: is relative, and the current directory no longer exists; choose another --out"
+    )
+
+
+@pytest.mark.usefixtures("no_work")
+def test_a_tilde_in_out_is_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for args in (["--out", "~"], ["--out=~"], ["--out", "~/"]):
+        assert refused(["inspect", str(SAMPLES), *args, "--force"]) == (
+            f"{home}: is a home directory; choose another --out"
+        )
+    assert not (tmp_path / "~").exists()
+
+
+def test_a_tilde_path_in_out_is_written_under_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out=~/runs/a"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "a" / "run.json").is_file()
+
+
+@pytest.mark.usefixtures("no_work")
+def test_the_session_cache_folder_is_never_a_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "x.sessions").write_bytes(b"entry")
+    expected = {
+        cache: f"{cache}: is the session cache folder ({cache})",
+        cache / "run": f"{cache / 'run'}: is inside the session cache folder {cache}",
+        tmp_path: f"{tmp_path}: holds the session cache folder {cache}",
+    }
+    monkeypatch.delenv("MCSIM_CACHE_DIR", raising=False)
+    for out, message in expected.items():
+        args = ["replay", str(SAMPLES), "--policy", str(POLICY), "--out", str(out), "--force"]
+        assert refused([*args, "--cache-dir", str(cache)]) == f"{message}; choose another --out"
+        swept = sweep(str(SAMPLES), "--out", str(out), "--cache-dir", str(cache))
+        swept.remove("--no-cache")
+        assert refused(swept) == f"{message}; choose another --out"
+    monkeypatch.setenv("MCSIM_CACHE_DIR", str(cache))
+    args = ["replay", str(SAMPLES), "--policy", str(POLICY), "--out", str(cache)]
+    assert refused(args) == f"{cache}: is the session cache folder ({cache}); choose another --out"
+    assert snapshot(cache) == {"x.sessions": b"entry"}

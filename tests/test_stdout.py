@@ -1,0 +1,60 @@
+"""Standard output that cannot be written: a closed pipe ends the run quietly, any other
+failure is one line; never a traceback, at the write or at exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES
+
+# Block-buffered, as a user's shell runs it: unbuffered, a failure would come at once, and
+# the failure at exit (of what is still buffered) would go untested.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+COMMANDS = [
+    ["inspect", str(SAMPLES)],
+    ["inspect", str(SAMPLES), "--json"],
+    ["policies"],
+    ["policies", "--json"],
+]
+
+
+def mcsim(args: list[str], stdout: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcsim", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_a_closed_pipe_ends_the_run_quietly_with_exit_1(args: list[str]) -> None:
+    """`mcsim ... | head` where head has gone: exit 1 and nothing on stderr (click's and
+    Python's convention for EPIPE)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = mcsim(args, write)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (1, "")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", COMMANDS)
+def test_a_full_disk_on_stdout_is_one_line_and_exit_1(args: list[str]) -> None:
+    fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        proc = mcsim(args, fd)
+    finally:
+        os.close(fd)
+    assert (proc.returncode, proc.stderr) == (
+        1,
+        "Error: cannot write to standard output: No space left on device\n",
+    )
