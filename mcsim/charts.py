@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcsim.processes import Parent, end_with
+from mcsim.processes import STOP, Parent, end_with
 from mcsim.replay import RECORDED, ReplayReport
 from mcsim.text import NAME_LIMIT, printable
 
@@ -291,14 +291,15 @@ class ChartProcess:
     def close(self) -> None:
         """Stop the process at once: it writes nothing after this returns (an error or an
         interrupt before or while the charts are drawn: their folder is about to go)."""
-        if self._pending:
-            self._proc.kill()  # drawing: not worth finishing
-        self._join_sender()
-        if self._proc.is_alive():
-            with contextlib.suppress(OSError):
-                self._conn.send(None)
-            self._proc.join(timeout=5)
+        with STOP.shielded():
+            if self._pending:
+                self._proc.kill()  # drawing: not worth finishing
+            self._join_sender()
             if self._proc.is_alive():
-                self._proc.kill()
-        self._proc.join()
+                with contextlib.suppress(OSError):
+                    self._conn.send(None)
+                self._proc.join(timeout=5)
+                if self._proc.is_alive():
+                    self._proc.kill()
+            self._proc.join()
         self._pending = 0

@@ -32,6 +32,7 @@ from mcsim.discovery import default_roots
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.loaders.jsonl import NotRegularFileError, file_kind, open_regular
 from mcsim.pipeline import LoadStats
+from mcsim.processes import STOP
 from mcsim.recorded import InspectReport
 
 SCHEMA_VERSION = 1
@@ -285,15 +286,19 @@ def write_run_dir(
             os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private; a run dir is not
             pending = background(tmp) if background is not None else None
             for name, write in writers.items():
+                STOP.check()  # a stop polars swallowed while building a table resurfaces here
                 write(tmp / name)
             if pending is not None:
                 pending.wait()
-            _swap_in(tmp, out_dir, force)
+            STOP.check()
+            with STOP.shielded():  # half a swap would leave the old run aside
+                _swap_in(tmp, out_dir, force)
         finally:
-            if pending is not None:
-                pending.close()
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            with STOP.shielded():
+                if pending is not None:
+                    pending.close()
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
     except Exception as exc:
         reason = _write_failure(exc)
         if reason is None:

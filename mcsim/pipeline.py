@@ -130,6 +130,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     loaded = job.source(job.unit, job.exclude)
     out: _UnitOutput[T] = _UnitOutput([], loaded.skips, excluded_calls=loaded.excluded_calls)
     for session in loaded.sessions:
+        STOP.check()  # in a worker STOP is not installed: only the serial run checks
         start = session.start_s
         assert start is not None  # loaders only produce sessions with calls
         if (job.since_s is not None and start < job.since_s) or (
@@ -256,10 +257,11 @@ def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
                     ready[k] = output
             yield ready.pop(index)
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join()
+        with STOP.shielded():
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+                proc.join()
 
 
 def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any, parent: Parent) -> None:

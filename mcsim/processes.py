@@ -18,6 +18,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,22 +81,25 @@ class Stopped(BaseException):
         self.signum = signum
 
 
-_REDELIVER_SECONDS = 0.1
-
-
 class _Stop:
     """SIGINT and SIGTERM raise `Stopped` in the main thread, once.
 
     Later signals are ignored, so the clean-up the first one starts runs to its end. A signal
     handled while polars' own KeyboardInterrupt is on its way up is only noted: raised in a
     `finally` it would cut the clean-up short. A stop raised in Python code that native code
-    calls back (polars does) can be swallowed there, reported as unraisable: it is raised
-    again shortly after, from ordinary code.
+    calls back (polars does, io.open did) can be lost:
+    * reported as unraisable: it is raised again a moment later, from ordinary code;
+    * swallowed silently: `signum` stays set, and `check`, called where the run does ordinary
+      work (each file, each unit, each table written), raises it again;
+    * turned into another error: `main` sees `signum` and reports the stop.
+    Clean-up code runs `shielded`: a stop raised again meanwhile waits for the next check.
     """
 
     def __init__(self) -> None:
         self.pid: int | None = None
         self.signum: int | None = None
+        self.again = False  # a stop reported as unraisable is to be raised again
+        self.shields = 0
         self.previous_hook = sys.unraisablehook
 
     def install(self) -> None:
@@ -107,12 +112,21 @@ class _Stop:
         return self.pid == os.getpid()
 
     def check(self) -> None:
-        """Raise the stop again if one was signalled and the run still goes on: native code
-        that the handler interrupted can swallow the exception (seen in `io.open`, 4 stops in
-        28 lost). Called where a run does ordinary work (opening each file, each unit), never
-        from clean-up code, so it cannot cut a clean-up short."""
+        """Raise the stop again if one was signalled and the run still goes on (native code
+        swallowed it: seen in io.open, 4 stops in 28 lost). Only for ordinary work, never
+        clean-up code, which a stop must not cut short."""
         if self.signum is not None and self.installed():
             raise Stopped(self.signum)
+
+    @contextmanager
+    def shielded(self) -> Iterator[None]:
+        """Clean-up that a stop raised again must not interrupt (removing a temporary
+        folder, stopping child processes)."""
+        self.shields += 1
+        try:
+            yield
+        finally:
+            self.shields -= 1
 
     def stopped(self, signum: int) -> Stopped:
         self.signum = self.signum or signum
@@ -122,6 +136,9 @@ class _Stop:
         if not self.installed():  # a forked child that has not yet set its own handlers
             os._exit(128 + signum)
         if self.signum is not None:
+            if self.again and not self.shields:
+                self.again = False
+                raise Stopped(self.signum)
             return
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):
             self.signum = signum
@@ -130,18 +147,18 @@ class _Stop:
 
     def on_unraisable(self, info: Any) -> None:
         if isinstance(info.exc_value, Stopped):
-            self.signum = None
-            signum = info.exc_value.signum
-            threading.Thread(target=self._again, args=(signum,), daemon=True).start()
+            self.again = True
+            threading.Thread(target=self._again, daemon=True).start()
         else:
             self.previous_hook(info)
 
-    @staticmethod
-    def _again(signum: int) -> None:
+    def _again(self) -> None:
         # Once the code that swallowed it has returned: raised any sooner (signal.raise_signal
         # here, in the hook) it is swallowed again. Should it be, it comes back here.
-        time.sleep(_REDELIVER_SECONDS)
-        _thread.interrupt_main(signal.Signals(signum))
+        time.sleep(_AGAIN_SECONDS)
+        if self.again and self.signum is not None:
+            _thread.interrupt_main(signal.Signals(self.signum))
 
 
+_AGAIN_SECONDS = 0.1
 STOP = _Stop()

@@ -250,10 +250,21 @@ SWALLOWED = """
 """
 
 
+SWALLOWED_THEN_ANOTHER_ERROR = """
+    class Swallowing:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+            for _ in range(1000):
+                pass  # reported as unraisable, as polars did while building a table
+    Swallowing()
+    raise TypeError("'<unprintable str object>' is not a Polars data type")  # and then this
+"""
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
-    [(POLARS_CTRL_C, 130), (SWALLOWED, 143)],
-    ids=["polars-keyboard-interrupt", "swallowed-stop"],
+    [(POLARS_CTRL_C, 130), (SWALLOWED, 143), (SWALLOWED_THEN_ANOTHER_ERROR, 143)],
+    ids=["polars-keyboard-interrupt", "swallowed-stop", "swallowed-then-another-error"],
 )
 def test_a_stop_raised_or_swallowed_by_native_code_still_stops(
     tmp_path: Path, body: str, code: int
