@@ -13,6 +13,7 @@ import multiprocessing
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,9 @@ def pyplot() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # A policy or project name in a script the default font lacks (CJK, emoji) is drawn as
+    # boxes; matplotlib would also print a warning per missing glyph, dozens on stderr.
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from", category=UserWarning)
     return plt
 
 
