@@ -148,6 +148,16 @@ class Session:
         return [c.key for t in self.threads for c in t.calls]
 
     @property
+    def call_counts(self) -> list[tuple[int, int, int]]:
+        """Each call's input, cache write and cache read counts, in `call_keys` order: two
+        copies of one call must agree on them."""
+        return [
+            (u.input_tokens, u.cache_write_tokens, u.cache_read_tokens)
+            for t in self.threads
+            for u in (c.usage for c in t.calls)
+        ]
+
+    @property
     def start_s(self) -> float | None:
         stamps = [c.timestamp_s for t in self.threads for c in t.calls]
         return min(stamps) if stamps else None

@@ -57,6 +57,9 @@ class HasCalls(Protocol):
     def call_keys(self) -> list[CallKey]: ...
 
     @property
+    def call_counts(self) -> list[tuple[int, int, int]]: ...
+
+    @property
     def start_s(self) -> float | None: ...
 
 
@@ -120,7 +123,7 @@ class _Job(Generic[S, T]):
 
 @dataclass
 class _UnitOutput(Generic[T]):
-    results: list[tuple[list[CallKey], T]]
+    results: list[tuple[list[CallKey], list[tuple[int, int, int]], T]]
     skips: SkipReport
     outside_dates: int = 0
     excluded_calls: int = 0
@@ -138,7 +141,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         ):
             out.outside_dates += 1
             continue
-        out.results.append((session.call_keys, job.fn(session)))
+        out.results.append((session.call_keys, session.call_counts, job.fn(session)))
     return out
 
 
@@ -187,12 +190,13 @@ def map_sessions(
 def _collect(
     jobs: list[_Job[Any, T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
-    seen: set[CallKey] = set()
+    seen: dict[CallKey, tuple[int, int, int]] = {}  # every call so far, with its counts
     total = stats.bytes
     done = 0
     for job, output in _run_all(jobs, workers, total):
         STOP.check()
-        if any(key in seen for keys, _ in output.results for key in keys):
+        if any(key in seen for keys, _, _ in output.results for key in keys):
+            _note_conflicts(output, seen, job.unit.key, stats)
             output = _run_job(replace(job, exclude=frozenset(seen)))
             stats.duplicate_calls += output.excluded_calls
         stats.skips.merge(output.skips)
@@ -200,9 +204,29 @@ def _collect(
         done += job.unit.size_bytes
         if progress is not None:
             progress(done, total)
-        for keys, result in output.results:
-            seen.update(keys)
+        for keys, counts, result in output.results:
+            seen.update(zip(keys, counts, strict=True))
             yield result
+
+
+def _note_conflicts(
+    output: _UnitOutput[Any],
+    seen: dict[CallKey, tuple[int, int, int]],
+    unit: str,
+    stats: LoadStats,
+) -> None:
+    """Note each call of `output` that an earlier unit also holds with other counts (the
+    earlier one stands): a copy must bill what its original billed."""
+    for keys, counts, _ in output.results:
+        for key, count in zip(keys, counts, strict=True):
+            if key in seen and seen[key] != count:
+                stats.skips.note(
+                    from_fs(unit),
+                    0,
+                    "conflicting_usage",
+                    f"call {key[0][:40]} bills other counts than its copy in an earlier project "
+                    "folder, which stands",
+                )
 
 
 def _run_all(

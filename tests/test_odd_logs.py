@@ -391,3 +391,18 @@ def test_numeric_request_ids_keep_calls_apart(tmp_path: Path) -> None:
     doc = inspect_json(tmp_path)
     assert doc["totals"]["calls"] == 2
     assert doc["skipped"]["notes_by_reason"] == {}
+
+
+def test_a_call_copied_into_another_project_with_other_counts_is_noted(tmp_path: Path) -> None:
+    small = [user("u1", None, 0), assistant("a1", "u1", 1, "m1", "r1", u=usage(3, 0, 100))]
+    # The same call in a larger project folder, with other counts: that copy is read first.
+    big = [*_conversation(SESSION, "b"), assistant("a3", "a2", 1, "m1", "r1", u=usage(3, 0, 999))]
+    write(tmp_path / "projA" / f"{SESSION}.jsonl", small)
+    write(tmp_path / "projB" / f"{SESSION}.jsonl", big)
+    doc = inspect_json(tmp_path)
+    assert doc["totals"]["calls"] == 3
+    assert doc["totals"]["cache_read_tokens"] == 1000 + 999
+    assert doc["input"]["duplicate_calls_across_projects"] == 1
+    assert doc["skipped"]["notes_by_reason"] == {"conflicting_usage": 1}
+    (note,) = doc["skipped"]["examples"]
+    assert note["file"].endswith("projA")
