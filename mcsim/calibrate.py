@@ -114,10 +114,16 @@ class CalSession:
         return [c.key for t in self.threads for c in t.calls]
 
     @property
-    def call_counts(self) -> list[tuple[int, int, int]]:
+    def call_counts(self) -> list[int]:
         """As Session.call_counts."""
         return [
-            (c.input_tokens, c.cache_write_5m_tokens + c.cache_write_1h_tokens, c.cache_read_tokens)
+            hash(
+                (
+                    c.input_tokens,
+                    c.cache_write_5m_tokens + c.cache_write_1h_tokens,
+                    c.cache_read_tokens,
+                )
+            )
             for t in self.threads
             for c in t.calls
         ]

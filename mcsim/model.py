@@ -148,11 +148,12 @@ class Session:
         return [c.key for t in self.threads for c in t.calls]
 
     @property
-    def call_counts(self) -> list[tuple[int, int, int]]:
-        """Each call's input, cache write and cache read counts, in `call_keys` order: two
-        copies of one call must agree on them."""
+    def call_counts(self) -> list[int]:
+        """A hash of each call's input, cache write and cache read counts, in `call_keys`
+        order: two copies of one call must agree on them. (Hashes of int tuples do not depend
+        on the process, and are cheap to send between processes.)"""
         return [
-            (u.input_tokens, u.cache_write_tokens, u.cache_read_tokens)
+            hash((u.input_tokens, u.cache_write_tokens, u.cache_read_tokens))
             for t in self.threads
             for u in (c.usage for c in t.calls)
         ]

@@ -57,7 +57,7 @@ class HasCalls(Protocol):
     def call_keys(self) -> list[CallKey]: ...
 
     @property
-    def call_counts(self) -> list[tuple[int, int, int]]: ...
+    def call_counts(self) -> list[int]: ...
 
     @property
     def start_s(self) -> float | None: ...
@@ -123,7 +123,7 @@ class _Job(Generic[S, T]):
 
 @dataclass
 class _UnitOutput(Generic[T]):
-    results: list[tuple[list[CallKey], list[tuple[int, int, int]], T]]
+    results: list[tuple[list[CallKey], list[int], T]]
     skips: SkipReport
     outside_dates: int = 0
     excluded_calls: int = 0
@@ -190,7 +190,7 @@ def map_sessions(
 def _collect(
     jobs: list[_Job[Any, T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
-    seen: dict[CallKey, tuple[int, int, int]] = {}  # every call so far, with its counts
+    seen: dict[CallKey, int] = {}  # every call so far, with its counts
     total = stats.bytes
     done = 0
     for job, output in _run_all(jobs, workers, total):
@@ -211,7 +211,7 @@ def _collect(
 
 def _note_conflicts(
     output: _UnitOutput[Any],
-    seen: dict[CallKey, tuple[int, int, int]],
+    seen: dict[CallKey, int],
     unit: str,
     stats: LoadStats,
 ) -> None:
