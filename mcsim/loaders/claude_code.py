@@ -144,6 +144,7 @@ class _SessionAcc:
     cwd: str | None = None
     files: dict[str, None] = field(default_factory=dict)  # ordered set
     threads: dict[str, _ThreadAcc] = field(default_factory=dict)
+    thread_of: dict[str, str] = field(default_factory=dict)  # uuid -> thread, latest line
 
 
 class _BadField(Exception):
@@ -257,7 +258,6 @@ class _LineReader:
         self.calls: dict[CallKey, _CallAcc] = {}
         self.by_message: dict[tuple[str, str], _CallAcc] = {}  # (session, message id) -> call
         self.replays: set[CallKey] = set()  # sidechain copies of calls counted elsewhere
-        self.thread_of: dict[tuple[str, str], str] = {}  # (session, uuid) -> thread, latest
         self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._file_thread: str | None = None  # agent-<id> for sub-agent files
 
@@ -388,11 +388,12 @@ class _LineReader:
         if session is None:
             session = self.sessions[session_id] = _SessionAcc(session_id, self.project)
         session.files[file] = None
-        cwd = obj.get("cwd")
-        if session.cwd is None and isinstance(cwd, str):
-            session.cwd = cwd
-        thread_id = self._thread_id(obj, node, session_id)
-        self.thread_of[(session_id, node.uuid)] = thread_id
+        if session.cwd is None:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str):
+                session.cwd = cwd
+        thread_id = self._thread_id(obj, node, session)
+        session.thread_of[node.uuid] = thread_id
         thread = session.threads.get(thread_id)
         if thread is None:
             thread = session.threads[thread_id] = _ThreadAcc()
@@ -412,7 +413,7 @@ class _LineReader:
             thread.first[node.uuid] = node
         thread.nodes.append(node)
 
-    def _thread_id(self, obj: dict[str, Any], node: _Node, session_id: str) -> str:
+    def _thread_id(self, obj: dict[str, Any], node: _Node, session: _SessionAcc) -> str:
         agent = obj.get("agentId")
         if isinstance(agent, str) and agent:
             return f"agent-{agent}"
@@ -420,7 +421,7 @@ class _LineReader:
             return self._file_thread
         if obj.get("isSidechain") is True:
             if node.parent is not None:
-                known = self.thread_of.get((session_id, node.parent))
+                known = session.thread_of.get(node.parent)
                 if known is not None:
                     return known
             return f"sidechain-{node.uuid}"
