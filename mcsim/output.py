@@ -30,7 +30,7 @@ import orjson
 from mcsim import __version__
 from mcsim.discovery import default_roots
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
-from mcsim.loaders.jsonl import NotRegularFileError, file_kind, open_regular
+from mcsim.loaders.jsonl import file_kind, read_regular
 from mcsim.pipeline import LoadStats
 from mcsim.processes import STOP
 from mcsim.recorded import InspectReport
@@ -79,25 +79,6 @@ def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-
-
-def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of `path`, which must be a regular file of at most `limit` bytes.
-
-    mcsim reads back files of folders anyone may have written (run.json, a run's charts): a
-    FIFO there would block the read forever and a link to /dev/zero never end, so the file is
-    opened without blocking, refused unless regular, and read no further than `limit`. Every
-    refusal is an OSError whose `strerror` says why.
-    """
-    try:
-        with open_regular(path) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            data = fh.read(limit + 1) if size <= limit else b""
-    except NotRegularFileError as exc:
-        raise OSError(errno.EINVAL, f"{exc.what}, not a regular file", str(path)) from None
-    if size > limit or len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
-    return data
 
 
 def is_run_dir(folder: Path) -> bool:

@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from mcsim.errors import McsimError, UsageError
-from mcsim.loaders.jsonl import NotRegularFileError, open_regular
-from mcsim.output import RUN_JSON_MAX_BYTES, read_regular, umask
+from mcsim.loaders.jsonl import NotRegularFileError, open_regular, read_regular
+from mcsim.output import RUN_JSON_MAX_BYTES, umask
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
 
 # Far above any chart mcsim draws (tens of kilobytes): a bound on what is embedded.

@@ -15,7 +15,6 @@ Every error names the file, the policy and the key, and is raised before anythin
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import yaml
 from yaml.nodes import Node, ScalarNode
 
 from mcsim.errors import UsageError
-from mcsim.loaders.jsonl import NotRegularFileError, open_regular
+from mcsim.loaders.jsonl import FileTooLargeError, NotRegularFileError, read_regular
 from mcsim.policies import REGISTRY, Param, Policy, can_clear
 
 BASELINE = "baseline"
@@ -105,19 +104,16 @@ def _show(value: Any) -> str:
 def load_policy_file(path: Path) -> list[Scenario]:
     """Scenarios from a policy file; the baseline first (added when the file does not name it)."""
     try:
-        # Only a regular file: a FIFO would block the read, a device never end it.
-        with open_regular(path) as file:
-            size_bytes = os.fstat(file.fileno()).st_size
-            raw = file.read(MAX_FILE_BYTES + 1)
+        raw = read_regular(path, MAX_FILE_BYTES)
     except NotRegularFileError as exc:
         raise PolicyFileError(f"{path}: {exc.what}, not a policy file") from None
-    except OSError as exc:
-        raise PolicyFileError(f"{path}: cannot read policy file ({exc.strerror})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        size = f"{size_bytes:_} bytes" if size_bytes > MAX_FILE_BYTES else "more"
+    except FileTooLargeError as exc:
+        size = "more" if exc.size_bytes is None else f"{exc.size_bytes:_} bytes"
         raise PolicyFileError(
             f"{path}: too large for a policy file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
-        )
+        ) from None
+    except OSError as exc:
+        raise PolicyFileError(f"{path}: cannot read policy file ({exc.strerror})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

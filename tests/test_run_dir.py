@@ -19,6 +19,7 @@ from mcsim import output
 from mcsim.charts import ChartData, ChartProcess
 from mcsim.cli import cli
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
+from mcsim.loaders import jsonl
 from mcsim.output import RUN_FORMAT, write_run_dir
 
 POLICY = REPO / "policies" / "claude-code.yaml"
@@ -498,10 +499,10 @@ def test_run_json_is_read_without_blocking_and_within_a_bound(tmp_path: Path) ->
     (good / "run.json").write_text(MARKER)
     assert [output.is_run_dir(f) for f in (fifo, zero, huge, good)] == [False, False, False, True]
     with pytest.raises(OSError) as caught:
-        output.read_regular(huge / "run.json", output.RUN_JSON_MAX_BYTES)
+        jsonl.read_regular(huge / "run.json", output.RUN_JSON_MAX_BYTES)
     assert caught.value.strerror == "larger than 256 MiB"
     with pytest.raises(OSError) as caught:
-        output.read_regular(fifo / "run.json", output.RUN_JSON_MAX_BYTES)
+        jsonl.read_regular(fifo / "run.json", output.RUN_JSON_MAX_BYTES)
     assert caught.value.strerror == "a FIFO, not a regular file"
 
 

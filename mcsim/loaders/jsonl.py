@@ -10,6 +10,7 @@ memory follows the longest line rather than the file; and a line longer than
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -32,8 +33,19 @@ class NotRegularFileError(OSError):
     """A path that is a FIFO, a device or a socket, not a file with an end."""
 
     def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"{path}: {what}, not a regular file")
+        super().__init__(errno.EINVAL, f"{what}, not a regular file", str(path))
         self.what = what
+
+
+class FileTooLargeError(OSError):
+    """A file larger than what it is read for may be (`size_bytes` None: it grew while read)."""
+
+    def __init__(self, path: Path, size_bytes: int | None, limit_bytes: int) -> None:
+        limit = (
+            f"{limit_bytes >> 20} MiB" if limit_bytes % (1 << 20) == 0 else f"{limit_bytes:_} bytes"
+        )
+        super().__init__(errno.EFBIG, f"larger than {limit}", str(path))
+        self.size_bytes = size_bytes
 
 
 def file_kind(mode: int) -> str:
@@ -65,6 +77,24 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular(path: Path, limit_bytes: int) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit_bytes`.
+
+    For the small files mcsim reads whole (a policy file, a price file, a run's run.json and
+    charts), from folders anyone may have written: a FIFO would block the read and a link to
+    /dev/zero never end it. Refusals are OSErrors whose `strerror` says why
+    (NotRegularFileError, FileTooLargeError).
+    """
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit_bytes:
+            raise FileTooLargeError(path, size, limit_bytes)
+        data = fh.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise FileTooLargeError(path, None, limit_bytes)
+    return data
 
 
 # One line of a file: its 1-based number, its bytes (None when it is over the limit and was

@@ -14,7 +14,6 @@ one would be a "saving". Anything else is refused in one line naming file, model
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from mcsim.errors import PriceTableError
-from mcsim.loaders.jsonl import NotRegularFileError, open_regular
+from mcsim.loaders.jsonl import FileTooLargeError, NotRegularFileError, read_regular
 from mcsim.model import Usage
 
 FORMAT = "mcsim-prices/1"
@@ -239,19 +238,16 @@ def load_table(path: Path | None) -> PriceTable:
     if path is None:
         return table
     try:
-        # Only a regular file: a FIFO would block the read, a device never end it.
-        with open_regular(path) as file:
-            size_bytes = os.fstat(file.fileno()).st_size
-            raw = file.read(MAX_FILE_BYTES + 1)
+        raw = read_regular(path, MAX_FILE_BYTES)
     except NotRegularFileError as exc:
         raise PriceTableError(f"{path}: {exc.what}, not a price file") from None
-    except OSError as exc:
-        raise PriceTableError(f"{path}: cannot read price file ({exc.strerror})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        size = f"{size_bytes:_} bytes" if size_bytes > MAX_FILE_BYTES else "more"
+    except FileTooLargeError as exc:
+        size = "more" if exc.size_bytes is None else f"{exc.size_bytes:_} bytes"
         raise PriceTableError(
             f"{path}: too large for a price file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
-        )
+        ) from None
+    except OSError as exc:
+        raise PriceTableError(f"{path}: cannot read price file ({exc.strerror})") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
