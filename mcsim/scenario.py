@@ -23,7 +23,7 @@ import yaml
 from yaml.nodes import Node, ScalarNode
 
 from mcsim.errors import UsageError
-from mcsim.loaders.jsonl import FileTooLargeError, NotRegularFileError, read_regular
+from mcsim.loaders.jsonl import read_input_file
 from mcsim.policies import REGISTRY, Param, Policy, can_clear
 
 BASELINE = "baseline"
@@ -103,17 +103,7 @@ def _show(value: Any) -> str:
 
 def load_policy_file(path: Path) -> list[Scenario]:
     """Scenarios from a policy file; the baseline first (added when the file does not name it)."""
-    try:
-        raw = read_regular(path, MAX_FILE_BYTES)
-    except NotRegularFileError as exc:
-        raise PolicyFileError(f"{path}: {exc.what}, not a policy file") from None
-    except FileTooLargeError as exc:
-        size = "more" if exc.size_bytes is None else f"{exc.size_bytes:_} bytes"
-        raise PolicyFileError(
-            f"{path}: too large for a policy file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
-        ) from None
-    except OSError as exc:
-        raise PolicyFileError(f"{path}: cannot read policy file ({exc.strerror})") from None
+    raw = read_input_file(path, MAX_FILE_BYTES, "policy file", PolicyFileError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

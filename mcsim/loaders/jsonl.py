@@ -14,7 +14,7 @@ import errno
 import io
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -95,6 +95,24 @@ def read_regular(path: Path, limit_bytes: int) -> bytes:
     if len(data) > limit_bytes:
         raise FileTooLargeError(path, None, limit_bytes)
     return data
+
+
+def read_input_file(
+    path: Path, limit_bytes: int, noun: str, error: Callable[[str], Exception]
+) -> bytes:
+    """`read_regular` for a file the user named (a policy file, a price file): any refusal is
+    `error` with one line naming the file and what it should have been (`noun`)."""
+    try:
+        return read_regular(path, limit_bytes)
+    except NotRegularFileError as exc:
+        raise error(f"{path}: {exc.what}, not a {noun}") from None
+    except FileTooLargeError as exc:
+        size = "more" if exc.size_bytes is None else f"{exc.size_bytes:_} bytes"
+        raise error(
+            f"{path}: too large for a {noun} ({size}; at most {limit_bytes:_} bytes)"
+        ) from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {noun} ({exc.strerror})") from None
 
 
 # One line of a file: its 1-based number, its bytes (None when it is over the limit and was

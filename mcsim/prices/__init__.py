@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from mcsim.errors import PriceTableError
-from mcsim.loaders.jsonl import FileTooLargeError, NotRegularFileError, read_regular
+from mcsim.loaders.jsonl import read_input_file
 from mcsim.model import Usage
 
 FORMAT = "mcsim-prices/1"
@@ -237,17 +237,7 @@ def load_table(path: Path | None) -> PriceTable:
     table = default_table()
     if path is None:
         return table
-    try:
-        raw = read_regular(path, MAX_FILE_BYTES)
-    except NotRegularFileError as exc:
-        raise PriceTableError(f"{path}: {exc.what}, not a price file") from None
-    except FileTooLargeError as exc:
-        size = "more" if exc.size_bytes is None else f"{exc.size_bytes:_} bytes"
-        raise PriceTableError(
-            f"{path}: too large for a price file ({size}; at most {MAX_FILE_BYTES:_} bytes)"
-        ) from None
-    except OSError as exc:
-        raise PriceTableError(f"{path}: cannot read price file ({exc.strerror})") from None
+    raw = read_input_file(path, MAX_FILE_BYTES, "price file", PriceTableError)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
