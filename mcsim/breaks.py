@@ -1,11 +1,19 @@
 """The cache-break detector: Claude Code's rule, plus a named cause for every break.
 
 Per thread, each call's cache read is compared with the previous call's: a drop of more than
-5% and more than 2,000 tokens is a break (DOMAIN.md §5). Claude Code suppresses the drop that
-follows an announced deletion and resets its baseline after a compaction; mcsim reports both
-as *expected* breaks (causes `policy_clearing` and `compaction`) so their cost stays visible,
-and names a cause for every unexpected one. The same function serves recorded and simulated
-runs, so their break counts are comparable.
+5% and more than 2,000 tokens is a break (DOMAIN.md §5). Claude Code is told about its own
+cache edits (notifyCacheDeletion) and does not report the drop that follows as a break; mcsim
+does the same: such a drop gets the cause `cache_edit` and is counted apart (`is_break` is
+false). A drop that has another reason on the same call keeps that reason (a TTL that ran
+out, a compaction, a model switch). A client-side rewrite (a pruning policy that edits old
+messages) really breaks the prefix: mcsim reports it as an *expected* break (cause
+`policy_clearing`), like a compaction (which resets Claude Code's baseline), so their cost
+stays visible, and names a cause for every unexpected one. The same function serves recorded
+and simulated runs, so their break counts are comparable.
+
+Time is measured from request to request (`timestamp_s` of an observation is when the request
+was sent): the cache TTL runs from the start of a request, and at a gap equal to the TTL the
+entry is gone.
 """
 
 from __future__ import annotations
@@ -23,23 +31,27 @@ class BreakCause(StrEnum):
     COMPACTION = "compaction"  # the conversation was compacted in between (expected)
     MODEL_SWITCH = "model_switch"  # each model has its own cache
     POLICY_CLEARING = "policy_clearing"  # a pruning policy rewrote the prefix (expected)
+    CACHE_EDIT = "cache_edit"  # deleted from the cached copy on purpose: not a break
     PREFIX_CHANGED = "prefix_changed"  # read fell back to a stable head while the cache was warm
     UNKNOWN = "unknown"  # nothing was read while the cache should have been warm
 
 
-EXPECTED_CAUSES = frozenset({BreakCause.COMPACTION, BreakCause.POLICY_CLEARING})
+EXPECTED_CAUSES = frozenset(
+    {BreakCause.COMPACTION, BreakCause.POLICY_CLEARING, BreakCause.CACHE_EDIT}
+)
 
 
 @dataclass(frozen=True, slots=True)
 class CallObservation:
     """What the detector needs to know about one call of a thread."""
 
-    timestamp_s: float
+    timestamp_s: float  # when the request was sent
     model: str
     cache_read_tokens: int
     ttl_seconds: float  # lifetime of the cache entries this call wrote or refreshed
     compaction_before: bool = False
-    deletion_announced: bool = False
+    rewrote: bool = False  # a client-side rewrite of old messages was announced for this call
+    cache_edit: bool = False  # the call carried a cache edit (deleted from the cached copy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,17 @@ class CacheBreak:
     def expected(self) -> bool:
         return self.cause in EXPECTED_CAUSES
 
+    @property
+    def is_break(self) -> bool:
+        """False for the drop a cache edit explains: Claude Code's detector is told of it."""
+        return self.cause is not BreakCause.CACHE_EDIT
+
+
+def split_drops(drops: Sequence[CacheBreak]) -> tuple[list[CacheBreak], int]:
+    """The breaks among a thread's drops, and how many drops cache edits explain."""
+    breaks = [d for d in drops if d.is_break]
+    return breaks, len(drops) - len(breaks)
+
 
 def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
     """Claude Code's threshold: more than 5% and more than 2,000 tokens lower."""
@@ -66,7 +89,8 @@ def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
 
 
 def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
-    """Breaks of one thread's calls, in order."""
+    """Drops of one thread's calls, in order: the breaks, and those a cache edit explains
+    (`split_drops` separates them)."""
     breaks = []
     for i in range(1, len(calls)):
         prev, cur = calls[i - 1], calls[i]
@@ -87,7 +111,8 @@ def detect_breaks_columns(
     reads: Sequence[int],
     ttl_seconds: Sequence[float],
     compaction: Sequence[bool],
-    announced: Sequence[bool],
+    rewrote: Sequence[bool],
+    cache_edit: Sequence[bool],
     start: int = 1,
 ) -> list[CacheBreak]:
     """`detect_breaks` over columns, building objects only for the calls that broke (a long
@@ -99,7 +124,13 @@ def detect_breaks_columns(
             continue
         prev = CallObservation(timestamps[i - 1], models[i - 1], reads[i - 1], ttl_seconds[i - 1])
         cur = CallObservation(
-            timestamps[i], models[i], reads[i], ttl_seconds[i], compaction[i], announced[i]
+            timestamps[i],
+            models[i],
+            reads[i],
+            ttl_seconds[i],
+            compaction[i],
+            rewrote[i],
+            cache_edit[i],
         )
         gap = cur.timestamp_s - prev.timestamp_s
         out.append(CacheBreak(i, prev.cache_read_tokens, reads[i], gap, _cause(prev, cur, gap)))
@@ -107,14 +138,16 @@ def detect_breaks_columns(
 
 
 def _cause(prev: CallObservation, cur: CallObservation, gap: float) -> BreakCause:
-    if cur.deletion_announced:
-        return BreakCause.POLICY_CLEARING
     if cur.compaction_before:
         return BreakCause.COMPACTION
     if cur.model != prev.model:
         return BreakCause.MODEL_SWITCH
-    if gap > prev.ttl_seconds:
+    if gap >= prev.ttl_seconds:
         return BreakCause.TTL_EXPIRED
+    if cur.rewrote:  # the prefix changed: a cache edit on the same call cannot save it
+        return BreakCause.POLICY_CLEARING
+    if cur.cache_edit:
+        return BreakCause.CACHE_EDIT
     if cur.cache_read_tokens > 0:
         return BreakCause.PREFIX_CHANGED
     return BreakCause.UNKNOWN

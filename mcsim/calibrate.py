@@ -22,11 +22,16 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from mcsim.breaks import is_drop
 from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
 from mcsim.prices import parse_model
 from mcsim.recorded import TTL_SECONDS, recorded_ttl
 from mcsim.refetch import resource_of
 from mcsim.tokens import TokenEstimator
+
+# A prompt that shrank by more than the break detector's drop, with no compaction recorded:
+# the recording pruned (a microcompact that wrote no boundary line).
+PROMPT_SHRANK = "prompt_shrank"
 
 # A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
 FULL_HIT_TOLERANCE = 20
@@ -78,6 +83,13 @@ class CalCall(NamedTuple):
     read_delta: int  # FULL: recorded read minus the previous prompt
     read_anchor: int  # PARTIAL: the recorded read
     fallback: bool  # sizes are raw estimates, not calibrated to growth
+    # When the request was sent and when its response was complete (model.Call); None: use
+    # `timestamp_s`.
+    sent_s: float | None = None
+    done_s: float | None = None
+    # Pruning the recording itself shows before this call (not a compaction: the thread goes
+    # on): a CompactionKind value (microcompact_boundary, cache_deletion) or "prompt_shrank".
+    pruned: str | None = None
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -209,6 +221,14 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 fallback = growth < 0
         ttl = recorded_ttl(call.usage, prev_ttl)
         read_class, delta, anchor = _classify(call, prev, prev_ttl)
+        pruned = call.pruned.kind.value if call.pruned is not None else None
+        if (
+            pruned is None
+            and prev is not None
+            and not compaction
+            and is_drop(prev.usage.prompt_tokens, prompt)
+        ):
+            pruned = PROMPT_SHRANK
         calls.append(
             CalCall(
                 call.message_id,
@@ -231,10 +251,20 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 delta,
                 anchor,
                 fallback,
+                call.sent_s,
+                call.done_s,
+                pruned,
             )
         )
         prev, prev_ttl = call, ttl
     return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
+
+
+def request_gap(call: Call, prev: Call) -> float:
+    """Seconds between two requests: the cache TTL runs from request to request."""
+    now = call.sent_s if call.sent_s is not None else call.timestamp_s
+    then = prev.sent_s if prev.sent_s is not None else prev.timestamp_s
+    return now - then
 
 
 def _hashed(resource: str | None) -> str | None:
@@ -283,8 +313,8 @@ def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[Read
         return ReadClass.FIRST, 0, read
     previous = prev.usage.prompt_tokens
     if read == 0:
-        gap = call.timestamp_s - prev.timestamp_s
-        expired = gap > TTL_SECONDS[prev_ttl]
+        gap = request_gap(call, prev)
+        expired = gap >= TTL_SECONDS[prev_ttl]  # at the TTL itself the entry is gone
         return (ReadClass.TTL_MISS if expired else ReadClass.EXTERNAL_MISS), 0, 0
     if read >= previous - FULL_HIT_TOLERANCE:
         return ReadClass.FULL, read - previous, 0

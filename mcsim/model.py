@@ -60,6 +60,9 @@ class Usage:
     split_mismatch: bool = False
     speed: str | None = None
     inference_geo: str | None = None
+    # `cache_deleted_input_tokens`: what cache edits deleted from the cached prefix so far
+    # (cumulative over the conversation, as Claude Code's cached microcompact reports it).
+    cache_deleted_tokens: int = 0
 
     @property
     def cache_write_tokens(self) -> int:
@@ -74,18 +77,22 @@ class Usage:
 class CompactionKind(StrEnum):
     BOUNDARY = "compact_boundary"  # 2.1.x system line
     SUMMARY = "compact_summary"  # 1.0.x isCompactSummary user line with no boundary
+    # Pruning the recording itself shows (not a compaction: the conversation goes on)
     MICROCOMPACT = "microcompact_boundary"  # Claude Code cleared tool results itself
+    CACHE_DELETION = "cache_deletion"  # usage reports more cache_deleted_input_tokens
 
 
 @dataclass(frozen=True, slots=True)
 class Compaction:
-    """A compaction recorded between two calls of a thread."""
+    """A compaction (or, kinds MICROCOMPACT and CACHE_DELETION, a pruning) recorded between
+    two calls of a thread."""
 
     kind: CompactionKind
     timestamp_s: float | None
     trigger: str | None = None
     pre_tokens: int | None = None
     tokens_saved: int | None = None
+    tool_use_ids: tuple[str, ...] = ()  # the results a microcompact cleared, when recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,13 @@ class Call:
     items: tuple[Item, ...]
     source: SourceRef
     compaction: Compaction | None = None  # a compaction happened since the previous call
+    # When the request was sent: the last line written before the call (a user message or
+    # tool result), and when its response was complete: the call's last line. Time-based
+    # pruning measures idle time from one call's `done_s` to the next one's `sent_s`; the
+    # cache TTL runs from request to request. None: not recorded (use `timestamp_s`).
+    sent_s: float | None = None
+    done_s: float | None = None
+    pruned: Compaction | None = None  # the recording itself pruned since the previous call
 
     @property
     def key(self) -> tuple[str, str | None]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import io
 import os
 import platform
 import shutil
@@ -367,7 +368,9 @@ def sessions_frame(report: InspectReport) -> Any:
             "unpriced_calls": s.unpriced_calls,
             "cache_hit_ratio": s.tokens.cache_hit_ratio,
             "cache_breaks": s.cache_breaks,
+            "cache_edit_drops": s.cache_edit_drops,
             "compactions": s.compactions,
+            "recorded_prunes": s.recorded_prunes,
         }
         for s in report.sessions
     ]
@@ -447,7 +450,8 @@ SESSIONS_SCHEMA: dict[str, str] = {
     "calls": "int", "threads": "int", "models": "str", "input_tokens": "int",
     "cache_write_5m_tokens": "int", "cache_write_1h_tokens": "int", "cache_read_tokens": "int",
     "output_tokens": "int", "cost_usd": "float", "unpriced_calls": "int",
-    "cache_hit_ratio": "float", "cache_breaks": "int", "compactions": "int",
+    "cache_hit_ratio": "float", "cache_breaks": "int", "cache_edit_drops": "int",
+    "compactions": "int", "recorded_prunes": "int",
 }  # fmt: skip
 CALLS_SCHEMA: dict[str, str] = {
     "session_id": "str", "project": "str", "thread_id": "str", "thread_kind": "str",
@@ -486,6 +490,17 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
     return pl.DataFrame(rows, schema=full, orient="row" if not rows else None)
 
 
+def write_parquet(frame: Any, path: Path) -> None:
+    """A table to a file. Polars encodes it in memory and the file is written here, so a full
+    disk fails as an OSError with the system's reason (writing a small table itself, polars
+    reports the failed write of its footer as "Invalid thrift: transport error"). The encoded
+    table is compressed: far smaller than the frame already in memory."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    with open(path, "wb") as fh:
+        fh.write(buffer.getbuffer())
+
+
 def inspect_run_record(
     report: InspectReport, paths: Sequence[str], options: dict[str, Any]
 ) -> dict[str, Any]:
@@ -509,7 +524,7 @@ def write_inspect_tables(
     }
 
     def writer(fn: Callable[[InspectReport], Any]) -> Callable[[Path], None]:
-        return lambda path: fn(report).write_parquet(path)
+        return lambda path: write_parquet(fn(report), path)
 
     writers = {name: writer(fn) for name, fn in frames.items()}
     writers["run.json"] = lambda path: write_json(path, run)

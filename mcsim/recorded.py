@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from mcsim.breaks import BreakCause, CacheBreak, CallObservation, detect_breaks
+from mcsim.breaks import BreakCause, CacheBreak, CallObservation, detect_breaks, split_drops
 from mcsim.loaders import Detail
-from mcsim.model import Call, Session, SourceRef, ThreadKind, Usage
+from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
 from mcsim.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
 from mcsim.prices import CallCost, PriceTable
 
@@ -117,6 +117,8 @@ class SessionSummary:
     compactions: int
     unpriced_models: tuple[tuple[str, int], ...] = ()
     split_mismatch_calls: int = 0
+    cache_edit_drops: int = 0  # read drops the recording's own cache edits explain
+    recorded_prunes: int = 0  # microcompact boundaries and cache deletions in the recording
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +141,7 @@ def analyse_session(
     tokens = TokenTotals()
     cost = 0.0
     unpriced: Counter[str] = Counter()
-    compactions = 0
+    compactions = prunes = cache_edit_drops = 0
     split_mismatch = 0
     models: set[str] = set()
     start = end = session.threads[0].calls[0].timestamp_s
@@ -149,15 +151,19 @@ def analyse_session(
             ttls.append(recorded_ttl(call.usage, ttls[-1] if ttls else None))
         observations = [
             CallObservation(
-                c.timestamp_s,
+                _sent(c),
                 c.model,
                 c.usage.cache_read_tokens,
                 TTL_SECONDS[ttl],
                 compaction_before=c.compaction is not None,
+                rewrote=c.pruned is not None and c.pruned.kind is CompactionKind.MICROCOMPACT,
+                cache_edit=c.pruned is not None and c.pruned.kind is CompactionKind.CACHE_DELETION,
             )
             for c, ttl in zip(thread.calls, ttls, strict=True)
         ]
-        found = {b.call_index: b for b in detect_breaks(observations)}
+        drops, edit_drops = split_drops(detect_breaks(observations))
+        cache_edit_drops += edit_drops
+        found = {b.call_index: b for b in drops}
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
             tokens.add(call.usage)
@@ -170,11 +176,13 @@ def analyse_session(
                 cost += price.total_usd
             if call.compaction is not None:
                 compactions += 1
+            if call.pruned is not None:
+                prunes += 1
             if call.usage.split_mismatch:
                 split_mismatch += 1
             brk = found.get(i)
             if keep_calls:
-                gap = call.timestamp_s - thread.calls[i - 1].timestamp_s if i else None
+                gap = _sent(call) - _sent(thread.calls[i - 1]) if i else None
                 records.append(
                     CallRecord(
                         session.session_id,
@@ -217,8 +225,15 @@ def analyse_session(
         compactions=compactions,
         unpriced_models=tuple(sorted(unpriced.items())),
         split_mismatch_calls=split_mismatch,
+        cache_edit_drops=cache_edit_drops,
+        recorded_prunes=prunes,
     )
     return SessionAnalysis(summary, records, breaks)
+
+
+def _sent(call: Call) -> float:
+    """When a call's request was sent (the cache TTL runs from request to request)."""
+    return call.sent_s if call.sent_s is not None else call.timestamp_s
 
 
 @dataclass

@@ -49,7 +49,9 @@ def _session_json(s: SessionSummary) -> dict[str, Any]:
         "unpriced_calls": s.unpriced_calls,
         "cache_hit_ratio": round(s.tokens.cache_hit_ratio, 6),
         "cache_breaks": s.cache_breaks,
+        "cache_edit_drops": s.cache_edit_drops,
         "compactions": s.compactions,
+        "recorded_prunes": s.recorded_prunes,
     }
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mcsim.breaks import CacheBreak, CallObservation, detect_breaks
+from mcsim.breaks import CacheBreak, CallObservation, detect_breaks, split_drops
 from mcsim.calibrate import CalCall, CalSession, CalThread
+from mcsim.model import CompactionKind
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.prices import PriceTable, rates_for, total_usd
 from mcsim.recorded import TTL_SECONDS, TokenTotals
@@ -60,6 +61,7 @@ class PolicyTotals:
     calls: int = 0
     cache_breaks: int = 0
     breaks_by_cause: Counter[str] = field(default_factory=Counter)
+    cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
     compactions: int = 0
     compactions_still_reached: int = 0
     cleared_results: int = 0
@@ -86,6 +88,7 @@ class PolicyTotals:
         self.calls += other.calls
         self.cache_breaks += other.cache_breaks
         self.breaks_by_cause.update(other.breaks_by_cause)
+        self.cache_edit_drops += other.cache_edit_drops
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results
@@ -108,6 +111,8 @@ class SessionReplay:
     fidelity_weight_tokens: int
     calibration_fallbacks: int
     models: tuple[str, ...] = ()
+    # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
+    recorded_prunes: Counter[str] = field(default_factory=Counter)
     # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
     # build, to send between processes and to turn into tables than row tuples.
     call_rows: SessionRows | None = None
@@ -138,6 +143,7 @@ def replay_session(
         0,
         sum(c.fallback for c in calls),
         tuple(sorted({c.model for c in calls})),
+        Counter(c.pruned for c in calls if c.pruned is not None),
     )
     if keep_rows:
         out.call_rows = SessionRows(
@@ -197,14 +203,22 @@ def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
         out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
 
 
-def _recorded_breaks(thread: CalThread) -> dict[int, CacheBreak]:
+def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
+    """The recording's breaks by call, and how many drops its own cache edits explain."""
     observations = [
         CallObservation(
-            c.timestamp_s, c.model, c.cache_read_tokens, TTL_SECONDS[c.ttl], c.compaction
+            c.timestamp_s if c.sent_s is None else c.sent_s,
+            c.model,
+            c.cache_read_tokens,
+            TTL_SECONDS[c.ttl],
+            c.compaction,
+            rewrote=c.pruned == CompactionKind.MICROCOMPACT.value,
+            cache_edit=c.pruned == CompactionKind.CACHE_DELETION.value,
         )
         for c in thread.calls
     ]
-    return {b.call_index: b for b in detect_breaks(observations)}
+    breaks, edit_drops = split_drops(detect_breaks(observations))
+    return {b.call_index: b for b in breaks}, edit_drops
 
 
 def _recorded(
@@ -214,8 +228,9 @@ def _recorded(
     totals = PolicyTotals(RECORDED)
     threads = []
     for thread in session.threads:
-        found = _recorded_breaks(thread)
+        found, edit_drops = _recorded_breaks(thread)
         totals.cache_breaks += len(found)
+        totals.cache_edit_drops += edit_drops
         totals.breaks_by_cause.update(b.cause.value for b in found.values())
         costs: list[float | None] = []
         t = totals.tokens
@@ -270,6 +285,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
             totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
     totals.cache_breaks += len(sim.breaks)
     totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
+    totals.cache_edit_drops += len(sim.edit_drops)
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
@@ -423,6 +439,13 @@ class ReplayReport:
     @property
     def calibration_fallbacks(self) -> int:
         return sum(s.calibration_fallbacks for s in self.sessions)
+
+    @property
+    def recorded_prunes(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for s in self.sessions:
+            total.update(s.recorded_prunes)
+        return total
 
 
 def run_replay(

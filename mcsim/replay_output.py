@@ -10,14 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from mcsim.charts import ChartProcess
-from mcsim.output import SCHEMA_VERSION, TS, frame, run_header, write_json, write_run_dir
+from mcsim.output import (
+    SCHEMA_VERSION,
+    TS,
+    frame,
+    run_header,
+    write_json,
+    write_parquet,
+    write_run_dir,
+)
 from mcsim.replay import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
 from mcsim.text import NAME_LIMIT, printable
 
 CACHE_EDIT_NOTE = (
-    "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed as "
-    "cache reads from the call after the edit, with no write penalty (not documented by "
-    "Anthropic)"
+    "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed from "
+    "the call that carries the edit (neither read nor written again), with no write penalty, "
+    "and the drop in reads they cause is not a cache break (not documented by Anthropic)"
 )
 
 REPLAY_CALLS_SCHEMA: dict[str, str] = {
@@ -46,7 +54,7 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cache_hit_ratio": "float", "mean_context_tokens": "float", "max_prompt_tokens": "int",
-    "cache_breaks": "int",
+    "cache_breaks": "int", "cache_edit_drops": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
     "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
@@ -105,6 +113,7 @@ def summary_frame(report: ReplayReport) -> Any:
                 "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0.0,
                 "max_prompt_tokens": t.max_prompt_tokens,
                 "cache_breaks": t.cache_breaks,
+                "cache_edit_drops": t.cache_edit_drops,
                 "unexpected_breaks": _unexpected(t),
                 "unpriced_calls": t.unpriced_calls,
                 "compactions": t.compactions,
@@ -263,10 +272,10 @@ def write_replay_outputs(
     from mcsim.charts import CHARTS, chart_data, draw_all, savings_data
 
     writers: dict[str, Callable[[Path], None]] = {
-        "summary.parquet": lambda p: summary_frame(report).write_parquet(p),
-        "sessions.parquet": lambda p: sessions_frame(report).write_parquet(p),
-        "calls.parquet": lambda p: calls_frame(report).write_parquet(p),
-        "breaks.parquet": lambda p: breaks_frame(report).write_parquet(p),
+        "summary.parquet": lambda p: write_parquet(summary_frame(report), p),
+        "sessions.parquet": lambda p: write_parquet(sessions_frame(report), p),
+        "calls.parquet": lambda p: write_parquet(calls_frame(report), p),
+        "breaks.parquet": lambda p: write_parquet(breaks_frame(report), p),
         "run.json": lambda p: write_json(p, run),
     }
 
@@ -302,6 +311,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "savings_vs_baseline_pct": round(_pct(t.cost_usd, report.baseline.cost_usd), 4),
                 "cleared_tokens": t.cleared_tokens,
                 "cache_breaks": t.cache_breaks,
+                "cache_edit_drops": t.cache_edit_drops,
                 "unexpected_breaks": _unexpected(t),
                 "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
                 "cache_hit_ratio": round(t.tokens.cache_hit_ratio, 6),
@@ -318,7 +328,9 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             "cost_usd": round(report.recorded.cost_usd, 6),
             "calls": report.recorded.calls,
             "cache_breaks": report.recorded.cache_breaks,
+            "cache_edit_drops": report.recorded.cache_edit_drops,
             "cache_hit_ratio": round(report.recorded.tokens.cache_hit_ratio, 6),
+            "prunes": dict(sorted(report.recorded_prunes.items())),
         },
         "fidelity": {
             "overall_error": round(report.fidelity_overall, 6),
@@ -379,6 +391,13 @@ def replay_text(report: ReplayReport) -> str:
         + CACHE_EDIT_NOTE
         + "."
     )
+    prunes = report.recorded_prunes
+    if prunes:
+        kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(prunes.items()))
+        lines.append(
+            f"note: the recording already pruned {sum(prunes.values())} times ({kinds}); "
+            "replayed as recorded, not as compactions"
+        )
     for scenario in report.scenarios:
         totals = report.policies.get(scenario.name)
         if scenario.prunes and totals is not None and not totals.cleared_tokens:

@@ -44,7 +44,7 @@ from mcsim.recorded import TTL_SECONDS
 from mcsim.text import from_fs
 from mcsim.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -272,6 +272,7 @@ _STR: frozenset[type] = frozenset({str})
 _LIST: frozenset[type] = frozenset({list})
 _OPT_STR: frozenset[type] = frozenset({str, type(None)})
 _OPT_INT: frozenset[type] = frozenset({int, type(None)})
+_OPT_FLOAT: frozenset[type] = frozenset({float, type(None)})
 _ITEM_KIND: _Column = {k.value: k for k in ItemKind}
 _THREAD_KIND: _Column = {k.value: k for k in ThreadKind}
 _READ_CLASS: _Column = {c.value: c for c in ReadClass}
@@ -282,7 +283,8 @@ _TTL: _Column = {t: t for t in TTL_SECONDS}
 _SEGMENT_COLUMNS: _Table = (_ITEM_KIND, _INT, _OPT_STR, _OPT_STR, _INT, _BOOL, _OPT_STR)
 _CALL_COLUMNS: _Table = (
     *(_STR, _OPT_STR, _FLOAT, _STR, _INT, _INT, _INT, _INT, _INT, _OPT_STR, _OPT_STR, _TTL),
-    *(_INT, _INT, _BOOL, _OPT_INT, _READ_CLASS, _INT, _INT, _BOOL),
+    *(_INT, _INT, _BOOL, _OPT_INT, _READ_CLASS, _INT, _INT, _BOOL, _OPT_FLOAT, _OPT_FLOAT),
+    _OPT_STR,
 )
 _THREAD_COLUMNS: _Table = (_STR, _THREAD_KIND, _INT, _INT)
 _SESSION_COLUMNS: _Table = (_STR, _STR, _OPT_STR, _LIST, _INT)

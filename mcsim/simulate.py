@@ -9,13 +9,23 @@ and cache breaks out. The model (DESIGN.md "The replay model"):
   with its own TTL (5m, 1h, or the recorded one), measured on the recorded timestamps.
 * A rewrite (client-side clearing, API context editing) changes the prompt at an old block:
   the read falls back to the stable head, as the real cache does. A cache edit deletes
-  tokens from the cached copy without breaking it; they stop being billed as reads from the
-  next call (the undocumented billing is modelled that way, and said so in outputs).
+  tokens from the cached copy without breaking it. It takes effect on the call that carries
+  it: that call's prompt is smaller by the deleted tokens, its read is the cached copy less
+  what was deleted from it, and nothing deleted is written again (the undocumented billing
+  is modelled that way, and said so in outputs). The drop in reads it causes is not a break.
+* Time as each mechanism sees it: the cache TTL runs from request to request (a request is
+  sent with the last line written before the call); time-based pruning measures the idle
+  time from the end of the previous response to the request. At a gap equal to the TTL the
+  entry is gone.
 * Recorded anchors: what the recording shows happened for reasons outside any policy is kept.
   A read that fell back to a shorter prefix falls back there in the replay too (shifted by
   what was cleared before it); a miss the TTL does not explain stays a miss; a hit on the
-  whole previous prompt keeps its recorded few-token offset. Misses the recorded TTL explains
+  whole previous prompt keeps its recorded few-token offset; a hit the recorded TTL does not
+  explain (the prefix was kept warm elsewhere) stays a hit. Misses the recorded TTL explains
   are left to the replay's own TTL clock.
+* Pruning the recording already shows (a microcompact boundary, a cache deletion, a prompt
+  that shrank with no compaction) is not a compaction: the thread and the policies' state
+  go on, and the recorded reads around it are kept like any other.
 * Below the model's minimum cacheable length nothing is cached.
 """
 
@@ -23,12 +33,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcsim.breaks import CacheBreak, detect_breaks_columns
 from mcsim.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
-from mcsim.model import ItemKind, ThreadKind, Usage
+from mcsim.model import CompactionKind, ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, can_clear, is_compactable
 from mcsim.prices import ModelPrice, PriceTable, base_rates_up_to, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
@@ -55,6 +66,17 @@ def min_cacheable_tokens(model: str) -> int:
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
 
 
+_MICROCOMPACT = CompactionKind.MICROCOMPACT.value
+_CACHE_DELETION = CompactionKind.CACHE_DELETION.value
+
+
+def _times(calls: Sequence[CalCall]) -> tuple[list[float], list[float]]:
+    """Per call, when its request was sent and when its response was done."""
+    sent = [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls]
+    done = [c.timestamp_s if c.done_s is None else c.done_s for c in calls]
+    return sent, done
+
+
 def placeholder_tokens(text: str) -> int:
     """Tokens a placeholder costs (about 4 characters a token; they are a few tokens each)."""
     return (len(text) + 3) // 4 if text else 0
@@ -72,9 +94,8 @@ class SimCall:
     cost_usd: float | None  # None: the model is not in the price table
     cleared_tokens: int  # removed from this call's prompt by the policy, in total
     newly_cleared_tokens: int  # cleared by a decision taken before this call
-    rewrote: bool
-    cache_edit: bool
-    deletion_announced: bool
+    rewrote: bool  # a client-side rewrite of old messages before this call
+    cache_edit: bool  # this call carried a cache edit
     compaction: bool
 
     @property
@@ -116,11 +137,12 @@ class SimThread:
     newly_cleared_tokens: list[int]
     rewrote: list[bool]
     cache_edit: list[bool]
-    deletion_announced: list[bool]
     compaction: list[bool]
     breaks: tuple[CacheBreak, ...]
     hazards: tuple[Hazard, ...] = ()
     cleared_results: int = 0  # tool results the policy cleared
+    # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
+    edit_drops: tuple[CacheBreak, ...] = ()
 
     @property
     def calls(self) -> list[SimCall]:
@@ -142,7 +164,6 @@ class SimThread:
                 self.newly_cleared_tokens[i],
                 self.rewrote[i],
                 self.cache_edit[i],
-                self.deletion_announced[i],
                 self.compaction[i],
             )
             for i in range(len(self.timestamp_s))
@@ -281,7 +302,7 @@ class _Replay:
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
         self.saved = 0  # tokens currently removed from the prompt
-        self.pending_edit = 0  # cache-edit savings that take effect at the next call
+        self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
         self.turn = 0
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
@@ -307,10 +328,10 @@ class _Replay:
         out_newly: list[int] = []
         out_rewrote: list[bool] = []
         out_edit: list[bool] = []
-        out_announced: list[bool] = []
+        sent, done = _times(calls)
         cache_valid = 0  # tokens of the cached prefix that still match the prompt
         cache_intact = False  # the cache holds the whole previous prompt
-        prev_ts: float | None = None
+        prev_sent: float | None = None
         prev_ttl_s = 300.0
         # Locals for the loop: it runs for every call of every policy.
         first, partial, external_miss, full = (
@@ -325,18 +346,17 @@ class _Replay:
         same = 0
         decided: tuple[bool, bool, int] | None = None
         if self.unpruned is not None:
-            same, decided = self._until_first_clearing()
+            same, decided = self._until_first_clearing(sent, done)
             for before in calls[same - 1 :: -1] if same else ():
                 if before.prompt_tokens >= min_cacheable_tokens(before.model):
                     cache_valid, cache_intact = before.prompt_tokens, True
                     break
             if same:
-                prev_ts = calls[same - 1].timestamp_s
+                prev_sent = sent[same - 1]
                 prev_ttl_s = TTL_SECONDS[fixed_ttl or calls[same - 1].ttl]
         for i in range(same, n):
             call = calls[i]
-            ts = call.timestamp_s
-            gap = ts - prev_ts if prev_ts is not None else None
+            gap = sent[i] - prev_sent if prev_sent is not None else None
             recorded_prompt = (
                 call.input_tokens
                 + call.cache_write_5m_tokens
@@ -345,21 +365,15 @@ class _Replay:
             )
             if decided is not None:
                 (rewrote, edited, newly), decided = decided, None
-                announced = False
             else:
                 if call.compaction:
                     self._reset()
-                if policies:  # without policies nothing is ever cleared: no item tracking
-                    self._add_segments(i)
-                announced = self.pending_edit > 0
-                if announced:  # the server deleted these from its cached copy before this call
-                    self.saved += self.pending_edit
-                    cache_valid = max(cache_valid - self.pending_edit, 0)
-                    self.pending_edit = 0
                 rewrote = edited = False
                 newly = 0
-                if policies:
-                    rewrote, edited, newly = self._decide(i, call, gap, recorded_prompt)
+                if policies:  # without policies nothing is ever cleared: no item tracking
+                    self._add_segments(i)
+                    idle = sent[i] - done[i - 1] if i else None
+                    rewrote, edited, newly = self._decide(i, call, idle, recorded_prompt)
             ttl = fixed_ttl or call.ttl
             minimum = min_cacheable_tokens(call.model)
             prompt = recorded_prompt - self.saved
@@ -370,12 +384,18 @@ class _Replay:
                 read = write = 0
                 uncached = prompt
             else:
-                alive = gap is not None and gap <= prev_ttl_s
+                kind = call.read_class
+                alive = gap is not None and (
+                    gap < prev_ttl_s
+                    # a recorded hit the recorded TTL does not explain: kept warm elsewhere
+                    or ((kind is full or kind is partial) and gap >= ttl_seconds[calls[i - 1].ttl])
+                )
                 valid = cache_valid if alive else 0
                 intact = alive and cache_intact
+                if edited:  # the server deleted these from its cached copy for this call
+                    valid = max(valid - self.edit_cached, 0)
                 if rewrote and valid > head:
                     valid, intact = head, False
-                kind = call.read_class
                 if kind is first:
                     valid, intact = call.read_anchor, False  # warm from elsewhere (shared head)
                 elif kind is partial:
@@ -401,7 +421,9 @@ class _Replay:
                 if prompt <= plain_below and not call.speed and not call.inference_geo:
                     r = price.rates  # no long-context rule can apply, no multiplier
                 else:
-                    r, _ = rates_for(price, prompt, ts, call.speed, call.inference_geo)
+                    r, _ = rates_for(
+                        price, prompt, call.timestamp_s, call.speed, call.inference_geo
+                    )
                 cost = (
                     uncached * r.input
                     + (write - write_1h) * r.cache_write_5m
@@ -420,10 +442,9 @@ class _Replay:
             out_newly.append(newly)
             out_rewrote.append(rewrote)
             out_edit.append(edited)
-            out_announced.append(announced or rewrote)
-            prev_ts, prev_ttl_s = ts, ttl_seconds[ttl]
+            prev_sent, prev_ttl_s = sent[i], ttl_seconds[ttl]
 
-        copied: list[CacheBreak] = []  # breaks among the copied calls: the unpruned replay's
+        copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
         if same:  # the calls before the first clearing, as the unpruned replay made them
             ref = self.unpruned
             assert ref is not None
@@ -439,23 +460,26 @@ class _Replay:
                 (out_newly, ref.newly_cleared_tokens),
                 (out_rewrote, ref.rewrote),
                 (out_edit, ref.cache_edit),
-                (out_announced, ref.deletion_announced),
             ]
             for column, unpruned in copies:
                 column[:0] = unpruned[:same]
-            copied = [b for b in ref.breaks if b.call_index < same]
-        stamps = [c.timestamp_s for c in calls]
+            copied = [b for b in (*ref.breaks, *ref.edit_drops) if b.call_index < same]
         models = [c.model for c in calls]
         compactions = [c.compaction for c in calls]
         ttl_s = [TTL_SECONDS[t] for t in out_ttl]
-        breaks = copied + detect_breaks_columns(
-            stamps, models, out_read, ttl_s, compactions, out_announced, start=same
+        # The recording's own pruning is announced to the detector like a policy's.
+        rewrites = [r or c.pruned == _MICROCOMPACT for r, c in zip(out_rewrote, calls, strict=True)]
+        edits = [e or c.pruned == _CACHE_DELETION for e, c in zip(out_edit, calls, strict=True)]
+        found = detect_breaks_columns(
+            sent, models, out_read, ttl_s, compactions, rewrites, edits, start=same
         )
+        breaks = [b for b in (*copied, *found) if b.is_break]
+        edit_drops = [b for b in (*copied, *found) if not b.is_break]
         hazards = tuple(self._hazards(out_prompt, out_ttl)) if self.policies else ()
         return SimThread(
             thread.thread_id,
             thread.kind,
-            stamps,
+            [c.timestamp_s for c in calls],
             models,
             out_ttl,
             out_in,
@@ -469,40 +493,41 @@ class _Replay:
             out_newly,
             out_rewrote,
             out_edit,
-            out_announced,
             compactions,
             tuple(breaks),
             hazards,
             len(self.cleared_log),
+            tuple(edit_drops),
         )
 
-    def _until_first_clearing(self) -> tuple[int, tuple[bool, bool, int] | None]:
+    def _until_first_clearing(
+        self, sent: list[float], done: list[float]
+    ) -> tuple[int, tuple[bool, bool, int] | None]:
         """Run only the policies until one clears: (that call's index, its decision), or
         (the number of calls, None) when none ever does."""
-        calls = self.thread.calls
-        prev_ts: float | None = None
-        for i, call in enumerate(calls):
+        for i, call in enumerate(self.thread.calls):
             if call.compaction:
                 self._reset()
             self._add_segments(i)
-            ts = call.timestamp_s
-            gap = ts - prev_ts if prev_ts is not None else None
-            decision = self._decide(i, call, gap, call.prompt_tokens)
+            idle = sent[i] - done[i - 1] if i else None
+            decision = self._decide(i, call, idle, call.prompt_tokens)
             if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
                 return i, decision
-            prev_ts = ts
-        return len(calls), None
+        return len(self.thread.calls), None
 
     def _decide(
-        self, i: int, call: CalCall, gap: float | None, recorded_prompt: int
+        self, i: int, call: CalCall, idle: float | None, recorded_prompt: int
     ) -> tuple[bool, bool, int]:
-        """Run the policy stack before a call: (rewrote, cache-edited, tokens newly cleared)."""
+        """Run the policy stack before a call: (rewrote, cache-edited, tokens newly cleared).
+        Both take effect on this call; `edit_cached` is what its cache edits deleted from
+        the cached copy (items of earlier calls)."""
         rewrote = edited = False
         newly = 0
+        self.edit_cached = 0
         view = self.view  # one per thread, updated in place: a View per call costs a lot
         view.call_index = i
         view.timestamp_s = call.timestamp_s
-        view.gap_seconds = gap
+        view.gap_seconds = idle
         view.prompt_tokens = recorded_prompt - self.saved
         view.model = call.model
         view.thinking_in_prompt = thinking_in_prompt(call.model)
@@ -512,17 +537,17 @@ class _Replay:
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
-            net = self._clear(clearing, i)
+            net, cached = self._clear(clearing, i)
             newly += net
+            self.saved += net
+            view.prompt_tokens = recorded_prompt - self.saved
             if clearing.mode is Mode.REWRITE:
-                self.saved += net
                 rewrote = view.rewritten = True
-                view.prompt_tokens = recorded_prompt - self.saved
                 for other in self.policies:
                     if other is not policy:
                         other.after_rewrite()
             else:
-                self.pending_edit += net
+                self.edit_cached += cached
                 edited = True
         return rewrote, edited, newly
 
@@ -540,7 +565,7 @@ class _Replay:
         self.results = []
         self.compactable = []
         self.saved = 0
-        self.pending_edit = 0
+        self.edit_cached = 0
         self._show_lists()
         for policy in self.policies:
             policy.reset()
@@ -550,19 +575,22 @@ class _Replay:
         self.view.results = self.results
         self.view.compactable = self.compactable
 
-    def _clear(self, clearing: Clearing, i: int) -> int:
-        """Mark segments cleared; the net tokens they stop costing (a placeholder stays)."""
+    def _clear(self, clearing: Clearing, i: int) -> tuple[int, int]:
+        """Mark segments cleared: the net tokens they stop costing (a placeholder stays), in
+        all and among the items of earlier calls (those in the cached prefix)."""
         cost = placeholder_tokens(clearing.placeholder)
-        net = 0
+        net = earlier = 0
         for seg in (*clearing.segments, *clearing.inputs):
             if seg.cleared:
                 continue
             seg.cleared = True
             seg.saved = max(seg.tokens - cost, 0)
             net += seg.saved
+            if seg.call_index < i:
+                earlier += seg.saved
             if seg.kind is ItemKind.TOOL_RESULT:
                 self.cleared_log.append((seg, i))
-        return net
+        return net, earlier
 
     def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
         """Cleared results whose resource was used again before the next compaction."""

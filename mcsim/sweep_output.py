@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcsim.output import frame, write_json, write_run_dir
+from mcsim.output import frame, write_json, write_parquet, write_run_dir
 from mcsim.replay import PolicyTotals, ReplayReport
 from mcsim.replay_output import CACHE_EDIT_NOTE
 from mcsim.sweep import Outcome, Recommendation, Variant, pareto_front
@@ -184,7 +184,7 @@ def write_sweep_outputs(
     run: dict[str, Any],
 ) -> None:
     writers: dict[str, Callable[[Path], None]] = {
-        "sweep.parquet": lambda p: sweep_frame(report, results, rec).write_parquet(p),
+        "sweep.parquet": lambda p: write_parquet(sweep_frame(report, results, rec), p),
         "savings_curve.png": lambda p: savings_curve(results, rec, p),
         "risk_tradeoff.png": lambda p: risk_tradeoff(results, rec, p),
         "run.json": lambda p: write_json(p, run),

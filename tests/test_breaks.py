@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcsim.breaks import BreakCause, CallObservation, detect_breaks, is_drop
+from mcsim.breaks import BreakCause, CallObservation, detect_breaks, is_drop, split_drops
 
 
 def obs(t: float, read: int, *, model: str = "m", ttl: float = 300, **kw: bool) -> CallObservation:
@@ -21,7 +21,7 @@ def test_threshold_needs_both_5_percent_and_2000_tokens() -> None:
 def test_causes_in_order_of_precedence() -> None:
     calls = [
         obs(0, 50_000),
-        obs(10, 20_000, deletion_announced=True),  # policy clearing (expected)
+        obs(10, 20_000, rewrote=True),  # policy clearing (expected)
         obs(20, 60_000),
         obs(30, 25_000, compaction_before=True),  # compaction (expected)
         obs(40, 60_000),
@@ -52,3 +52,31 @@ def test_ttl_is_the_previous_calls() -> None:
     assert detect_breaks(one_hour)[0].cause is BreakCause.UNKNOWN  # 20 min < 1h: not expiry
     five_min = [obs(0, 50_000), obs(1200, 0)]
     assert detect_breaks(five_min)[0].cause is BreakCause.TTL_EXPIRED
+
+
+def test_a_gap_equal_to_the_ttl_is_an_expiry() -> None:
+    # The entry lives 300 s from the start of the request: at 300 s it is gone.
+    assert detect_breaks([obs(0, 50_000), obs(300, 0)])[0].cause is BreakCause.TTL_EXPIRED
+    assert detect_breaks([obs(0, 50_000), obs(299.9, 0)])[0].cause is BreakCause.UNKNOWN
+    hour = [obs(0, 50_000, ttl=3600), obs(3600, 0, ttl=3600)]  # 60 min with a 1-hour TTL
+    assert detect_breaks(hour)[0].cause is BreakCause.TTL_EXPIRED
+
+
+def test_a_drop_a_cache_edit_explains_is_not_a_break_unless_it_has_another_cause() -> None:
+    calls = [
+        obs(0, 50_000),
+        obs(10, 30_000, cache_edit=True),  # 20,000 deleted server-side: told, not a break
+        obs(20, 60_000),
+        obs(400, 0, cache_edit=True),  # 380 s > 5m: the TTL ran out, the edit explains nothing
+        obs(410, 60_000),
+        obs(420, 20_000, cache_edit=True, rewrote=True),  # a rewrite broke the prefix anyway
+    ]
+    found = detect_breaks(calls)
+    assert [(b.call_index, b.cause) for b in found] == [
+        (1, BreakCause.CACHE_EDIT),
+        (3, BreakCause.TTL_EXPIRED),
+        (5, BreakCause.POLICY_CLEARING),
+    ]
+    breaks, edit_drops = split_drops(found)
+    assert [b.call_index for b in breaks] == [3, 5] and edit_drops == 1
+    assert [b.is_break for b in found] == [False, True, True]

@@ -22,7 +22,7 @@ def test_terminal_table_has_totals_and_causes(runner: CliRunner, corpus: Path) -
     assert lines[0].split()[:4] == ["project", "session", "start", "(UTC)"]
     total = next(line for line in lines if line.startswith("TOTAL"))
     assert "355" in total and "14.0820" in total and "17.9M" in total
-    assert "cache breaks by cause: ttl_expired 6" in result.stdout
+    assert "cache breaks by cause: ttl_expired 7" in result.stdout
     assert "aca1c40a-be75-4f50-9b4a-60b92b68d702.jsonl:42: synthetic" in result.stdout
 
 
@@ -58,7 +58,7 @@ def test_out_writes_parquet_that_reads_back(
         by_session,
     )
     expected = pl.DataFrame(
-        {"cause": ["compaction", "prefix_changed", "ttl_expired", "unknown"], "n": [1, 3, 6, 2]},
+        {"cause": ["compaction", "prefix_changed", "ttl_expired", "unknown"], "n": [1, 3, 7, 1]},
         schema={"cause": pl.String, "n": pl.UInt32},
     )
     assert_frame_equal(breaks.group_by("cause").agg(pl.len().alias("n")).sort("cause"), expected)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES
@@ -539,19 +540,31 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_run(
     monkeypatch.undo()
 
     class FullDiskFrame:
-        """A table polars writes to a full disk: its ComputeError, not an OSError."""
+        """A table polars fails to encode: its ComputeError, not an OSError (here the one
+        polars raises writing a table to a full disk itself)."""
 
         def __init__(self, frame: object) -> None:
             self.frame = frame
 
-        def write_parquet(self, path: Path) -> None:
-            self.frame.write_parquet(FULL)  # type: ignore[attr-defined]
+        def write_parquet(self, target: object) -> None:
+            pl.DataFrame({"a": range(100_000)}).write_parquet(FULL)
 
     sessions_frame = output.sessions_frame
     monkeypatch.setattr(output, "sessions_frame", lambda r: FullDiskFrame(sessions_frame(r)))
     message = failed(args)
     assert message.startswith(f"{out}: could not write the run (parquet: ")
     assert message.endswith("No space left on device (os error 28))")
+    assert snapshot(out) == before
+    monkeypatch.undo()
+
+    # Tables are encoded in memory and written by mcsim: a full disk is the system's reason.
+    write_parquet = output.write_parquet
+
+    def to_full_disk(frame: object, path: Path) -> None:
+        write_parquet(frame, FULL)
+
+    monkeypatch.setattr(output, "write_parquet", to_full_disk)
+    assert failed(args) == f"{out}: could not write the run (No space left on device)"
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 

@@ -219,6 +219,7 @@ def _usage(raw: Any) -> Usage:
         split_mismatch=mismatch,
         speed=speed if isinstance(speed, str) and speed else None,
         inference_geo=geo if isinstance(geo, str) and geo else None,
+        cache_deleted_tokens=_count(raw, "cache_deleted_input_tokens"),
     )
 
 
@@ -538,6 +539,7 @@ class _LineReader:
                 trigger=_optional_str(meta.get("trigger")),
                 pre_tokens=_optional_int(meta.get("preTokens")),
                 tokens_saved=_optional_int(meta.get("tokensSaved")),
+                tool_use_ids=_strings(meta.get("compactedToolIds")),
             )
 
     def _content_items(
@@ -622,36 +624,65 @@ class _LineReader:
         return out
 
     def _thread_calls(self, acc: _ThreadAcc) -> list[Call]:
-        calls: list[Call] = []
+        found: list[tuple[_CallAcc, Usage, list[Item], Compaction | None, Any]] = []
+        prunings: list[Compaction | None] = []
         pending: list[Item] = []
         compaction: Compaction | None = None
+        pruned: Compaction | None = None
+        before: Any = None  # the time of the last line so far: the next call's request
+        last: list[Any] = []  # per call, the time of its last line (the response was done)
+        current: CallKey | None = None
+        deleted = 0  # cache_deleted_input_tokens so far (cumulative)
         for node in _depth_first(acc):
             if node.compaction is not None:
-                if node.compaction.kind is not CompactionKind.MICROCOMPACT:
+                if node.compaction.kind is CompactionKind.MICROCOMPACT:
+                    pruned = pruned or node.compaction  # tool results cleared, no restart
+                else:
                     pending = []  # what came before a compaction is summarised away
-                # A boundary followed by its summary line is one compaction: keep the first.
-                if compaction is None or compaction.kind is CompactionKind.MICROCOMPACT:
-                    compaction = node.compaction
+                    # A boundary followed by its summary line is one compaction: the first.
+                    compaction = compaction or node.compaction
             call = self.calls.get(node.call_key) if node.call_key is not None else None
             if call is not None and call.first_node is node:
                 usage = call.usage
                 if usage.output_tokens != call.output_tokens:
                     usage = replace(usage, output_tokens=call.output_tokens)
-                calls.append(
-                    Call(
-                        call.message_id,
-                        call.request_id,
-                        call.timestamp_s,
-                        call.model,
-                        usage,
-                        tuple(pending),
-                        call.source,
-                        compaction,
-                    )
-                )
+                if usage.cache_deleted_tokens > deleted:
+                    if pruned is None:
+                        saved = usage.cache_deleted_tokens - deleted
+                        pruned = Compaction(CompactionKind.CACHE_DELETION, None, tokens_saved=saved)
+                    deleted = usage.cache_deleted_tokens
+                found.append((call, usage, pending, compaction, before))
+                prunings.append(pruned)
+                last.append(node.stamp)
+                current = call.key
                 pending = []
-                compaction = None
+                compaction = pruned = None
+            elif current is not None and node.call_key == current:
+                last[-1] = node.stamp
             pending.extend(node.items)
+            if node.stamp is not None:
+                before = node.stamp
+        calls = []
+        for (call, usage, items, compaction, sent), done, pruned in zip(
+            found, last, prunings, strict=True
+        ):
+            sent_s = _optional_timestamp(sent) if sent is not None else None
+            done_s = _optional_timestamp(done)
+            calls.append(
+                Call(
+                    call.message_id,
+                    call.request_id,
+                    call.timestamp_s,
+                    call.model,
+                    usage,
+                    tuple(items),
+                    call.source,
+                    compaction,
+                    call.timestamp_s if sent_s is None else sent_s,
+                    call.timestamp_s if done_s is None else done_s,
+                    pruned,
+                )
+            )
         return calls
 
 
@@ -701,6 +732,13 @@ def _thread_kind(thread_id: str) -> ThreadKind:
 
 def _optional_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """The strings of a list (anything else in it, or a value that is not a list, is ignored)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
 
 
 def _optional_int(value: Any) -> int | None:

@@ -1,13 +1,19 @@
 """`cached_microcompact`: Claude Code's server-side cache edits (DOMAIN.md §2.2).
 
-Compactable results are registered as they appear; when more than `trigger_threshold` are
-registered, all but the `keep_recent` newest are deleted from the server's cached copy with a
-`cache_edits` block. The local prompt is not rewritten, so the prefix does not break. Skipped
-on a call where an earlier layer rewrote the prompt (the time-based path wins), and its state
-is reset then. Main thread only.
+The state is Claude Code's: the compactable results registered in order (newly seen ones
+each call; never forgotten), which of them are deleted, and the edits already sent (pinned:
+re-sent with every later call, at no cost in the model). When more than
+`trigger_threshold` results are registered, every registered result but the `keep_recent`
+newest that is not deleted yet is deleted from the server's cached copy with a
+`cache_edits` block. So after the first trigger each new result pushes one more out: a
+rolling window of `keep_recent`, not batches. The local prompt is not rewritten, so the
+prefix does not break. Skipped on a call where an earlier layer rewrote the prompt (the
+time-based path wins), and the state is reset then: the next call registers every result
+in the prompt again. Main thread only.
 
 The billing of cache edits is not documented; the simulation models deleted tokens as no
-longer billed as cache reads from the call after the edit, with no write penalty.
+longer billed, neither read nor written, from the call that carries the edit, with no
+write penalty, and the drop in reads is not a cache break (Claude Code's detector is told).
 """
 
 from __future__ import annotations
@@ -25,9 +31,8 @@ class CachedMicrocompact(Policy):
     )
 
     def reset(self) -> None:
-        self.registered: list[LiveSegment] = []
-        self.seen: set[int] = set()
-        self.scanned = 0  # compactable results already looked at
+        self.registered: list[LiveSegment] = []  # in order; never forgotten until a reset
+        self.settled = 0  # registered[:settled] are all deleted (or cleared by another layer)
 
     def after_rewrite(self) -> None:
         self.reset()
@@ -35,14 +40,11 @@ class CachedMicrocompact(Policy):
     def before_call(self, view: View) -> Clearing | None:
         if not view.main_thread or view.rewritten:
             return None
-        results = view.compactable_results()
-        for seg in results[self.scanned :]:  # the list only grows until a reset
-            if seg.position not in self.seen and not seg.cleared:
-                self.seen.add(seg.position)
-                self.registered.append(seg)
-        self.scanned = len(results)
+        results = view.compactable_results()  # only grows until a reset (a compaction)
+        self.registered.extend(results[len(self.registered) :])
         if len(self.registered) <= self.values["trigger_threshold"]:
             return None
-        keep = self.values["keep_recent"]
-        deleted, self.registered = self.registered[:-keep], self.registered[-keep:]
-        return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="")
+        end = len(self.registered) - self.values["keep_recent"]
+        deleted = [s for s in self.registered[self.settled : end] if not s.cleared]
+        self.settled = max(self.settled, end)
+        return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="") if deleted else None

@@ -8,8 +8,10 @@ its first line, 5-minute writes = cache_creation_input_tokens - the 1-hour split
 Cache breaks: per thread (the main conversation, each agent file or agentId, each inline
 sidechain chain), calls in file order; a read more than 5% and 2,000 tokens below the previous
 call's is a break, caused by a compaction line in between, else a model change, else a gap
-longer than the previous call's TTL (1h when it wrote 1-hour cache, else 5m), else a
-`prefix_changed` when something was read, else `unknown`.
+of at least the previous call's TTL (1h when it wrote 1-hour cache, else 5m), else a
+`prefix_changed` when something was read, else `unknown`. The gap runs from request to
+request: a call's request time is that of the last user, assistant, system or attachment
+line of its thread written before its first line (its own first line if there is none).
 
     python tests/golden/corpus_reference.py tests/data/corpus/claude/projects \\
         > tests/golden/corpus_sessions.json
@@ -48,12 +50,17 @@ def thread_of(path: str, line: dict, root_of: dict) -> str:
 def main(root: str) -> None:
     calls: dict = {}
     threads: dict = {}  # (session, thread) -> [call key or "compaction", ...] in file order
+    last_time: dict = {}  # (session, thread) -> the time of its last line so far
     for path in sorted(glob.glob(f"{root}/**/*.jsonl", recursive=True)):
         with open(path, "rb") as fh:
             lines = [json.loads(raw) for raw in fh]
         root_of: dict = {}
         for line in lines:
             where = (line.get("sessionId"), thread_of(path, line, root_of))
+            before = last_time.get(where)
+            kind = line.get("type")
+            if kind in ("user", "assistant", "system", "attachment") and line.get("timestamp"):
+                last_time[where] = datetime.fromisoformat(line["timestamp"]).timestamp()
             if line.get("isCompactSummary") or line.get("subtype") == "compact_boundary":
                 threads.setdefault(where, []).append("compaction")
             if line.get("type") != "assistant" or line["message"].get("model") == "<synthetic>":
@@ -66,7 +73,9 @@ def main(root: str) -> None:
                 calls[key] = {
                     "session": line["sessionId"],
                     "model": msg["model"],
-                    "time": datetime.fromisoformat(line["timestamp"]).timestamp(),
+                    "time": datetime.fromisoformat(line["timestamp"]).timestamp()
+                    if before is None
+                    else before,
                     "input": usage.get("input_tokens", 0),
                     "w5m": usage.get("cache_creation_input_tokens", 0) - w1h,
                     "w1h": w1h,
@@ -120,7 +129,7 @@ def main(root: str) -> None:
                         cause = "compaction"
                     elif cur["model"] != prev["model"]:
                         cause = "model_switch"
-                    elif cur["time"] - prev["time"] > ttl:
+                    elif cur["time"] - prev["time"] >= ttl:
                         cause = "ttl_expired"
                     elif cur["read"] > 0:
                         cause = "prefix_changed"

@@ -1,0 +1,282 @@
+"""Each mechanism as documented (DOMAIN.md §2, §3.1, §5), on small threads whose numbers are
+worked out by hand in the comments: when a cache edit takes effect and what it bills, the
+rolling window of cached microcompact, how each mechanism measures time, and pruning the
+recording already did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from lines import assistant, tool_result, tool_use, usage, user, write
+from simthreads import result, text, thread
+
+from mcsim.calibrate import CalThread, ReadClass
+from mcsim.cli import cli
+from mcsim.loaders import Detail
+from mcsim.model import CompactionKind
+from mcsim.prices import default_table
+from mcsim.scenario import Layer, Scenario, baseline
+from mcsim.simulate import simulate_thread
+
+PRICES = default_table()
+MIN = 60.0
+
+
+def layer(kind: str, **values: object) -> Layer:
+    from mcsim.policies import REGISTRY
+
+    return Layer(
+        kind, tuple((p.name, values.get(p.name, p.default)) for p in REGISTRY[kind].params)
+    )
+
+
+def policy(*layers: Layer, ttl: str = "recorded") -> Scenario:
+    return Scenario("p", layers, ttl)
+
+
+def retimed(t: CalThread, index: int, **fields: object) -> CalThread:
+    calls = list(t.calls)
+    calls[index] = calls[index]._replace(**fields)
+    return CalThread(t.thread_id, t.kind, t.head_tokens, tuple(calls))
+
+
+# Ten calls 10 s apart: a 1,000-token text after a 10,000-token head, then a 5,000-token Read
+# result before each later call. Prompt k = 11,000 + 5,000 k; 3 uncached tokens a call.
+BURST = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)]) for _ in range(9)]
+EDITS = layer("cached_microcompact", trigger_threshold=3, keep_recent=1)
+
+
+# ---------------------------------------------------------------- 1. cache edits
+
+
+def test_a_cache_edit_takes_effect_on_the_call_that_carries_it_even_after_a_fallback() -> None:
+    # The recording's read at call 4 fell back to 21,000 tokens (head + text + r1 + r2: a real
+    # prefix change), so it wrote 31,000 - 3 - 21,000 = 9,997.
+    t = retimed(
+        thread(BURST), 4, read_class=ReadClass.PARTIAL, read_anchor=21_000,
+        cache_read_tokens=21_000, cache_write_5m_tokens=9_997,
+    )  # fmt: skip
+    base = simulate_thread(t, baseline(), PRICES).calls
+    assert (base[4].usage.cache_read_tokens, base[4].usage.cache_write_tokens) == (21_000, 9_997)
+    sim = simulate_thread(t, policy(EDITS), PRICES).calls
+    # Call 4 carries the deletion of r1..r3 (15,000). Its prompt is 16,000; the read is the
+    # recorded fall-back point less what was deleted before it (r1, r2): 11,000, and it writes
+    # 16,000 - 3 - 11,000 = 4,997. Nothing deleted is billed as a write (r3 was in the part
+    # the fall-back made it write: 9,997 - 5,000).
+    assert sim[4].cache_edit and sim[4].newly_cleared_tokens == 15_000
+    assert sim[4].prompt_tokens == 16_000
+    assert (sim[4].usage.cache_read_tokens, sim[4].usage.cache_write_tokens) == (11_000, 4_997)
+    # Call 5 deletes r4: the cached 16,000 less 5,000 is read, the new result written.
+    assert (sim[5].usage.cache_read_tokens, sim[5].usage.cache_write_tokens) == (11_000, 4_997)
+
+
+def test_a_ttl_that_ran_out_on_the_call_of_a_cache_edit_is_still_a_break() -> None:
+    steps = list(BURST)
+    steps[4] = (400.0, steps[4][1])  # 400 s before call 4: past the 5-minute TTL
+    sim = simulate_thread(thread(steps), policy(EDITS), PRICES)
+    # Cold cache: nothing read, the whole edited prompt (16,000 - 3) written.
+    call = sim.calls[4]
+    assert call.cache_edit and (call.usage.cache_read_tokens, call.usage.cache_write_tokens) == (
+        0,
+        15_997,
+    )
+    assert [(b.call_index, b.cause.value) for b in sim.breaks] == [(4, "ttl_expired")]
+    assert sim.edit_drops == ()
+
+
+# ---------------------------------------------------------------- 2. cached microcompact
+
+
+def test_a_time_based_rewrite_resets_the_cache_edit_state() -> None:
+    # Calls 1-3 add r1..r3 10 s apart; call 4 comes after 61 min with r4; then 10 s apart.
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)])] * 3
+    steps += [(61 * MIN, [result(5_000)])] + [(10.0, [result(5_000)])] * 2
+    stack = policy(layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=2), EDITS)
+    sim = simulate_thread(thread(steps), stack, PRICES).calls
+    # Call 4: the idle gap fires the time-based path: r1, r2 get the placeholder (9 tokens:
+    # 5,000 - 9 = 4,991 each); the cache-edit path is skipped and its state reset. The cache
+    # is cold (61 min > 5 min): prompt 31,000 - 9,982 = 21,018, all written but 3.
+    assert sim[4].rewrote and not sim[4].cache_edit
+    assert sim[4].newly_cleared_tokens == 9_982
+    assert (sim[4].usage.cache_read_tokens, sim[4].usage.cache_write_tokens) == (0, 21_015)
+    # Call 5 registers every result in the prompt again (r1..r5: 5 > 3) and deletes all but
+    # the newest not yet cleared: r3, r4 (10,000). Prompt 36,000 - 19,982 = 16,018; read the
+    # cached 21,018 less 10,000.
+    assert sim[5].cache_edit and sim[5].newly_cleared_tokens == 10_000
+    assert sim[5].prompt_tokens == 16_018
+    assert (sim[5].usage.cache_read_tokens, sim[5].usage.cache_write_tokens) == (11_018, 4_997)
+    # Call 6: the window rolls on by one: r5 goes.
+    assert sim[6].newly_cleared_tokens == 5_000 and sim[6].prompt_tokens == 16_018
+
+
+# ---------------------------------------------------------------- 5. time
+
+
+def idle_thread(idle_s: float) -> CalThread:
+    """Four calls 10 s apart, then a fifth whose request is sent `idle_s` after the fourth
+    call's response was done (its last line is 20 s after its first), and whose first line is
+    written 40 s after the request. 1-hour TTL."""
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)])] * 4
+    t = thread(steps, ttl="1h")
+    c3 = t.calls[3]
+    done = c3.timestamp_s + 20
+    sent = done + idle_s
+    t = retimed(t, 3, sent_s=c3.timestamp_s - 1, done_s=done)
+    return retimed(t, 4, sent_s=sent, timestamp_s=sent + 40)
+
+
+def test_time_based_microcompact_measures_idle_time_from_the_response_to_the_request() -> None:
+    tb = policy(layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=1))
+    # 59 min 30 s idle: no fire, although first line to first line is 20 + 3,570 + 40 s =
+    # 60 min 30 s.
+    quiet = simulate_thread(idle_thread(59.5 * MIN), tb, PRICES).calls
+    assert not quiet[4].rewrote and quiet[4].newly_cleared_tokens == 0
+    # Exactly 60 min: fires; r1..r3 cleared (3 x (5,000 - 9)).
+    fired = simulate_thread(idle_thread(60 * MIN), tb, PRICES).calls
+    assert fired[4].rewrote and fired[4].newly_cleared_tokens == 3 * 4_991
+
+
+def test_a_gap_equal_to_the_ttl_is_a_miss_and_a_recorded_hit_the_ttl_cannot_explain_is_kept() -> (
+    None
+):
+    # Recorded with the 5-minute TTL: the 60-minute gap before call 2 is a recorded miss.
+    steps = [(0.0, [text(1_000)]), (10.0, [result(5_000)]), (60 * MIN, [result(5_000)])]
+    t = thread(steps)
+    hour = simulate_thread(t, policy(layer("none"), ttl="1h"), PRICES).calls
+    # Under a 1-hour TTL the entry written by call 1's request dies exactly then: a miss.
+    assert hour[2].usage.cache_read_tokens == 0
+    just_before = [(0.0, [text(1_000)]), (10.0, [result(5_000)]), (60 * MIN - 1, [result(5_000)])]
+    hour = simulate_thread(thread(just_before), policy(layer("none"), ttl="1h"), PRICES).calls
+    assert hour[2].usage.cache_read_tokens == 16_000  # 59 min 59 s: alive, the whole prompt
+    # The recording shows a hit on the whole previous prompt 400 s later with a 5-minute TTL
+    # (kept warm elsewhere): the no-pruning replay keeps it, under any TTL.
+    warm = retimed(
+        thread([(0.0, [text(1_000)]), (10.0, [result(5_000)]), (10.0, [result(5_000)])]),
+        2,
+        timestamp_s=t.calls[1].timestamp_s + 400,
+    )
+    for ttl in ("recorded", "5m"):
+        replay = simulate_thread(warm, policy(layer("none"), ttl=ttl), PRICES).calls
+        assert replay[2].usage.cache_read_tokens == 16_000 == warm.calls[2].cache_read_tokens
+
+
+# ---------------------------------------------------------------- 6. the recording pruned
+
+
+def test_a_recorded_microcompact_is_not_a_compaction_and_the_policies_go_on() -> None:
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)])] * 3
+    t = retimed(thread(steps), 3, pruned="microcompact_boundary")
+    edits = policy(layer("cached_microcompact", trigger_threshold=2, keep_recent=1))
+    sim = simulate_thread(t, edits, PRICES).calls
+    # Call 3 has r1..r3 registered (> 2): r1, r2 are deleted; a compaction would have reset
+    # the registry and left only r3.
+    assert sim[3].newly_cleared_tokens == 10_000 and not sim[3].compaction
+
+
+def pruning_session(root: Path) -> Path:
+    """A session whose recording deleted 8,000 tokens from the cache (call 4) and then
+    cleared a tool result itself (a microcompact boundary before call 5)."""
+    lines = [user("u0", None, 0, "read the files")]
+    reads = [(0, 11_000), (11_000, 5_000), (16_000, 5_000)]  # (cache read, cache write)
+    parent = "u0"
+    for k, (read, written) in enumerate(reads, start=1):
+        at = 10.0 * k
+        lines.append(
+            assistant(f"a{k}", parent, at, f"m{k}", f"r{k}", u=usage(3, written, read),
+                      content=[tool_use(f"t{k}", "Read", file_path=f"/f{k}")])
+        )  # fmt: skip
+        lines.append(user(f"u{k}", f"a{k}", at + 1, tool_result(f"t{k}", "x" * 400)))
+        parent = f"u{k}"
+    # Call 4: 8,000 tokens deleted from the cached 21,003: read 13,003, write 5,000.
+    lines.append(
+        assistant("a4", "u3", 40, "m4", "r4", u=usage(3, 5_000, 13_003,
+                  cache_deleted_input_tokens=8_000),
+                  content=[tool_use("t4", "Read", file_path="/f4")])
+    )  # fmt: skip
+    lines.append(user("u4", "a4", 41, tool_result("t4", "y" * 400)))
+    lines.append(
+        {
+            "type": "system", "subtype": "microcompact_boundary", "uuid": "s5",
+            "parentUuid": "u4", "sessionId": lines[0]["sessionId"],
+            "timestamp": lines[-1]["timestamp"],
+            "microcompactMetadata": {"trigger": "auto", "preTokens": 18_006,
+                                     "tokensSaved": 4_000, "compactedToolIds": ["t2"]},
+        }
+    )  # fmt: skip
+    # Call 5: the rewrite made the read fall back to the 10,000-token head.
+    lines.append(assistant("a5", "s5", 50, "m5", "r5", u=usage(3, 9_009, 10_000)))
+    return write(root / "projects" / "-p" / "s.jsonl", lines)
+
+
+def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path: Path) -> None:
+    from mcsim import load_sessions
+
+    path = pruning_session(tmp_path)
+    sessions, _ = load_sessions([str(path)], detail=Detail.SIZES)
+    calls = sessions[0].threads[0].calls
+    assert [c.compaction for c in calls] == [None] * 5
+    assert [c.pruned.kind if c.pruned else None for c in calls] == [
+        None, None, None, CompactionKind.CACHE_DELETION, CompactionKind.MICROCOMPACT,
+    ]  # fmt: skip
+    assert calls[3].pruned is not None and calls[3].pruned.tokens_saved == 8_000
+    assert calls[4].pruned is not None and calls[4].pruned.tool_use_ids == ("t2",)
+    # Reads 0, 11,000, 16,000, 13,003, 10,000. The drop at call 4 (2,997: > 2,000 and > 5%)
+    # is the recording's own cache edit: not a break. The drop at call 5 (3,003) follows its
+    # own microcompact: an expected break, and no compaction.
+    result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    session = doc["sessions"][0]
+    assert (session["cache_breaks"], session["cache_edit_drops"]) == (1, 1)
+    assert (session["compactions"], session["recorded_prunes"]) == (0, 2)
+    assert [(b["call_index"], b["cause"], b["expected"]) for b in doc["breaks"]] == [
+        (4, "policy_clearing", True)
+    ]
+    replay = CliRunner().invoke(
+        cli, ["replay", str(path), "--policy", str(_policies(tmp_path)), "--json"]
+    )
+    assert replay.exit_code == 0, replay.output
+    out = json.loads(replay.stdout)
+    assert out["recorded"]["prunes"] == {"cache_deletion": 1, "microcompact_boundary": 1}
+    assert (out["recorded"]["cache_breaks"], out["recorded"]["cache_edit_drops"]) == (1, 1)
+    base = out["policies"][0]
+    assert (base["name"], base["cache_breaks"], base["cache_edit_drops"]) == ("baseline", 1, 1)
+    assert out["fidelity"]["overall_error"] == 0
+    text_out = CliRunner().invoke(cli, ["replay", str(path), "--policy", str(_policies(tmp_path))])
+    assert (
+        "note: the recording already pruned 2 times (1 cache deletion, 1 microcompact boundary)"
+        in text_out.stdout
+    )
+
+
+def _policies(root: Path) -> Path:
+    path = root / "p.yaml"
+    path.write_text("policies:\n  - {name: cc, kind: time_based_microcompact}\n")
+    return path
+
+
+@pytest.mark.parametrize(("gap_s", "cause"), [(290.0, "unknown"), (300.0, "ttl_expired")])
+def test_inspect_times_the_ttl_from_request_to_request(
+    tmp_path: Path, gap_s: float, cause: str
+) -> None:
+    # Call 2's request (the tool result at 35 s) reads call 1's whole prompt. Call 3's request
+    # (the user line) is sent `gap_s` after it, and its first line 30 s later; it reads
+    # nothing. From request to request the gap is `gap_s`; first line to first line it is
+    # gap_s + 25 (315 s for 290: past the TTL, but the entry was alive when the request went).
+    lines = [
+        user("u0", None, 0.0),
+        assistant("a1", "u0", 30.0, "m1", "r1", u=usage(3, 20_000, 0),
+                  content=[tool_use("t1", "Bash", command="make")]),
+        user("u1", "a1", 35.0, tool_result("t1", "done")),
+        assistant("a2", "u1", 40.0, "m2", "r2", u=usage(3, 100, 20_003)),
+        user("u2", "a2", 35.0 + gap_s, "next"),
+        assistant("a3", "u2", 65.0 + gap_s, "m3", "r3", u=usage(3, 20_106, 0)),
+    ]  # fmt: skip
+    path = write(tmp_path / "projects" / "-p" / "s.jsonl", lines)
+    doc = json.loads(CliRunner().invoke(cli, ["inspect", str(path), "--json"]).stdout)
+    assert [(b["call_index"], b["cause"], b["gap_seconds"]) for b in doc["breaks"]] == [
+        (2, cause, gap_s)
+    ]
