@@ -90,6 +90,7 @@ class CalCall(NamedTuple):
     # Pruning the recording itself shows before this call (not a compaction: the thread goes
     # on): a CompactionKind value (microcompact_boundary, cache_deletion) or "prompt_shrank".
     pruned: str | None = None
+    pruned_ids: tuple[str, ...] = ()  # the tool results a recorded microcompact cleared
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -254,6 +255,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 call.sent_s,
                 call.done_s,
                 pruned,
+                call.pruned.tool_use_ids if call.pruned is not None else (),
             )
         )
         prev, prev_ttl = call, ttl

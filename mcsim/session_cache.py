@@ -284,12 +284,13 @@ _SEGMENT_COLUMNS: _Table = (_ITEM_KIND, _INT, _OPT_STR, _OPT_STR, _INT, _BOOL, _
 _CALL_COLUMNS: _Table = (
     *(_STR, _OPT_STR, _FLOAT, _STR, _INT, _INT, _INT, _INT, _INT, _OPT_STR, _OPT_STR, _TTL),
     *(_INT, _INT, _BOOL, _OPT_INT, _READ_CLASS, _INT, _INT, _BOOL, _OPT_FLOAT, _OPT_FLOAT),
-    _OPT_STR,
+    *(_OPT_STR, _LIST),
 )
 _THREAD_COLUMNS: _Table = (_STR, _THREAD_KIND, _INT, _INT)
 _SESSION_COLUMNS: _Table = (_STR, _STR, _OPT_STR, _LIST, _INT)
 _SKIP_COLUMNS: _Table = (_STR, _INT, _STR, _STR)
 _SEGMENTS_AT = CalCall._fields.index("segments")
+_PRUNED_IDS_AT = CalCall._fields.index("pruned_ids")
 
 
 def _sessions_payload(
@@ -349,6 +350,7 @@ def _sessions(sessions: Any, threads: Any, calls: Any, segments: Any) -> list[Ca
     segment = _checked(segments, _SEGMENT_COLUMNS)
     call = _checked(calls, _CALL_COLUMNS)
     call[_SEGMENTS_AT] = _groups(_tuples(Segment, segment), call[_SEGMENTS_AT])
+    call[_PRUNED_IDS_AT] = [tuple(_strings(ids)) for ids in call[_PRUNED_IDS_AT]]
     thread = _checked(threads, _THREAD_COLUMNS)
     # Only threads with calls are loaded, and a session starts at its first call.
     thread[3] = _groups(_tuples(CalCall, call), thread[3], least=1)

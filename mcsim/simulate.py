@@ -558,6 +558,12 @@ class _Replay:
         self.results.extend(prepared.results[i])
         self.compactable.extend(self.compactable_per_call[i])
         self.turn = prepared.turns[i]
+        gone = self.thread.calls[i].pruned_ids
+        if gone:  # the recording cleared these itself: its prompt is already without them
+            ids = set(gone)
+            for seg in self.results:
+                if seg.tool_use_id in ids and not seg.cleared:
+                    seg.cleared, seg.saved = True, 0
 
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""

@@ -174,6 +174,10 @@ def test_a_recorded_microcompact_is_not_a_compaction_and_the_policies_go_on() ->
     # Call 3 has r1..r3 registered (> 2): r1, r2 are deleted; a compaction would have reset
     # the registry and left only r3.
     assert sim[3].newly_cleared_tokens == 10_000 and not sim[3].compaction
+    # When the recording names what it cleared (compactedToolIds: r1), its prompt is already
+    # without r1: only r2 is left to delete.
+    named = retimed(t, 3, pruned_ids=("t1-0",))
+    assert simulate_thread(named, edits, PRICES).calls[3].newly_cleared_tokens == 5_000
 
 
 def pruning_session(root: Path) -> Path:
