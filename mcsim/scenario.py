@@ -361,6 +361,8 @@ def _layer(raw: dict[str, Any], where: str) -> Layer:
     cls = REGISTRY[kind]
     spec = {p.name: p for p in cls.params}
     for key in raw:
+        if key in cls.renamed:
+            raise PolicyFileError(f"{where}: key {shown(key)}: {cls.renamed[key]}")
         if key != "kind" and key not in spec:
             allowed = ", ".join(spec) or "none"
             raise PolicyFileError(
@@ -377,17 +379,20 @@ def check_value(param: Param, value: Any, where: str) -> Any:
         if param.optional or param.default is None:
             return None
         raise PolicyFileError(bad + "a value is required")
+    if param.api_type is not None and isinstance(value, dict):
+        value = _api_count(param, value, bad)
     if value in param.choices:
         return value
     kind = param.kind
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise PolicyFileError(bad + f"must be true or false, not {shown(value)}")
-        return value
-    if kind is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise PolicyFileError(bad + "must be a list of tool names")
-        return tuple(value)
+    if isinstance(kind, tuple) or kind in (bool, list):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if bool in kinds and isinstance(value, bool):
+            return value
+        if list in kinds and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        words = [w for k in kinds for w in _SHAPES[k]]
+        allowed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+        raise PolicyFileError(bad + f"must be {allowed}, not {shown(value)}")
     if kind in (int, float):
         low = -math.inf if param.minimum is None else param.minimum
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -401,9 +406,29 @@ def check_value(param: Param, value: Any, where: str) -> Any:
                 allowed += f" from {_number(param.minimum)} to {_number(param.maximum)}"
             if param.choices:
                 allowed += " or " + " or ".join(map(repr, param.choices))
+            if param.api_type is not None:
+                allowed += f" or {{type: {param.api_type}, value: N}}"
             raise PolicyFileError(bad + f"must be {allowed}, not {shown(value)}")
         return kind(value)
     raise PolicyFileError(bad + f"unsupported value {shown(value)}")
+
+
+# How check_value names the values a bool or tool-list parameter takes, in its errors.
+_SHAPES: dict[type, tuple[str, ...]] = {bool: ("true", "false"), list: ("a list of tool names",)}
+
+
+def _api_count(param: Param, value: dict[Any, Any], bad: str) -> Any:
+    """N from the API's `{type: <api_type>, value: N}`, or "all" from `{type: all}` where
+    "all" is allowed; the plain value is then checked as usual."""
+    kind = value.get("type")
+    if kind == "all" and "all" in param.choices and len(value) == 1:
+        return "all"
+    if kind == param.api_type and set(value) == {"type", "value"}:
+        return value["value"]
+    forms = f"{{type: {param.api_type}, value: N}}"
+    if "all" in param.choices:
+        forms += " or {type: all}"
+    raise PolicyFileError(bad + f"a mapping must be {forms}")
 
 
 def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scenario:

@@ -307,6 +307,7 @@ class _Replay:
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
         self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
+        self.view.never_clear = scenario.exclude_tools
         self._show_lists()
 
     def run(self) -> SimThread:

@@ -23,6 +23,14 @@ def use(resource: str, tool: str = "Read", tokens: int = 50) -> Segment:
     return Segment(ItemKind.TOOL_USE, tokens, tool, "u", resource=resource)
 
 
+def tool_call(tool: str, input_tokens: int, result_tokens: int) -> list[Segment]:
+    """A tool_use and its result, paired by tool_use_id as the API pairs them."""
+    return [
+        Segment(ItemKind.TOOL_USE, input_tokens, tool, "c"),
+        Segment(ItemKind.TOOL_RESULT, result_tokens, tool, "c"),
+    ]
+
+
 def text(tokens: int, turn: int = 1) -> Segment:
     return Segment(ItemKind.USER_TEXT, tokens, turn=turn)
 
@@ -40,23 +48,23 @@ def thread(
     model: str = "claude-sonnet-4-5-20250929",
     kind: ThreadKind = ThreadKind.MAIN,
 ) -> CalThread:
-    """steps: (seconds since the previous call, segments added before the call)."""
+    """steps: (seconds since the previous call, segments added before the call).
+
+    Tool ids are made unique per call as id + call + the segment's index among the call's
+    segments of its kind, so a tool_use and a result given one id in a step pair up."""
     calls = []
     now = 1_800_000_000.0
     prompt_prev = 0
     for i, (gap, segments) in enumerate(steps):
         now += gap
-        numbered = tuple(
-            Segment(
-                s.kind,
-                s.tokens,
-                s.tool_name,
-                f"{s.tool_use_id}{i}-{j}",
-                s.turn,
-                resource=s.resource,
+        seen: dict[tuple[ItemKind, str | None], int] = {}
+        numbered = []
+        for s in segments:
+            k = seen[s.kind, s.tool_use_id] = seen.get((s.kind, s.tool_use_id), -1) + 1
+            tool_id = f"{s.tool_use_id}{i}-{k}"
+            numbered.append(
+                Segment(s.kind, s.tokens, s.tool_name, tool_id, s.turn, resource=s.resource)
             )
-            for j, s in enumerate(segments)
-        )
         prompt = (head if i == 0 else prompt_prev) + sum(s.tokens for s in numbered)
         if i == 0:
             read, cls = 0, ReadClass.FIRST
@@ -79,7 +87,7 @@ def thread(
                 None,
                 None,
                 ttl,
-                numbered,
+                tuple(numbered),
                 0,
                 False,
                 None,

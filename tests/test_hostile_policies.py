@@ -386,7 +386,7 @@ KIND_NAMES = (*KINDS.split(", "), "magic")
 PARAMS = (
     "n", "min_messages", "polling", "keep_first", "keep_turns", "keep", "keep_recent",
     "trigger_threshold", "trigger_input_tokens", "trigger_tool_uses", "clear_at_least",
-    "gap_threshold_minutes", "exclude_tools", "ttl", "1",
+    "gap_threshold_minutes", "exclude_tools", "clear_tool_inputs", "ttl", "1",
 )  # fmt: skip
 
 yaml_scalars = st.sampled_from(TOKENS) | st.integers().map(str) | st.sampled_from(KIND_NAMES)

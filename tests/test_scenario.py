@@ -27,7 +27,7 @@ policies:
     ttl: 1h
   - name: thinking
     kind: clear_thinking
-    keep_turns: all
+    keep: all
 """
 
 
@@ -53,7 +53,36 @@ def test_the_documented_format(tmp_path: Path) -> None:
         "exclude_tools": (),
         "clear_tool_inputs": False,
     }
-    assert dict(scenarios[3].layers[0].values) == {"keep_turns": "all"}
+    assert dict(scenarios[3].layers[0].values) == {"keep": "all"}
+
+
+def test_api_spellings_and_tool_lists(tmp_path: Path) -> None:
+    """The API's `{type, value}` counts are taken as they are, and clear_tool_inputs is true,
+    false or a list of tool names."""
+    text = """
+policies:
+  - name: api
+    kind: clear_tool_uses
+    keep: {type: tool_uses, value: 5}
+    clear_at_least: {type: input_tokens, value: 5000}
+    clear_tool_inputs: [Bash, Read]
+  - name: all-inputs
+    kind: clear_tool_uses
+    clear_tool_inputs: true
+  - name: two
+    kind: clear_thinking
+    keep: {type: thinking_turns, value: 2}
+  - name: every
+    kind: clear_thinking
+    keep: {type: all}
+"""
+    _, api, all_inputs, two, every = load_policy_file(write(tmp_path, text))
+    values = dict(api.layers[0].values)
+    assert (values["keep"], values["clear_at_least"]) == (5, 5_000)
+    assert values["clear_tool_inputs"] == ("Bash", "Read")
+    assert dict(all_inputs.layers[0].values)["clear_tool_inputs"] is True
+    assert dict(two.layers[0].values) == {"keep": 2}
+    assert dict(every.layers[0].values) == {"keep": "all"}
 
 
 def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
@@ -91,9 +120,50 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
             "policy 'a': key 'keep_first': must be true or false",
         ),
         (
-            "policies: [{name: a, kind: clear_thinking, keep_turns: some}]",
-            "policy 'a': key 'keep_turns': must be a whole number from 0 to 1_000_000_000 "
-            "or 'all', not 'some'",
+            "policies: [{name: a, kind: clear_thinking, keep: some}]",
+            "policy 'a': key 'keep': must be a whole number from 1 to 1_000_000_000 "
+            "or 'all' or {type: thinking_turns, value: N}, not 'some'",
+        ),
+        (  # the API refuses keep 0 too: "N must be > 0"
+            "policies: [{name: a, kind: clear_thinking, keep: 0}]",
+            "policy 'a': key 'keep': must be a whole number from 1 to 1_000_000_000 "
+            "or 'all' or {type: thinking_turns, value: N}, not 0",
+        ),
+        (
+            "policies: [{name: a, kind: clear_thinking, keep: {type: thinking_turns, value: 0}}]",
+            "policy 'a': key 'keep': must be a whole number from 1 to 1_000_000_000",
+        ),
+        (
+            "policies: [{name: a, kind: clear_thinking, keep: {type: tool_uses, value: 2}}]",
+            "policy 'a': key 'keep': a mapping must be {type: thinking_turns, value: N} "
+            "or {type: all}",
+        ),
+        (
+            "policies: [{name: a, kind: clear_thinking, keep_turns: 1}]",
+            "policy 'a': key 'keep_turns': now 'keep', as in the API: it counts assistant "
+            "turns that carry thinking",
+        ),
+        (
+            "policies: [{name: a, kind: clear_tool_uses, keep: {type: all}}]",
+            "policy 'a': key 'keep': a mapping must be {type: tool_uses, value: N}",
+        ),
+        (
+            "policies: [{name: a, kind: clear_tool_uses, clear_tool_inputs: Read}]",
+            "policy 'a': key 'clear_tool_inputs': must be true, false or a list of tool "
+            "names, not 'Read'",
+        ),
+        (
+            "policies: [{name: a, kind: clear_tool_uses, clear_tool_inputs: [Read, 3]}]",
+            "policy 'a': key 'clear_tool_inputs': must be true, false or a list of tool "
+            "names, not a list",
+        ),
+        (
+            "policies: [{name: a, kind: clear_tool_uses, clear_tool_inputs: 1}]",
+            "key 'clear_tool_inputs': must be true, false or a list of tool names, not 1",
+        ),
+        (
+            "policies: [{name: a, stack: [{kind: clear_tool_uses, exclude_tools: Edit}]}]",
+            "policy 'a': stack[0]: key 'exclude_tools': must be a list of tool names, not 'Edit'",
         ),
         (
             "policies: [{name: a, kind: none, ttl: 2h}]",

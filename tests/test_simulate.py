@@ -4,17 +4,21 @@ threads (hypothesis)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from simthreads import INPUT, result, text, thinking, thread
+from simthreads import INPUT, result, text, thinking, thread, tool_call
 
+from mcsim.policies import is_compactable
 from mcsim.prices import default_table, price_usage
-from mcsim.scenario import Layer, Scenario, baseline
+from mcsim.scenario import DEFAULT_COMPACTABLE, Layer, Scenario, baseline, load_policy_file
 from mcsim.simulate import SimThread, simulate_thread
 
 PRICES = default_table()
+ANTHROPIC_API = REPO / "policies" / "anthropic-api.yaml"
 
 
 def scenario(kind: str, ttl: str = "recorded", **values: object) -> Scenario:
@@ -157,37 +161,159 @@ def test_clear_at_least_clears_nothing_below_it() -> None:
     assert cleared[:4] == [0, 0, 0, 0] and cleared[4] == 3 * (5_000 - 9)
 
 
-def test_clear_thinking_clears_earlier_turns_only_where_thinking_is_in_the_prompt() -> None:
+def test_clear_tool_uses_clears_every_tool_but_its_exclusions() -> None:
+    # Results of 5,000 tokens after a 1,000-token prompt (10,000 head): prompt k = 11,000 +
+    # 5,000 k. MCP, Task and BashOutput are not on the scenario's compactable list; for the API
+    # strategy that list does not count, only exclude_tools (the layer's Edit, the scenario's
+    # Task) does.
+    tools = ["mcp__github__get_issue", "Task", "Read", "Edit", "BashOutput", "Bash"]
+    t = thread([(0.0, [text(1_000)])] + [(10.0, [result(5_000, tool)]) for tool in tools])
+    policy = replace(
+        scenario("clear_tool_uses", trigger_input_tokens=30_000, keep=1, exclude_tools=["Edit"]),
+        exclude_tools=frozenset({"Task"}),
+    )
+    sim = simulate_thread(t, policy, PRICES)
+    # Call 4 (31,000 > 30,000): keep 1 keeps the newest tool use, the excluded Edit (keep
+    # counts every tool's uses), so Read goes with the MCP result: 2 x (5,000 - 9 placeholder)
+    # = 9,982. Call 5 (36,000 - 9,982 = 26,018) is under the trigger. Call 6 (31,018): Bash
+    # is kept, BashOutput goes: 4,991.
+    assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 0, 0, 9_982, 0, 4_991]
+    assert [c.prompt_tokens for c in sim.calls] == [
+        11_000,
+        16_000,
+        21_000,
+        26_000,
+        21_018,
+        26_018,
+        26_027,
+    ]
+    assert sim.cleared_results == 3
+
+
+def test_clear_tool_inputs_takes_a_list_and_the_tool_use_trigger_counts_what_is_left() -> None:
+    # Each call after the first adds a tool call: a 500-token input and a 4,000-token result.
+    tools = ["Read", "Bash", "Grep", "Bash", "Read", "Bash", "Grep"]
+    t = thread([(0.0, [text(1_000)])] + [(10.0, tool_call(tool, 500, 4_000)) for tool in tools])
+    bash_inputs = simulate_thread(
+        t,
+        scenario("clear_tool_uses", trigger_tool_uses=3, keep=1, clear_tool_inputs=["Bash"]),
+        PRICES,
+    )
+    # Call 4 has 4 results in the prompt (> 3): all but the newest go, 3 x (4,000 - 9), with
+    # the input of the one Bash call among them, 500 - 9: 11,973 + 491 = 12,464. Then 2 and
+    # 3 results are left (the API's trigger sees the cleared prompt: no clearing on every
+    # call); call 7 has 4 again: Bash, Read, Bash go, 11,973 + 2 x 491 = 12,955.
+    cleared = [c.newly_cleared_tokens for c in bash_inputs.calls]
+    assert cleared == [0, 0, 0, 0, 12_464, 0, 0, 12_955]
+    # Recorded prompt 11,000 + 4,500 k, less what is cleared.
+    assert bash_inputs.calls[-1].prompt_tokens == 42_500 - 12_464 - 12_955
+    every_input = simulate_thread(
+        t, scenario("clear_tool_uses", trigger_tool_uses=3, keep=1, clear_tool_inputs=True), PRICES
+    )
+    # The same calls, with the three inputs each time: 11,973 + 3 x 491 = 13,446.
+    assert [c.newly_cleared_tokens for c in every_input.calls] == [0, 0, 0, 0, 13_446, 0, 0, 13_446]
+
+
+def test_claude_codes_api_configuration_clears_at_least_140k_mcp_results_included() -> None:
+    (policy,) = [s for s in load_policy_file(ANTHROPIC_API) if s.name == "claude-code-api"]
+    # 100-token inputs; results of 30,000 tokens but for calls 6 and 7 (10,000). Prompts
+    # from 11,000: 41,100 71,200 101,300 131,400 161,500 171,600 181,700 211,800.
+    calls = [
+        ("mcp__github__get_issue", 30_000),
+        ("Read", 30_000),
+        ("Edit", 30_000),
+        ("Bash", 30_000),
+        ("Grep", 30_000),
+        ("Read", 10_000),
+        ("Bash", 10_000),
+        ("Read", 30_000),
+    ]
+    t = thread([(0.0, [text(1_000)])] + [(10.0, tool_call(n, 100, k)) for n, k in calls])
+    sim = simulate_thread(t, policy, PRICES)
+    # Call 7 (181,700 > 180,000) keeps the 3 newest tool uses. Strategy 1 could clear the
+    # results of the 4 older (120,000) and the Read and Bash inputs (200): 120,200 < 140,000.
+    # Strategy 2 could clear those results but Edit's: 90,000. Neither clears.
+    # Call 8 (211,800): strategy 1 can clear 5 results (150,000) and the Read, Bash and Grep
+    # inputs (300): 150,300 >= 140,000, so it does: 5 x (30,000 - 9) + 3 x (100 - 9) =
+    # 150,228 net of placeholders. Without the MCP result it would be 120,300 and nothing
+    # would be cleared. The prompt is then 61,572: strategy 2 is not triggered.
+    cleared = [c.newly_cleared_tokens for c in sim.calls]
+    assert cleared == [0] * 8 + [150_228]
+    assert cleared[8] >= 140_000 and sim.cleared_results == 5
+    last = sim.calls[8]
+    assert last.prompt_tokens == 211_800 - 150_228 == 61_572
+    assert last.rewrote and last.usage.cache_read_tokens == 10_000  # back to the head
+
+
+def test_clear_thinking_keeps_the_newest_assistant_turns_with_thinking() -> None:
+    # Opus 4.5 re-sends earlier thinking. Turn 1 thinks 2,000 tokens, turn 2 3,000, turn 3
+    # answers without thinking. Recorded prompts: 10,100 12,150 12,250 15,300 15,450 15,550.
     steps = [
         (0.0, [text(100, turn=1)]),
         (10.0, [thinking(2_000, turn=1), text(50, turn=1)]),
         (10.0, [text(100, turn=2)]),
+        (10.0, [thinking(3_000, turn=2), text(50, turn=2)]),
+        (10.0, [text(100, turn=3), text(50, turn=3)]),
+        (10.0, [text(100, turn=4)]),
     ]
-    policy = scenario("clear_thinking", keep_turns=1)
-    opus = thread(steps, model="claude-opus-4-5")  # prompts 10,100 / 12,150 / 12,250
-    base = simulate_thread(opus, baseline(), PRICES).calls
-    sim = simulate_thread(opus, policy, PRICES).calls
-    assert sim[:2] == base[:2]
-    # Turn 1's thinking goes before the first call of turn 2: 2,000 tokens fewer, and the
-    # rewrite makes the read fall back to the 10,000-token head.
-    assert sim[2].newly_cleared_tokens == 2_000 and sim[2].rewrote
-    assert sim[2].prompt_tokens == 10_250 == base[2].prompt_tokens - 2_000
-    assert sim[2].usage.cache_read_tokens == 10_000
-    assert sim[2].usage.cache_write_tokens == 10_250 - INPUT - 10_000
+    opus = thread(steps, model="claude-opus-4-5")
+    sim = simulate_thread(opus, scenario("clear_thinking", keep=1), PRICES).calls
+    # Keep 1 keeps the thinking of the last assistant turn that has any. At call 2 that is
+    # turn 1 (the old rule counted user turns and cleared it there: wrong per the API docs).
+    # Call 3 brings turn 2's thinking, so turn 1's 2,000 tokens go; the rewrite makes the
+    # read fall back to the 10,000-token head. Turn 3 has no thinking: at calls 4 and 5
+    # turn 2 is still the newest turn with thinking, and is kept.
+    assert [c.newly_cleared_tokens for c in sim] == [0, 0, 0, 2_000, 0, 0]
+    assert [c.prompt_tokens for c in sim] == [10_100, 12_150, 12_250, 13_300, 13_450, 13_550]
+    assert sim[3].rewrote and sim[3].usage.cache_read_tokens == 10_000
+    assert sim[3].usage.cache_write_tokens == 13_300 - INPUT - 10_000
+    assert sim[4].usage.cache_read_tokens == 13_300  # the edited prompt is cached again
+    base = simulate_thread(opus, baseline(), PRICES)
+    for keep in (2, "all"):
+        assert simulate_thread(opus, scenario("clear_thinking", keep=keep), PRICES) == base
     # Sonnet 4.5 strips earlier thinking itself: nothing to clear.
     sonnet = thread(steps)
+    policy = scenario("clear_thinking", keep=1)
     assert simulate_thread(sonnet, policy, PRICES) == simulate_thread(sonnet, baseline(), PRICES)
 
 
-def test_thinking_recorded_as_a_signature_only_is_left_alone() -> None:
+def test_thinking_recorded_as_a_signature_only_is_left_alone_but_its_turn_counts() -> None:
     steps = [
         (0.0, [text(100, turn=1)]),
         (10.0, [thinking(0, turn=1), text(50, turn=1)]),
         (10.0, [text(100, turn=2)]),
+        (10.0, [thinking(0, turn=2), text(50, turn=2)]),
+        (10.0, [text(100, turn=3)]),
     ]
     opus = thread(steps, model="claude-opus-4-5")
-    sim = simulate_thread(opus, scenario("clear_thinking", keep_turns=1), PRICES)
+    sim = simulate_thread(opus, scenario("clear_thinking", keep=1), PRICES)
     assert sim == simulate_thread(opus, baseline(), PRICES)  # no clearing, so no cache break
+    # Turn 1 thinks 2,000 tokens, turn 2 is signature-only: turn 2 is the newest turn with
+    # thinking, so turn 1's thinking goes when turn 2's arrives (call 3).
+    steps[1] = (10.0, [thinking(2_000, turn=1), text(50, turn=1)])
+    mixed = thread(steps, model="claude-opus-4-5")
+    sim = simulate_thread(mixed, scenario("clear_thinking", keep=1), PRICES)
+    assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 0, 2_000, 0]
+
+
+def test_only_claude_codes_shell_tools_count_as_bash() -> None:
+    allowed = frozenset(DEFAULT_COMPACTABLE)
+    assert is_compactable("Bash", allowed, frozenset())
+    assert is_compactable("PowerShell", allowed, frozenset())
+    for tool in ("BashOutput", "KillShell", "KillBash", "Bashful"):
+        assert not is_compactable(tool, allowed, frozenset()), tool
+    assert not is_compactable("PowerShell", frozenset({"Read"}), frozenset())
+    assert not is_compactable("PowerShell", allowed, frozenset({"PowerShell"}))
+    # Time-based microcompact after a 2-hour gap, keep 1: of these results only Bash (1,000),
+    # PowerShell (4,000) and the newest Bash are compactable; the first two go, net of 9
+    # placeholder tokens each: 991 + 3,991. (Taking every "Bash*" tool, as before, would
+    # clear Bash and BashOutput: 991 + 1,991.)
+    tools = ["Bash", "BashOutput", "KillShell", "PowerShell", "KillBash", "Bash"]
+    steps = [(0.0, [text(1_000)])]
+    steps += [(10.0, [result(1_000 * (k + 1), tool)]) for k, tool in enumerate(tools)]
+    steps.append((7_200.0, [text(100)]))
+    sim = simulate_thread(thread(steps), scenario("time_based_microcompact", keep_recent=1), PRICES)
+    assert sim.calls[-1].newly_cleared_tokens == 991 + 3_991
 
 
 # ---------------------------------------------------------------- properties

@@ -12,7 +12,7 @@ from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
 from mcsim.replay import PolicyTotals
-from mcsim.scenario import load_policy_file
+from mcsim.scenario import load_policy_file, parse_policies
 from mcsim.sweep import (
     GridError,
     Outcome,
@@ -69,6 +69,30 @@ def test_variants_address_stack_layers_and_validate_values() -> None:
         build_variants(stack, [parse_axis("cached_microcompact.keep_recent=0..2")])
     with pytest.raises(GridError, match="'2h' is not one of 5m, 1h, recorded"):
         build_variants(stack, [parse_axis("ttl=2h")])
+
+
+def test_a_tool_list_parameter_stays_in_its_variants_and_sweeps_as_true_or_false() -> None:
+    (_, api) = parse_policies(
+        {"policies": [{"name": "api", "kind": "clear_tool_uses", "clear_tool_inputs": ["Bash"]}]},
+        "f.yaml",
+    )
+    variants = build_variants(api, [parse_axis("keep=1..2")])
+    assert [dict(v.scenario.layers[0].values)["clear_tool_inputs"] for v in variants] == [
+        ("Bash",),
+        ("Bash",),
+    ]
+    variants = build_variants(api, [parse_axis("clear_tool_inputs=true,false")])
+    assert [v.name for v in variants] == ["clear_tool_inputs=True", "clear_tool_inputs=False"]
+    assert [dict(v.scenario.layers[0].values)["clear_tool_inputs"] for v in variants] == [
+        True,
+        False,
+    ]
+    with pytest.raises(GridError) as err:  # a list cannot be written in a grid
+        build_variants(api, [parse_axis("clear_tool_inputs=Read")])
+    assert str(err.value) == (
+        "--grid clear_tool_inputs: key 'clear_tool_inputs': must be true, false or a list of "
+        "tool names, not 'Read'"
+    )
 
 
 def test_one_parameter_is_swept_once_and_each_value_once() -> None:

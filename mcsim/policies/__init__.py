@@ -27,12 +27,15 @@ class Param:
     """A policy parameter as users write it in YAML."""
 
     name: str
-    kind: type  # int, float, str, bool or list (of str)
+    kind: type | tuple[type, ...]  # int, float, bool or list (of tool names); (bool, list): either
     default: Any
     help: str
     minimum: float | None = None
     choices: tuple[Any, ...] = ()  # extra literal values allowed besides `kind` (e.g. "all")
     optional: bool = False  # None allowed
+    # The API's own spelling of a count, `{type: <api_type>, value: N}` (and `{type: all}` when
+    # "all" is a choice), accepted as N so a context_management edit can be copied as it is.
+    api_type: str | None = None
     # Numbers only. Far above any useful setting (counts, tokens, minutes): a bound keeps
     # infinities and thousand-digit numbers out of the replay and out of error messages.
     maximum: float = 1_000_000_000
@@ -76,6 +79,7 @@ class View:
     compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
     rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
     turn: int = 0  # the current user turn
+    never_clear: frozenset[str] = frozenset()  # the scenario's exclude_tools: no policy clears them
 
     def tool_results(self) -> Sequence[LiveSegment]:
         return self.results
@@ -103,6 +107,8 @@ class Policy:
     kind: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    # Parameters that had another name: old name -> why it changed (a file using it is refused).
+    renamed: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **values: Any) -> None:
         self.values = {p.name: values.get(p.name, p.default) for p in self.params}
@@ -131,12 +137,21 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+# Claude Code's shell tools, which its compactable list takes in where ours says "Bash":
+# `SHELL_TOOL_NAMES = [BASH_TOOL_NAME, POWERSHELL_TOOL_NAME]` (src/utils/shell/shellToolUtils.ts),
+# spread into COMPACTABLE_TOOLS (src/services/compact/microCompact.ts) and into the API
+# configuration's clear_tool_inputs (src/services/compact/apiMicrocompact.ts); read in a public
+# copy of Claude Code's source (github.com/Esonhugh/claude-code). BashOutput, KillShell and
+# KillBash are tools of their own, not in the list.
+SHELL_TOOL_NAMES = frozenset({"Bash", "PowerShell"})
+
+
 def is_compactable(tool: str | None, allowed: frozenset[str], excluded: frozenset[str]) -> bool:
-    """Whether a tool's results may be cleared: listed (shell variants count as Bash), not
-    excluded. MCP tools and sub-agent calls are never listed by default."""
+    """Whether a tool's results may be cleared: listed (Claude Code's shell tools count as
+    Bash), not excluded. MCP tools and sub-agent calls are never listed by default."""
     if tool is None or tool in excluded:
         return False
-    return tool in allowed or (tool.startswith("Bash") and "Bash" in allowed)
+    return tool in allowed or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
 
 
 def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:

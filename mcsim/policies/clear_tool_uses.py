@@ -1,8 +1,25 @@
 """`clear_tool_uses`: Anthropic's context editing `clear_tool_uses_20250919` (DOMAIN.md §2.3).
 
-Applied server-side to every request whose prompt exceeds the trigger: all tool uses but the
-`keep` newest have their results replaced by a placeholder (and their inputs too with
-`clear_tool_inputs`). If fewer than `clear_at_least` tokens would be cleared, nothing is.
+Applied server-side to every request whose prompt exceeds the trigger: every tool use but the
+`keep` newest has its result replaced by a placeholder, oldest first. The rules, as Anthropic
+documents them (platform.claude.com/docs/en/build-with-claude/context-editing):
+
+* Candidates are the results of every tool, MCP tools and sub-agent (Task/Agent) calls
+  included, except `exclude_tools` ("tool names whose tool uses and results should never be
+  cleared"). The scenario's `compactable_tools` list is Claude Code's client-side list and does
+  not apply here; the scenario's `exclude_tools` does, as the user's own "never clear".
+* `keep` counts the newest tool uses whatever their tool ("how many recent tool use/result
+  pairs to keep"), excluded tools' uses included: the docs do not carry excluded tools out of
+  the count, and LangChain's re-implementation of this strategy counts them too.
+* `clear_tool_inputs`: true clears the tool_use inputs of the cleared tool uses too; a list of
+  tool names clears the inputs of those tools' uses only.
+* `clear_at_least`: nothing is cleared unless the blocks to clear hold at least this many
+  tokens, inputs included ("context will only be modified if at least this many tokens can be
+  removed"; the API reports them as `cleared_input_tokens`).
+* The trigger compares the prompt as this request would send it: `trigger_input_tokens` the
+  prompt net of what is already cleared (the simulation's prompt), `trigger_tool_uses` the tool
+  uses whose results are still in it. Cleared content stays cleared on later requests.
+
 Clearing changes the prompt from the first cleared block, so it breaks the cached prefix.
 """
 
@@ -16,7 +33,6 @@ from mcsim.policies import (
     Param,
     Policy,
     View,
-    keep_newest,
     register,
 )
 
@@ -27,35 +43,71 @@ class ClearToolUses(Policy):
     summary = "API context editing: past a prompt size, clear all but the newest tool uses."
     params = (
         Param("trigger_input_tokens", int, 100_000, "prompt size that triggers it", minimum=0),
-        Param("trigger_tool_uses", int, None, "or: tool uses that trigger it", 1, (), True),
-        Param("keep", int, 3, "newest tool uses kept", minimum=0),
-        Param("clear_at_least", int, None, "clear nothing unless this many tokens", 0, (), True),
+        Param(
+            "trigger_tool_uses",
+            int,
+            None,
+            "or: tool uses still in the prompt that trigger it",
+            minimum=1,
+            optional=True,
+        ),
+        Param(
+            "keep",
+            int,
+            3,
+            "newest tool uses kept (of any tool, excluded ones too)",
+            minimum=0,
+            api_type="tool_uses",
+        ),
+        Param(
+            "clear_at_least",
+            int,
+            None,
+            "clear nothing unless this many tokens",
+            minimum=0,
+            optional=True,
+            api_type="input_tokens",
+        ),
         Param("exclude_tools", list, [], "tools never cleared"),
-        Param("clear_tool_inputs", bool, False, "also clear the tool_use inputs"),
+        Param(
+            "clear_tool_inputs",
+            (bool, list),
+            False,
+            "also clear the tool_use inputs: true, or the tools whose inputs go",
+        ),
     )
 
     def before_call(self, view: View) -> Clearing | None:
         results = view.tool_results()
         by_uses = self.values["trigger_tool_uses"]
         if by_uses is not None:
-            if len(results) <= by_uses:
+            if sum(not s.cleared for s in results) <= by_uses:
                 return None
         elif view.prompt_tokens <= self.values["trigger_input_tokens"]:
             return None
-        excluded = set(self.values["exclude_tools"])
-        candidates = [s for s in view.compactable if s.tool_name not in excluded]
-        cleared = keep_newest(candidates, self.values["keep"])
-        inputs: list[LiveSegment] = []
-        if self.values["clear_tool_inputs"]:
-            ids = {s.tool_use_id for s in cleared}
-            inputs = [
-                s
-                for s in view.segments
-                if s.kind is ItemKind.TOOL_USE and s.tool_use_id in ids and not s.cleared
-            ]
+        excluded = view.never_clear.union(self.values["exclude_tools"])
+        older = [
+            s
+            for s in results[: max(len(results) - self.values["keep"], 0)]
+            if s.tool_name not in excluded
+        ]
+        cleared = [s for s in older if not s.cleared]
+        inputs = self._inputs(view, older)
+        if not cleared and not inputs:
+            return None
         least = self.values["clear_at_least"]
         if least is not None and sum(s.tokens for s in cleared + inputs) < least:
             return None
-        if not cleared:
-            return None
         return Clearing(tuple(cleared), Mode.REWRITE, inputs=tuple(inputs))
+
+    def _inputs(self, view: View, older: list[LiveSegment]) -> list[LiveSegment]:
+        """The tool_use inputs cleared with the results of `older` (cleared before or now)."""
+        which = self.values["clear_tool_inputs"]
+        if which is False:
+            return []
+        ids = {s.tool_use_id for s in older if which is True or s.tool_name in which}
+        return [
+            s
+            for s in view.segments
+            if s.kind is ItemKind.TOOL_USE and s.tool_use_id in ids and not s.cleared
+        ]
