@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcsim.breaks import CacheBreak, detect_breaks_columns
@@ -47,6 +47,8 @@ _MIN_CACHEABLE = {
 
 # Only these are ever cleared; text and attachments are tracked by their size alone.
 _CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKING})
+# Each is a message of its own (View.messages); the response before them is one more.
+_MESSAGES = frozenset({ItemKind.USER_TEXT, ItemKind.TOOL_RESULT})
 
 
 @functools.lru_cache(maxsize=256)
@@ -121,6 +123,9 @@ class SimThread:
     breaks: tuple[CacheBreak, ...]
     hazards: tuple[Hazard, ...] = ()
     cleared_results: int = 0  # tool results the policy cleared
+    # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
+    # with its thresholds. Not part of the replay's result: two equal replays may differ here.
+    figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
 
     @property
     def calls(self) -> list[SimCall]:
@@ -157,17 +162,22 @@ class PreparedThread:
         self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
         self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
         self.turns: list[int] = []  # per call: the user turn it belongs to
+        self.messages: list[int] = []  # per call: messages in the conversation (View.messages)
         # resource -> calls (in order) whose items include a tool call touching it
         self.uses: dict[str, list[int]] = {}
         # per call: index of the next compaction after it (len(calls) if none)
         self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
-        position = turn = 0
+        position = turn = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
         for call in thread.calls:
             if call.compaction:
                 start = thread.head_tokens
+            # A compaction restarts the conversation; otherwise the last call's response is in.
+            messages = 0 if call.compaction or not self.segments else messages + 1
+            messages += sum(seg.kind in _MESSAGES for seg in call.segments)
+            self.messages.append(messages)
             lives: list[LiveSegment] = []
             for seg in call.segments:
                 turn = max(turn, seg.turn)
@@ -286,6 +296,7 @@ class _Replay:
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
         self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
+        self.view.excluded_tools = scenario.exclude_tools  # for kinds that ignore `compactable`
         self._show_lists()
 
     def run(self) -> SimThread:
@@ -474,6 +485,7 @@ class _Replay:
             tuple(breaks),
             hazards,
             len(self.cleared_log),
+            tuple(p.figures() for p in policies),
         )
 
     def _until_first_clearing(self) -> tuple[int, tuple[bool, bool, int] | None]:
@@ -533,6 +545,7 @@ class _Replay:
         self.results.extend(prepared.results[i])
         self.compactable.extend(self.compactable_per_call[i])
         self.turn = prepared.turns[i]
+        self.view.messages = prepared.messages[i]
 
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
