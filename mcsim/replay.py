@@ -19,6 +19,7 @@ from mcsim.breaks import CacheBreak, CallObservation, detect_breaks, split_drops
 from mcsim.calibrate import CalCall, CalSession, CalThread
 from mcsim.model import CompactionKind
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
+from mcsim.policies import can_clear
 from mcsim.prices import PriceTable, rates_for, total_usd
 from mcsim.recorded import TTL_SECONDS, TokenTotals
 from mcsim.rows import RowsTable, SessionRows
@@ -67,6 +68,10 @@ class PolicyTotals:
     cleared_results: int = 0
     refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
     refetch_cost_usd: float = 0.0
+    acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
+    # Per policy of the scenario that can clear: the largest of each of its figures over the
+    # threads it ran on (Policy.figures), for `idle_note`.
+    figures: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def refetch_risk(self) -> float:
@@ -94,6 +99,34 @@ class PolicyTotals:
         self.cleared_results += other.cleared_results
         self.refetch_hazards += other.refetch_hazards
         self.refetch_cost_usd += other.refetch_cost_usd
+        self.acted_threads += other.acted_threads
+        _keep_largest(self.figures, other.figures)
+
+
+def _keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float]]) -> None:
+    """Fold one thread's (or total's) policy figures into `into`, keeping each largest."""
+    if not into:
+        into.extend(dict(f) for f in figures)
+        return
+    if not figures:  # from a thread (or a total of threads) the policies did not run on
+        return
+    for mine, theirs in zip(into, figures, strict=True):
+        for key, value in theirs.items():
+            mine[key] = max(mine.get(key, value), value)
+
+
+def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
+    """Why a scenario that can clear cleared nothing, in its policies' own terms."""
+    if not totals.acted_threads:
+        return "no main thread to act on (main_thread_only)"
+    policies = [p for p in scenario.build() if can_clear(type(p))]
+    notes = [p.idle_note(f) for p, f in zip(policies, totals.figures, strict=True)]
+    if len(policies) == 1:
+        return notes[0]
+    said = dict.fromkeys(f"{p.kind}: {note}" for p, note in zip(policies, notes, strict=True))
+    if len(said) == 1:  # layers of one kind that give one reason (Claude Code's API setup)
+        return notes[0]
+    return "; ".join(said)
 
 
 @dataclass
@@ -289,6 +322,9 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
+    if sim.figures:
+        totals.acted_threads += 1
+        _keep_largest(totals.figures, sim.figures)
 
 
 def _compaction_threshold(call: CalCall, before: CalCall) -> int:
@@ -432,6 +468,15 @@ class ReplayReport:
     @property
     def fidelity_worst(self) -> float:
         return max((s.fidelity_error for s in self.sessions), default=0.0)
+
+    def idle_notes(self) -> dict[str, str]:
+        """By policy name: why each policy that could clear cleared nothing over the run."""
+        notes = {}
+        for scenario in self.scenarios:
+            totals = self.policies.get(scenario.name)
+            if scenario.prunes and totals is not None and not totals.cleared_tokens:
+                notes[scenario.name] = idle_note(scenario, totals)
+        return notes
 
     def sessions_over_threshold(self) -> list[SessionReplay]:
         return [s for s in self.sessions if s.fidelity_error > self.fidelity_threshold]

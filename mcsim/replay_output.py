@@ -249,6 +249,7 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
             "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
         },
         "baseline_cost_usd": report.baseline.cost_usd,
+        "cleared_nothing": report.idle_notes(),  # policy name -> why
         "fidelity": {
             "overall_error": report.fidelity_overall,
             "worst_session_error": report.fidelity_worst,
@@ -345,7 +346,10 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
         "sessions": len(report.sessions),
         "calibration_fallback_calls": report.calibration_fallbacks,
         "price_table": report.price_table,
-        "notes": [CACHE_EDIT_NOTE],
+        "notes": [
+            CACHE_EDIT_NOTE,
+            *(f"{name} cleared nothing: {why}" for name, why in report.idle_notes().items()),
+        ],
         "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
@@ -398,14 +402,8 @@ def replay_text(report: ReplayReport) -> str:
             f"note: the recording already pruned {sum(prunes.values())} times ({kinds}); "
             "replayed as recorded, not as compactions"
         )
-    for scenario in report.scenarios:
-        totals = report.policies.get(scenario.name)
-        if scenario.prunes and totals is not None and not totals.cleared_tokens:
-            name = printable(scenario.name, limit=NAME_LIMIT)
-            lines.append(
-                f"note: {name} cleared nothing on these sessions (largest prompt "
-                f"{report.recorded.max_prompt_tokens:,} tokens)"
-            )
+    for name, why in report.idle_notes().items():
+        lines.append(f"note: {printable(name, limit=NAME_LIMIT)} cleared nothing: {why}")
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(

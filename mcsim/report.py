@@ -86,6 +86,10 @@ class Fields:
         value = self._doc.get(key)
         return len(value) if isinstance(value, list) else 0
 
+    def strings(self) -> list[tuple[str, str]]:
+        """The string fields, in order (anything else left out)."""
+        return [(k, v) for k, v in self._doc.items() if isinstance(v, str)]
+
     def counts(self) -> list[tuple[str, int]]:
         """The integer fields, in order (anything else left out)."""
         return [
@@ -275,7 +279,8 @@ def _sections(run: Fields, run_dir: Path, kind: str) -> list[Section]:
         )
     )
     if kind == "replay":
-        out.append(_policy_section(_table(run_dir / "summary.parquet", _POLICY_COLUMNS)))
+        summary = _table(run_dir / "summary.parquet", _POLICY_COLUMNS)
+        out.append(_policy_section(summary, run.obj("cleared_nothing").strings()))
     else:
         out.append(_sweep_section(run, _table(run_dir / "sweep.parquet", _SWEEP_COLUMNS)))
     over = fid.size("sessions_over_threshold")
@@ -315,7 +320,8 @@ def _sections(run: Fields, run_dir: Path, kind: str) -> list[Section]:
     return out
 
 
-def _policy_section(summary: Any) -> Section:
+def _policy_section(summary: Any, idle: list[tuple[str, str]]) -> Section:
+    """The policies' table; `idle` says why each policy that cleared nothing did not."""
     rows = []
     for r in summary.iter_rows(named=True):
         is_recorded = r["policy"] == "recorded"
@@ -340,6 +346,10 @@ def _policy_section(summary: Any) -> Section:
             "'Savings' compares with the same sessions replayed without pruning; 'net' also "
             "pays for results the agent needed again (re-fetch risk: the share of cleared "
             "results it used again).",
+            *[
+                f"{_name(name)} cleared nothing: {_name(why, 4 * TEXT_LIMIT)}."
+                for name, why in idle
+            ],
         ],
         (
             [

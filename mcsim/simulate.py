@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcsim.breaks import CacheBreak, detect_breaks_columns
@@ -58,6 +58,8 @@ _MIN_CACHEABLE = {
 
 # Only these are ever cleared; text and attachments are tracked by their size alone.
 _CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKING})
+# Each is a message of its own (View.messages); the response before them is one more.
+_MESSAGES = frozenset({ItemKind.USER_TEXT, ItemKind.TOOL_RESULT})
 
 
 @functools.lru_cache(maxsize=256)
@@ -143,6 +145,9 @@ class SimThread:
     cleared_results: int = 0  # tool results the policy cleared
     # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
     edit_drops: tuple[CacheBreak, ...] = ()
+    # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
+    # with its thresholds. Not part of the replay's result: two equal replays may differ here.
+    figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
 
     @property
     def calls(self) -> list[SimCall]:
@@ -178,17 +183,22 @@ class PreparedThread:
         self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
         self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
         self.turns: list[int] = []  # per call: the user turn it belongs to
+        self.messages: list[int] = []  # per call: messages in the conversation (View.messages)
         # resource -> calls (in order) whose items include a tool call touching it
         self.uses: dict[str, list[int]] = {}
         # per call: index of the next compaction after it (len(calls) if none)
         self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
-        position = turn = 0
+        position = turn = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
         for call in thread.calls:
             if call.compaction:
                 start = thread.head_tokens
+            # A compaction restarts the conversation; otherwise the last call's response is in.
+            messages = 0 if call.compaction or not self.segments else messages + 1
+            messages += sum(seg.kind in _MESSAGES for seg in call.segments)
+            self.messages.append(messages)
             lives: list[LiveSegment] = []
             for seg in call.segments:
                 turn = max(turn, seg.turn)
@@ -307,7 +317,7 @@ class _Replay:
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
         self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
-        self.view.never_clear = scenario.exclude_tools
+        self.view.excluded_tools = scenario.exclude_tools  # for kinds that ignore `compactable`
         self._show_lists()
 
     def run(self) -> SimThread:
@@ -499,6 +509,7 @@ class _Replay:
             hazards,
             len(self.cleared_log),
             tuple(edit_drops),
+            tuple(p.figures() for p in policies),
         )
 
     def _until_first_clearing(
@@ -559,6 +570,7 @@ class _Replay:
         self.results.extend(prepared.results[i])
         self.compactable.extend(self.compactable_per_call[i])
         self.turn = prepared.turns[i]
+        self.view.messages = prepared.messages[i]
         gone = self.thread.calls[i].pruned_ids
         if gone:  # the recording cleared these itself: its prompt is already without them
             ids = set(gone)

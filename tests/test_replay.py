@@ -281,7 +281,51 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
     ]
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")]).stdout
     assert "skipped 2 lines (invalid_json 1, not_object 1):" in text
-    assert "note: claude-code-api cleared nothing on these sessions (largest prompt " in text
+    largest = _largest_recorded_prompt(project)  # the project has no sub-agent
+    assert (
+        "note: claude-code-api cleared nothing: the prompt never exceeded 180,000 tokens "
+        f"(largest {largest:,})\n"
+    ) in text
+
+
+def test_a_policy_that_cleared_nothing_says_why_in_its_own_terms(tmp_path: Path) -> None:
+    from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
+
+    # Two calls 25 minutes apart (the tool result is written just before the second): prompts
+    # 3 + 12,000 = 12,003 and 3 + 12,342 = 12,345 tokens, the second a cold write.
+    write(
+        tmp_path / "in" / "p" / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0),
+            assistant(
+                "a1", "u1", 0, "m1", "r1", u=usage(write=12_000), content=[tool_use("t1", "Read")]
+            ),
+            user("u2", "a1", 1_500, tool_result("t1", "file text")),
+            assistant("a2", "u2", 1_500, "m2", "r2", u=usage(write=12_342)),
+        ],
+    )
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "policies:\n"
+        "  - {name: api, kind: clear_tool_uses}\n"
+        "  - {name: gap, kind: time_based_microcompact}\n"
+    )
+    notes = [
+        "api cleared nothing: the prompt never exceeded 100,000 tokens (largest 12,345)",
+        "gap cleared nothing: never fired: no idle gap reached 60 min (longest 25 min on a "
+        "main thread)",
+    ]
+    args = ["replay", str(tmp_path / "in"), "--policy", str(policy), "--no-cache"]
+    text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")])
+    assert text.exit_code == 0, text.output
+    assert [line for line in text.stdout.splitlines() if "cleared nothing" in line] == [
+        f"note: {note}" for note in notes
+    ]
+    doc = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "j"), "--json"])
+    assert json.loads(doc.stdout)["notes"][1:] == notes
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "t")]).exit_code == 0
+    report = (tmp_path / "t" / "report.md").read_text()
+    assert all(f"\n{note}.\n" in report for note in notes)
 
 
 def test_a_warm_run_names_skipped_lines_by_its_own_paths(

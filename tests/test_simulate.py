@@ -10,12 +10,12 @@ import pytest
 from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from simthreads import INPUT, result, text, thinking, thread, tool_call
+from simthreads import INPUT, result, text, thinking, thread, tool_call, use
 
 from mcsim.policies import is_compactable
 from mcsim.prices import default_table, price_usage
 from mcsim.scenario import DEFAULT_COMPACTABLE, Layer, Scenario, baseline, load_policy_file
-from mcsim.simulate import SimThread, simulate_thread
+from mcsim.simulate import PreparedThread, SimThread, simulate_thread
 
 PRICES = default_table()
 ANTHROPIC_API = REPO / "policies" / "anthropic-api.yaml"
@@ -139,14 +139,67 @@ def test_sub_agents_are_not_pruned_unless_asked() -> None:
     assert simulate_thread(t, everywhere, PRICES).calls[-1].cleared_tokens > 0
 
 
+# A text, then twelve 4,000-token results 10 s apart: an MCP tool's, a sub-agent's, a Read's,
+# four times over (the Reads are results 2, 5, 8 and 11, counting from 0).
+MIXED = [(0.0, [text(1_000)])] + [
+    (10.0, [result(4_000, tool)]) for tool in ["mcp__github__get_issue", "Task", "Read"] * 4
+]
+
+
 def test_mcp_and_excluded_tools_are_never_cleared() -> None:
-    steps = [(0.0, [text(1_000)])] + [
-        (10.0, [result(4_000, tool)]) for tool in ["mcp__github__get_issue", "Task", "Read"] * 4
-    ]
-    t = thread(steps)
+    # This used keep_last_n, which cleared only compactable results; it masks every tool's
+    # results now (the harnesses it models do), so the compactable list is tested on
+    # time_based_microcompact: a 2-hour gap before the last call.
+    t = thread([*MIXED[:-1], (7_200.0, MIXED[-1][1])])
+    sim = simulate_thread(t, scenario("time_based_microcompact", keep_recent=1), PRICES)
+    # Only the four Read results are compactable; the newest is kept: 3 x (4,000 - 9), the
+    # placeholder "[Old tool result content cleared]" being 33 characters, 9 tokens.
+    assert sim.calls[-1].cleared_tokens == 3 * 3_991
+    layers = scenario("time_based_microcompact", keep_recent=1).layers
+    excluded = Scenario("x", layers, exclude_tools=frozenset({"Read"}))
+    assert simulate_thread(t, excluded, PRICES).calls[-1].cleared_tokens == 0
+
+
+def test_keep_last_n_masks_every_tool_unless_excluded() -> None:
+    t = thread(MIXED)
+    # n=1: the eleven results before the newest are masked, MCP and Task ones included, each
+    # 4,000 - 8 (the placeholder "Old environment output omitted" is 30 characters).
     sim = simulate_thread(t, scenario("keep_last_n", n=1), PRICES)
-    # Only the four Read results are compactable; the newest is kept: 3 x (4,000 - 8).
-    assert sim.calls[-1].cleared_tokens == 3 * 3_992
+    assert sim.calls[-1].cleared_tokens == 11 * 3_992
+    # The scenario's exclude_tools are never masked, but n still counts them (as SWE-agent's
+    # window counts the observations it always keeps): with n=2 the newest two results are
+    # a Task's and the last Read, so the Reads 2, 5 and 8 are masked, and nothing else.
+    layers = scenario("keep_last_n", n=2).layers
+    excluded = Scenario("x", layers, exclude_tools=frozenset({"mcp__github__get_issue", "Task"}))
+    assert simulate_thread(t, excluded, PRICES).calls[-1].cleared_tokens == 3 * 3_992
+
+
+def test_keep_last_n_counts_the_messages_of_the_conversation() -> None:
+    # A text (1 message), then per call two parallel tool calls: the previous response and
+    # two results are 3 messages more. Messages at call k: 1 + 3k = 1, 4, 7, 10, 13.
+    parallel = [use("f"), result(2_000), use("g"), result(2_000)]
+    t = thread([(0.0, [text(1_000)])] + [(10.0, parallel)] * 4)
+    assert PreparedThread(t).messages == [1, 4, 7, 10, 13]
+    sim = simulate_thread(t, scenario("keep_last_n", n=2, min_messages=9), PRICES)
+    # Call 3 is the first with more than 9 messages: of its 6 results the 4 oldest are masked
+    # (2,000 - 8 each); call 4 masks the 2 that left the window. (The old guess, 2 messages
+    # per call, had 8 at call 3 and started a call late.)
+    assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 0, 4 * 1_992, 2 * 1_992]
+
+
+def test_a_compaction_restarts_the_message_count() -> None:
+    # Messages: 1; 3 (response, result); 5. The compaction at call 3 leaves its summary and
+    # two results: 3 (no response from before it). Call 4: 3 + response + result = 5.
+    one = [use("f"), result(2_000)]
+    steps = [(0.0, [text(1_000)]), (10.0, one), (10.0, one), (10.0, [text(500), *one, *one])]
+    t = thread([*steps, (10.0, one)])
+    t = replace(t, calls=tuple(c._replace(compaction=i == 3) for i, c in enumerate(t.calls)))
+    assert PreparedThread(t).messages == [1, 3, 5, 3, 5]
+    # min_messages 4, n 1: call 2 (5 messages) masks call 1's result; call 3 (3 messages)
+    # masks nothing, though without the restart it would have 9; call 4 (5) masks the two
+    # results of call 3, the newest (call 4's) being kept.
+    sim = simulate_thread(t, scenario("keep_last_n", n=1, min_messages=4), PRICES)
+    assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 1_992, 0, 2 * 1_992]
 
 
 def test_clear_at_least_clears_nothing_below_it() -> None:

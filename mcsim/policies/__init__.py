@@ -9,7 +9,8 @@ import line at the bottom of this file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
@@ -79,7 +80,10 @@ class View:
     compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
     rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
     turn: int = 0  # the current user turn
-    never_clear: frozenset[str] = frozenset()  # the scenario's exclude_tools: no policy clears them
+    # Messages in the conversation since it started or was compacted: each user text and
+    # each tool result is one, and so is each earlier call's response (PreparedThread).
+    messages: int = 0
+    excluded_tools: frozenset[str] = frozenset()  # the scenario's exclude_tools: never cleared
 
     def tool_results(self) -> Sequence[LiveSegment]:
         return self.results
@@ -102,6 +106,13 @@ class Policy:
 
     `main_thread_only` policies are not applied to sub-agents (Claude Code's microcompact
     paths); the scenario's `main_thread_only` setting can extend that to every policy.
+
+    A policy that can clear also keeps the largest of each quantity it compares with a
+    threshold (the longest gap, the largest prompt, the most results): plain attributes,
+    listed in `figure_names`, updated in `before_call` (a comparison: the replay loop is hot)
+    and not forgotten by `reset`. The replay keeps the largest of each over the threads the
+    policy ran on; when it cleared nothing over a whole run, `idle_note` says why in the
+    policy's own terms, from those figures.
     """
 
     kind: ClassVar[str] = ""
@@ -109,6 +120,7 @@ class Policy:
     params: ClassVar[tuple[Param, ...]] = ()
     # Parameters that had another name: old name -> why it changed (a file using it is refused).
     renamed: ClassVar[dict[str, str]] = {}
+    figure_names: ClassVar[tuple[str, ...]] = ()  # the attributes `figures` hands the replay
 
     def __init__(self, **values: Any) -> None:
         self.values = {p.name: values.get(p.name, p.default) for p in self.params}
@@ -122,6 +134,28 @@ class Policy:
 
     def after_rewrite(self) -> None:
         """Another layer rewrote the prompt this call (Claude Code resets cache-edit state)."""
+
+    def figures(self) -> dict[str, float]:
+        """The largest of each quantity this policy compared with a threshold on the thread:
+        the attributes named in `figure_names`."""
+        return {name: getattr(self, name) for name in self.figure_names}
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        """Why the policy cleared nothing, from the largest `figures` over the threads it ran
+        on (a clause to follow "cleared nothing: ")."""
+        return "found nothing to clear"
+
+
+# The clause of a policy whose trigger was reached but whose clearing freed nothing: what it
+# could clear was all kept, or no larger than the placeholder left in its place.
+FREED_NOTHING = "it triggered, but found nothing to clear larger than its placeholder"
+NO_MAIN_THREAD = "no main thread to act on (it acts on main threads only)"
+
+
+def minutes(seconds: float) -> str:
+    """A duration in minutes for a note, rounded down to a tenth: a gap just short of a
+    threshold must not read as reaching it."""
+    return f"{math.floor(seconds / 6) / 10:,.1f}".removesuffix(".0")
 
 
 def can_clear(kind: type[Policy]) -> bool:

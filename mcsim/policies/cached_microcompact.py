@@ -18,7 +18,19 @@ write penalty, and the drop in reads is not a cache break (Claude Code's detecto
 
 from __future__ import annotations
 
-from mcsim.policies import Clearing, LiveSegment, Mode, Param, Policy, View, register
+from collections.abc import Mapping
+
+from mcsim.policies import (
+    FREED_NOTHING,
+    NO_MAIN_THREAD,
+    Clearing,
+    LiveSegment,
+    Mode,
+    Param,
+    Policy,
+    View,
+    register,
+)
 
 
 @register
@@ -30,6 +42,10 @@ class CachedMicrocompact(Policy):
         Param("keep_recent", int, 5, "newest results kept", minimum=1),
     )
 
+    figure_names = ("saw_main_thread", "most_registered")
+    saw_main_thread = 0  # 1 once it saw a call of a main thread
+    most_registered = 0  # the most results registered at a call
+
     def reset(self) -> None:
         self.registered: list[LiveSegment] = []  # in order; never forgotten until a reset
         self.settled = 0  # registered[:settled] are all deleted (or cleared by another layer)
@@ -38,13 +54,29 @@ class CachedMicrocompact(Policy):
         self.reset()
 
     def before_call(self, view: View) -> Clearing | None:
-        if not view.main_thread or view.rewritten:
+        if not view.main_thread:
+            return None
+        self.saw_main_thread = 1
+        if view.rewritten:
             return None
         results = view.compactable_results()  # only grows until a reset (a compaction)
         self.registered.extend(results[len(self.registered) :])
+        if len(self.registered) > self.most_registered:
+            self.most_registered = len(self.registered)
         if len(self.registered) <= self.values["trigger_threshold"]:
             return None
         end = len(self.registered) - self.values["keep_recent"]
         deleted = [s for s in self.registered[self.settled : end] if not s.cleared]
         self.settled = max(self.settled, end)
         return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="") if deleted else None
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        trigger, keep = self.values["trigger_threshold"], self.values["keep_recent"]
+        if not figures["saw_main_thread"]:
+            return NO_MAIN_THREAD
+        most = int(figures["most_registered"])
+        if most <= trigger:
+            return f"never more than {trigger} compactable results registered (most: {most})"
+        if most <= keep:
+            return f"keep_recent {keep} kept every registered result (most: {most})"
+        return FREED_NOTHING

@@ -23,10 +23,11 @@ clear_thinking` shows what clearing does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from mcsim.model import ItemKind
-from mcsim.policies import Clearing, Mode, Param, Policy, View, register
+from mcsim.policies import FREED_NOTHING, Clearing, Mode, Param, Policy, View, register
 
 
 @register
@@ -48,14 +49,48 @@ class ClearThinking(Policy):
         "keep_turns": "now 'keep', as in the API: it counts assistant turns that carry thinking",
     }
 
+    figure_names = ("resends_thinking", "most_blocks", "most_sized", "most_turns")
+    resends_thinking = 0  # 1 once a call was on a model that re-sends earlier thinking
+    most_blocks = 0  # the most thinking blocks in a prompt, signature-only ones included
+    most_sized = 0  # the most thinking blocks of a known size in a prompt
+    most_turns = 0  # the most assistant turns with thinking in a prompt
+
     def before_call(self, view: View) -> Clearing | None:
         keep = self.values["keep"]
         if keep == "all" or not view.thinking_in_prompt:
             return None
+        self.resends_thinking = 1
         thinking = [s for s in view.segments if s.kind is ItemKind.THINKING]
         turns = sorted({s.turn for s in thinking})  # the assistant turns that carry thinking
+        self.most_blocks = max(self.most_blocks, len(thinking))
+        self.most_sized = max(self.most_sized, sum(1 for s in thinking if s.tokens))
+        self.most_turns = max(self.most_turns, len(turns))
         if len(turns) <= keep:
             return None
         oldest_kept = turns[-keep]
         cleared = [s for s in thinking if s.turn < oldest_kept and s.tokens and not s.cleared]
         return Clearing(tuple(cleared), Mode.REWRITE, placeholder="") if cleared else None
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        keep = self.values["keep"]
+        if keep == "all":
+            return "keep: all keeps every turn's thinking"
+        if not figures["resends_thinking"]:
+            return (
+                "no earlier thinking in the prompt: no call was on a model that re-sends it "
+                "(Opus 4.5+, Sonnet 4.6+)"
+            )
+        blocks, turns = int(figures["most_blocks"]), int(figures["most_turns"])
+        if not blocks:
+            return "no earlier thinking in the prompt: the responses carried none"
+        if not figures["most_sized"]:
+            return (
+                "no earlier thinking of a known size in the prompt: it was all recorded as a "
+                f"signature only (most: {blocks} blocks)"
+            )
+        if turns <= keep:
+            return (
+                f"never more than {keep} assistant turns with thinking in the prompt "
+                f"(most: {turns})"
+            )
+        return FREED_NOTHING

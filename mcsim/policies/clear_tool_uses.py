@@ -25,8 +25,11 @@ Clearing changes the prompt from the first cleared block, so it breaks the cache
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mcsim.model import ItemKind
 from mcsim.policies import (
+    FREED_NOTHING,
     Clearing,
     LiveSegment,
     Mode,
@@ -77,15 +80,24 @@ class ClearToolUses(Policy):
         ),
     )
 
+    figure_names = ("largest_prompt", "most_tool_uses", "most_clearable")
+    largest_prompt = 0  # the largest prompt at a call, in tokens
+    most_tool_uses = 0  # the most tool uses still in the prompt at a call (trigger_tool_uses)
+    most_clearable = 0  # the most tokens it could clear at once when triggered (clear_at_least)
+
     def before_call(self, view: View) -> Clearing | None:
         results = view.tool_results()
+        if view.prompt_tokens > self.largest_prompt:
+            self.largest_prompt = view.prompt_tokens
         by_uses = self.values["trigger_tool_uses"]
         if by_uses is not None:
-            if sum(not s.cleared for s in results) <= by_uses:
+            present = sum(not s.cleared for s in results)
+            self.most_tool_uses = max(self.most_tool_uses, present)
+            if present <= by_uses:
                 return None
         elif view.prompt_tokens <= self.values["trigger_input_tokens"]:
             return None
-        excluded = view.never_clear.union(self.values["exclude_tools"])
+        excluded = view.excluded_tools.union(self.values["exclude_tools"])
         older = [
             s
             for s in results[: max(len(results) - self.values["keep"], 0)]
@@ -96,8 +108,11 @@ class ClearToolUses(Policy):
         if not cleared and not inputs:
             return None
         least = self.values["clear_at_least"]
-        if least is not None and sum(s.tokens for s in cleared + inputs) < least:
-            return None
+        if least is not None:
+            clearable = sum(s.tokens for s in cleared + inputs)
+            self.most_clearable = max(self.most_clearable, clearable)
+            if clearable < least:
+                return None
         return Clearing(tuple(cleared), Mode.REWRITE, inputs=tuple(inputs))
 
     def _inputs(self, view: View, older: list[LiveSegment]) -> list[LiveSegment]:
@@ -111,3 +126,18 @@ class ClearToolUses(Policy):
             for s in view.segments
             if s.kind is ItemKind.TOOL_USE and s.tool_use_id in ids and not s.cleared
         ]
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        by_uses, least = self.values["trigger_tool_uses"], self.values["clear_at_least"]
+        if by_uses is not None:
+            most = int(figures["most_tool_uses"])
+            if most <= by_uses:
+                return f"never more than {by_uses} tool uses (most: {most})"
+        else:
+            trigger, largest = self.values["trigger_input_tokens"], int(figures["largest_prompt"])
+            if largest <= trigger:
+                return f"the prompt never exceeded {trigger:,} tokens (largest {largest:,})"
+        clearable = int(figures["most_clearable"])
+        if least is not None and clearable < least:
+            return f"never {least:,} tokens to clear at once (most: {clearable:,})"
+        return FREED_NOTHING
