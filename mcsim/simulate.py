@@ -182,7 +182,6 @@ class PreparedThread:
     def __init__(self, thread: CalThread) -> None:
         self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
         self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
-        self.turns: list[int] = []  # per call: the user turn it belongs to
         self.messages: list[int] = []  # per call: messages in the conversation (View.messages)
         # resource -> calls (in order) whose items include a tool call touching it
         self.uses: dict[str, list[int]] = {}
@@ -190,7 +189,7 @@ class PreparedThread:
         self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
-        position = turn = messages = 0
+        position = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
         for call in thread.calls:
             if call.compaction:
@@ -201,7 +200,6 @@ class PreparedThread:
             self.messages.append(messages)
             lives: list[LiveSegment] = []
             for seg in call.segments:
-                turn = max(turn, seg.turn)
                 if seg.kind in _CLEARABLE:
                     lives.append(
                         LiveSegment(
@@ -224,7 +222,6 @@ class PreparedThread:
                     self.uses.setdefault(seg.resource, []).append(len(self.segments))
             self.segments.append(lives)
             self.results.append([s for s in lives if s.kind is ItemKind.TOOL_RESULT])
-            self.turns.append(turn)
 
         upcoming = len(thread.calls)
         for i in range(len(thread.calls) - 1, -1, -1):
@@ -313,7 +310,6 @@ class _Replay:
         self.compactable: list[LiveSegment] = []
         self.saved = 0  # tokens currently removed from the prompt
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
-        self.turn = 0
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
         self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
@@ -544,7 +540,6 @@ class _Replay:
         view.model = call.model
         view.thinking_in_prompt = thinking_in_prompt(call.model)
         view.rewritten = False
-        view.turn = self.turn
         for policy in self.policies:
             clearing = policy.before_call(view)
             if clearing is None:
@@ -569,7 +564,6 @@ class _Replay:
         self.segments.extend(prepared.segments[i])
         self.results.extend(prepared.results[i])
         self.compactable.extend(self.compactable_per_call[i])
-        self.turn = prepared.turns[i]
         self.view.messages = prepared.messages[i]
         gone = self.thread.calls[i].pruned_ids
         if gone:  # the recording cleared these itself: its prompt is already without them

@@ -79,7 +79,6 @@ class View:
     results: Sequence[LiveSegment]  # the tool results among them
     compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
     rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
-    turn: int = 0  # the current user turn
     # Messages in the conversation since it started or was compacted: each user text and
     # each tool result is one, and so is each earlier call's response (PreparedThread).
     messages: int = 0
