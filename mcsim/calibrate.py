@@ -91,6 +91,7 @@ class CalCall(NamedTuple):
     # on): a CompactionKind value (microcompact_boundary, cache_deletion) or "prompt_shrank".
     pruned: str | None = None
     pruned_ids: tuple[str, ...] = ()  # the tool results a recorded microcompact cleared
+    pruned_tokens: int = 0  # tokens the recording removed before this call (pruned_ids first)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -208,17 +209,22 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
         prompt = call.usage.prompt_tokens
         estimated = sum(s.tokens for s in raw)
         compaction = call.compaction is not None
+        removed = 0
+        if call.pruned is not None and call.pruned.tokens_saved:
+            removed = max(call.pruned.tokens_saved, 0)
         if prev is None or compaction:
             if prev is None:
                 head = max(prompt - estimated, 0)
             segments, adjustment = _fit(raw, prompt - head)
             fallback = True
         else:
-            growth = prompt - prev.usage.prompt_tokens
+            # What the recording says it removed itself (a cache deletion, a microcompact's
+            # tokensSaved): the items of the step are that much more than the growth.
+            growth = prompt - prev.usage.prompt_tokens + removed
             if growth >= 0 and estimated > 0:
-                segments, adjustment, fallback = _scale(raw, growth), 0, False
+                segments, adjustment, fallback = _scale(raw, growth), -removed, False
             else:
-                segments, adjustment = raw, growth - estimated
+                segments, adjustment = raw, growth - estimated - removed
                 fallback = growth < 0
         ttl = recorded_ttl(call.usage, prev_ttl)
         read_class, delta, anchor = _classify(call, prev, prev_ttl)
@@ -230,6 +236,10 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
             and is_drop(prev.usage.prompt_tokens, prompt)
         ):
             pruned = PROMPT_SHRANK
+        ids = call.pruned.tool_use_ids if call.pruned is not None else ()
+        # What the recording removed: the replay takes it from the results it names, then
+        # from the oldest (both of Claude Code's mechanisms clear oldest first).
+        gone = 0 if pruned is None else (removed or max(-adjustment, 0))
         calls.append(
             CalCall(
                 call.message_id,
@@ -255,7 +265,8 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 call.sent_s,
                 call.done_s,
                 pruned,
-                call.pruned.tool_use_ids if call.pruned is not None else (),
+                ids,
+                gone,
             )
         )
         prev, prev_ttl = call, ttl

@@ -43,7 +43,7 @@ from mcsim.model import CompactionKind, ItemKind, ThreadKind, Usage
 from mcsim.policies import Clearing, LiveSegment, Mode, Policy, View, can_clear, is_compactable
 from mcsim.prices import ModelPrice, PriceTable, base_rates_up_to, parse_model, rates_for
 from mcsim.recorded import TTL_SECONDS
-from mcsim.scenario import Scenario
+from mcsim.scenario import DEFAULT_COMPACTABLE, Scenario
 
 # Minimum cacheable prompt by (family, version); DOMAIN.md §3.1.
 _MIN_CACHEABLE = {
@@ -68,6 +68,7 @@ def min_cacheable_tokens(model: str) -> int:
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
 
 
+_CLAUDE_CODE = frozenset(DEFAULT_COMPACTABLE)  # the tools Claude Code's own pruning clears
 _MICROCOMPACT = CompactionKind.MICROCOMPACT.value
 _CACHE_DELETION = CompactionKind.CACHE_DELETION.value
 
@@ -244,7 +245,7 @@ class PreparedThread:
     def reset(self) -> None:
         for lives in self.segments:
             for seg in lives:
-                seg.cleared = False
+                seg.cleared = seg.edited = seg.recorded = False
                 seg.saved = 0
 
 
@@ -309,6 +310,8 @@ class _Replay:
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
         self.saved = 0  # tokens currently removed from the prompt
+        self.edited: list[LiveSegment] = []  # deleted by cache edits (some may be back)
+        self.recorded_upto = 0  # results[:recorded_upto] were looked at for recorded pruning
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
         main = thread.kind is ThreadKind.MAIN
@@ -384,6 +387,8 @@ class _Replay:
             ttl = fixed_ttl or call.ttl
             minimum = min_cacheable_tokens(call.model)
             prompt = recorded_prompt - self.saved
+            if prompt < head and prompt < recorded_prompt:  # estimates never clear the head
+                prompt = min(head, recorded_prompt)
 
             # The cache (see the module docstring).
             uncached = min(call.input_tokens, prompt)
@@ -545,6 +550,8 @@ class _Replay:
             if clearing is None:
                 continue
             net, cached = self._clear(clearing, i)
+            if clearing.mode is Mode.REWRITE:
+                net -= self._drop_cache_edits()
             newly += net
             self.saved += net
             view.prompt_tokens = recorded_prompt - self.saved
@@ -565,12 +572,39 @@ class _Replay:
         self.results.extend(prepared.results[i])
         self.compactable.extend(self.compactable_per_call[i])
         self.view.messages = prepared.messages[i]
-        gone = self.thread.calls[i].pruned_ids
-        if gone:  # the recording cleared these itself: its prompt is already without them
-            ids = set(gone)
+        call = self.thread.calls[i]
+        if call.pruned_ids or call.pruned_tokens:
+            self._recorded_pruning(call, i)
+
+    def _recorded_pruning(self, call: CalCall, i: int) -> None:
+        """The recording cleared results itself before this call: its prompt is already
+        without them, so they save nothing more, whatever a policy did to them. First the
+        results it names, then the oldest results Claude Code may clear (both of its
+        mechanisms clear oldest first) while what it removed is not accounted for (a rest
+        under half a result is the calibration's rounding, not a result)."""
+        left = call.pruned_tokens
+        if call.pruned_ids:
+            ids = set(call.pruned_ids)
             for seg in self.results:
-                if seg.tool_use_id in ids and not seg.cleared:
-                    seg.cleared, seg.saved = True, 0
+                if seg.tool_use_id in ids and seg.call_index < i and not seg.recorded:
+                    left -= seg.tokens
+                    self._gone(seg)
+        results = self.results
+        while left > 0 and self.recorded_upto < len(results):
+            seg = results[self.recorded_upto]
+            if seg.call_index >= i:
+                break
+            if not seg.recorded and is_compactable(seg.tool_name, _CLAUDE_CODE, frozenset()):
+                if 2 * left < seg.tokens:
+                    break
+                left -= seg.tokens
+                self._gone(seg)
+            self.recorded_upto += 1
+
+    def _gone(self, seg: LiveSegment) -> None:
+        """A result the recording cleared: whatever a policy saved on it, it saves no more."""
+        self.saved -= seg.saved
+        seg.cleared, seg.edited, seg.recorded, seg.saved = True, False, True, 0
 
     def _reset(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
@@ -579,6 +613,8 @@ class _Replay:
         self.compactable = []
         self.saved = 0
         self.edit_cached = 0
+        self.edited = []
+        self.recorded_upto = 0
         self._show_lists()
         for policy in self.policies:
             policy.reset()
@@ -589,21 +625,42 @@ class _Replay:
         self.view.compactable = self.compactable
 
     def _clear(self, clearing: Clearing, i: int) -> tuple[int, int]:
-        """Mark segments cleared: the net tokens they stop costing (a placeholder stays), in
-        all and among the items of earlier calls (those in the cached prefix)."""
+        """Mark segments cleared (a rewrite) or deleted (a cache edit): the net tokens they
+        stop costing (a placeholder stays), in all and among the items of earlier calls
+        (those in the cached prefix)."""
         cost = placeholder_tokens(clearing.placeholder)
+        rewrite = clearing.mode is Mode.REWRITE
         net = earlier = 0
         for seg in (*clearing.segments, *clearing.inputs):
-            if seg.cleared:
+            if seg.cleared or (seg.edited and not rewrite):
                 continue
-            seg.cleared = True
-            seg.saved = max(seg.tokens - cost, 0)
-            net += seg.saved
+            saved = max(seg.tokens - cost, 0)
+            if seg.edited:  # deleted from the cache, now replaced in the messages too
+                seg.edited, seg.cleared = False, True
+                net += saved - seg.saved
+                seg.saved = saved
+                continue
+            seg.cleared, seg.edited, seg.saved = rewrite, not rewrite, saved
+            net += saved
             if seg.call_index < i:
-                earlier += seg.saved
+                earlier += saved
+            if not rewrite:
+                self.edited.append(seg)
             if seg.kind is ItemKind.TOOL_RESULT:
                 self.cleared_log.append((seg, i))
         return net, earlier
+
+    def _drop_cache_edits(self) -> int:
+        """A rewrite drops the cache edits sent so far (Claude Code resets their state): what
+        they deleted and the rewrite did not clear is sent again. The tokens that come back."""
+        back = 0
+        for seg in self.edited:
+            if seg.edited:
+                seg.edited = False
+                back += seg.saved
+                seg.saved = 0
+        self.edited = []
+        return back
 
     def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
         """Cleared results whose resource was used again before the next compaction."""
@@ -631,5 +688,5 @@ class _Replay:
 
     def _to_replay(self, recorded_position: int) -> int:
         """A position in the recorded prompt, in the replayed prompt (less what was cleared)."""
-        removed = sum(s.saved for s in self.segments if s.cleared and s.start < recorded_position)
+        removed = sum(s.saved for s in self.segments if s.saved and s.start < recorded_position)
         return max(recorded_position - removed, 0)

@@ -112,6 +112,29 @@ def test_a_time_based_rewrite_resets_the_cache_edit_state() -> None:
     assert sim[6].newly_cleared_tokens == 5_000 and sim[6].prompt_tokens == 16_018
 
 
+def test_a_rewrite_drops_the_cache_edits_and_what_it_keeps_comes_back() -> None:
+    # r1..r6 10 s apart, r7 after 65 min, r8 10 s later. The cache edits (trigger 3, keep 1)
+    # have deleted r1..r5 by call 6 (prompt 41,000 - 25,000 = 16,000, read 11,000).
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)])] * 6
+    steps += [(65 * MIN, [result(5_000)]), (10.0, [result(5_000)])]
+    stack = policy(layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=3), EDITS)
+    sim = simulate_thread(thread(steps), stack, PRICES)
+    calls = sim.calls
+    assert calls[6].prompt_tokens == 16_000 and calls[6].usage.cache_read_tokens == 11_000
+    # Call 7: the time-based path rewrites r1..r4 (deleted from the cache, still in the local
+    # messages) to 9-token placeholders, and the cache-edit state is reset: its edits are no
+    # longer sent, so r5, kept by keep_recent 3, is sent again. Net 4 x -9 - 5,000 = -5,036;
+    # prompt 10,000 + 1,000 + 36 + r5..r7 = 26,036, all written (the cache is cold).
+    assert calls[7].rewrote and not calls[7].cache_edit
+    assert calls[7].newly_cleared_tokens == -5_036 and calls[7].prompt_tokens == 26_036
+    assert (calls[7].usage.cache_read_tokens, calls[7].usage.cache_write_tokens) == (0, 26_033)
+    # Call 8 registers r1..r8 again (8 > 3) and deletes what is still whole but r8: r5..r7.
+    assert calls[8].cache_edit and calls[8].newly_cleared_tokens == 15_000
+    assert calls[8].prompt_tokens == 16_036
+    assert (calls[8].usage.cache_read_tokens, calls[8].usage.cache_write_tokens) == (11_036, 4_997)
+    assert [(b.call_index, b.cause.value) for b in sim.breaks] == [(7, "ttl_expired")]
+
+
 # ---------------------------------------------------------------- 5. time
 
 
@@ -178,6 +201,32 @@ def test_a_recorded_microcompact_is_not_a_compaction_and_the_policies_go_on() ->
     # without r1: only r2 is left to delete.
     named = retimed(t, 3, pruned_ids=("t1-0",))
     assert simulate_thread(named, edits, PRICES).calls[3].newly_cleared_tokens == 5_000
+
+
+def test_what_the_recording_deleted_itself_is_not_saved_again() -> None:
+    # The recording ran cache edits itself (trigger 3, keep 1): from call 4 its prompts are
+    # 16,000 (reads 11,000, writes 4,997), after deleting r1..r3 (15,000) at call 4 and one
+    # result a call later, as `cache_deleted_input_tokens` shows.
+    t = thread(BURST)
+    for k in range(4, 10):
+        t = retimed(
+            t, k, cache_read_tokens=11_000, cache_write_5m_tokens=4_997, adjustment_tokens=0,
+            pruned="cache_deletion", pruned_tokens=15_000 if k == 4 else 5_000,
+        )  # fmt: skip
+    base = simulate_thread(t, baseline(), PRICES).calls
+    assert [c.prompt_tokens for c in base][3:] == [26_000] + [16_000] * 6
+    # The same cache edits replayed find every result they would delete already gone: the
+    # replay is the recording.
+    sim = simulate_thread(t, policy(EDITS), PRICES).calls
+    assert [c.prompt_tokens for c in sim] == [c.prompt_tokens for c in base]
+    assert sum(c.newly_cleared_tokens for c in sim) == 0
+    # Masking all but the newest result (8-token placeholder) saves 4,992 at calls 2 and 3
+    # (r1, then r2: prompts 21,000 - 4,992 and 26,000 - 2 x 4,992); from call 4 the
+    # recording has removed r1..r3 itself, so those savings end there and nothing is left to
+    # mask: the prompts are the recording's again.
+    masked = simulate_thread(t, policy(layer("keep_last_n", n=1)), PRICES).calls
+    assert [c.prompt_tokens for c in masked] == [11_000, 16_000, 16_008, 16_016] + [16_000] * 6
+    assert [c.newly_cleared_tokens for c in masked] == [0, 0, 4_992, 4_992] + [0] * 6
 
 
 def pruning_session(root: Path) -> Path:
@@ -284,3 +333,18 @@ def test_inspect_times_the_ttl_from_request_to_request(
     assert [(b["call_index"], b["cause"], b["gap_seconds"]) for b in doc["breaks"]] == [
         (2, cause, gap_s)
     ]
+
+
+def test_a_bad_cache_deleted_count_is_dropped_not_the_call(tmp_path: Path) -> None:
+    lines = [
+        user("u0", None, 0),
+        assistant("a1", "u0", 5, "m1", "r1", u=usage(3, 2_000, 0, cache_deleted_input_tokens="x")),
+        user("u1", "a1", 6),
+        assistant("a2", "u1", 9, "m2", "r2", u=usage(3, 100, 2_003, cache_deleted_input_tokens=-5)),
+    ]
+    path = write(tmp_path / "projects" / "-p" / "s.jsonl", lines)
+    doc = json.loads(CliRunner().invoke(cli, ["inspect", str(path), "--json"]).stdout)
+    # Both calls stand (it bills nothing); each bad value is a counted repair, not a prune.
+    assert doc["totals"]["calls"] == 2 and doc["sessions"][0]["recorded_prunes"] == 0
+    assert doc["skipped"]["repaired_by_reason"] == {"bad_field": 2}
+    assert [e["line"] for e in doc["skipped"]["examples"]] == [2, 4]

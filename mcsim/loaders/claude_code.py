@@ -219,8 +219,23 @@ def _usage(raw: Any) -> Usage:
         split_mismatch=mismatch,
         speed=speed if isinstance(speed, str) and speed else None,
         inference_geo=geo if isinstance(geo, str) and geo else None,
-        cache_deleted_tokens=_count(raw, "cache_deleted_input_tokens"),
+        cache_deleted_tokens=0 if _deleted_problem(raw) else _count(raw, _DELETED),
     )
+
+
+_DELETED = "cache_deleted_input_tokens"
+
+
+def _deleted_problem(usage: dict[str, Any]) -> str | None:
+    """What is wrong with a call's cache_deleted_input_tokens, if anything: a bad value there
+    is dropped (the line is used, with the repair counted), since it bills nothing."""
+    if usage.get(_DELETED) is None:
+        return None
+    try:
+        _count(usage, _DELETED)
+    except _BadField as exc:
+        return f"{exc}; ignored"
+    return None
 
 
 def _tool_result_text(content: Any) -> str:
@@ -469,6 +484,9 @@ class _LineReader:
             node.call_key = key
         elif key not in self.replays:
             usage = _usage(raw)
+            problem = _deleted_problem(cast(dict[str, Any], raw))
+            if problem is not None:
+                self.skips.repair(file, line, "bad_field", problem)
             sidechain = obj.get("isSidechain") is True
             acc = _CallAcc(
                 message_id,
@@ -647,10 +665,15 @@ class _LineReader:
                 if usage.output_tokens != call.output_tokens:
                     usage = replace(usage, output_tokens=call.output_tokens)
                 if usage.cache_deleted_tokens > deleted:
-                    if pruned is None:
-                        saved = usage.cache_deleted_tokens - deleted
-                        pruned = Compaction(CompactionKind.CACHE_DELETION, None, tokens_saved=saved)
-                    deleted = usage.cache_deleted_tokens
+                    # The billed deletion is what left the prompt; a boundary line since the
+                    # previous call (written after the call that deleted) adds its ids.
+                    pruned = Compaction(
+                        CompactionKind.CACHE_DELETION,
+                        None,
+                        tokens_saved=usage.cache_deleted_tokens - deleted,
+                        tool_use_ids=pruned.tool_use_ids if pruned is not None else (),
+                    )
+                deleted = usage.cache_deleted_tokens  # back to 0 when the edits were dropped
                 found.append((call, usage, pending, compaction, before))
                 prunings.append(pruned)
                 last.append(node.stamp)

@@ -54,8 +54,12 @@ class LiveSegment:
     tool_use_id: str | None
     turn: int
     start: int = 0  # where it starts in the recorded prompt (tokens)
-    cleared: bool = False
-    saved: int = 0  # tokens its clearing removed from the prompt
+    cleared: bool = False  # replaced by a placeholder in the messages (a rewrite)
+    # Deleted from the server's cached copy by a cache edit: the local messages still hold it,
+    # so a rewrite may still clear it, and it comes back if the edits are dropped.
+    edited: bool = False
+    recorded: bool = False  # the recording itself cleared it (it is not in the recorded prompt)
+    saved: int = 0  # tokens its clearing (or deletion) removed from the prompt
     resource: str | None = None  # what its tool call touched (refetch.resource_of)
 
 
@@ -147,7 +151,10 @@ class Policy:
 
 # The clause of a policy whose trigger was reached but whose clearing freed nothing: what it
 # could clear was all kept, or no larger than the placeholder left in its place.
-FREED_NOTHING = "it triggered, but found nothing to clear larger than its placeholder"
+FREED_NOTHING = (
+    "it triggered, but found nothing left to clear: already cleared (by another layer or by "
+    "the recording itself) or no larger than its placeholder"
+)
 NO_MAIN_THREAD = "no main thread to act on (it acts on main threads only)"
 
 

@@ -66,7 +66,7 @@ class CachedMicrocompact(Policy):
         if len(self.registered) <= self.values["trigger_threshold"]:
             return None
         end = len(self.registered) - self.values["keep_recent"]
-        deleted = [s for s in self.registered[self.settled : end] if not s.cleared]
+        deleted = [s for s in self.registered[self.settled : end] if not s.cleared and not s.edited]
         self.settled = max(self.settled, end)
         return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="") if deleted else None
 
