@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mcsim.breaks import CacheBreak, CallObservation, detect_breaks, split_drops
+from mcsim.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.calibrate import CalCall, CalSession, CalThread
 from mcsim.model import CompactionKind
 from mcsim.pipeline import LoadStats, ProgressFn, map_sessions
@@ -238,19 +238,18 @@ def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
 
 def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
     """The recording's breaks by call, and how many drops its own cache edits explain."""
-    observations = [
-        CallObservation(
-            c.timestamp_s if c.sent_s is None else c.sent_s,
-            c.model,
-            c.cache_read_tokens,
-            TTL_SECONDS[c.ttl],
-            c.compaction,
-            rewrote=c.pruned == CompactionKind.MICROCOMPACT.value,
-            cache_edit=c.pruned == CompactionKind.CACHE_DELETION.value,
-        )
-        for c in thread.calls
-    ]
-    breaks, edit_drops = split_drops(detect_breaks(observations))
+    calls = thread.calls
+    micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
+    drops = detect_breaks_columns(
+        [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls],
+        [c.model for c in calls],
+        [c.cache_read_tokens for c in calls],
+        [TTL_SECONDS[c.ttl] for c in calls],
+        [c.compaction for c in calls],
+        [c.pruned == micro for c in calls],
+        [c.pruned == deletion for c in calls],
+    )
+    breaks, edit_drops = split_drops(drops)
     return {b.call_index: b for b in breaks}, edit_drops
 
 

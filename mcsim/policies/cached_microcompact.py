@@ -24,7 +24,6 @@ from mcsim.policies import (
     FREED_NOTHING,
     NO_MAIN_THREAD,
     Clearing,
-    LiveSegment,
     Mode,
     Param,
     Policy,
@@ -47,7 +46,9 @@ class CachedMicrocompact(Policy):
     most_registered = 0  # the most results registered at a call
 
     def reset(self) -> None:
-        self.registered: list[LiveSegment] = []  # in order; never forgotten until a reset
+        # The registered results are the compactable results in the prompt, in order: the
+        # view's list, which only grows until a compaction (and a reset here registers them
+        # all again, as Claude Code does after a time-based rewrite).
         self.settled = 0  # registered[:settled] are all deleted (or cleared by another layer)
 
     def after_rewrite(self) -> None:
@@ -59,15 +60,15 @@ class CachedMicrocompact(Policy):
         self.saw_main_thread = 1
         if view.rewritten:
             return None
-        results = view.compactable_results()  # only grows until a reset (a compaction)
-        self.registered.extend(results[len(self.registered) :])
-        if len(self.registered) > self.most_registered:
-            self.most_registered = len(self.registered)
-        if len(self.registered) <= self.values["trigger_threshold"]:
+        registered = view.compactable_results()
+        n = len(registered)
+        if n > self.most_registered:
+            self.most_registered = n
+        end = n - self.values["keep_recent"]
+        if n <= self.values["trigger_threshold"] or end <= self.settled:
             return None
-        end = len(self.registered) - self.values["keep_recent"]
-        deleted = [s for s in self.registered[self.settled : end] if not s.cleared and not s.edited]
-        self.settled = max(self.settled, end)
+        deleted = [s for s in registered[self.settled : end] if not s.cleared and not s.edited]
+        self.settled = end
         return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="") if deleted else None
 
     def idle_note(self, figures: Mapping[str, float]) -> str:
