@@ -5,17 +5,35 @@ The library does everything the CLI does:
     >>> from mcsim import inspect_usage, default_table
     >>> report = inspect_usage(["~/.claude/projects"], default_table())
     >>> report.cost_usd, report.tokens.cache_hit_ratio
+
+The pipeline's stages are packages, each importing only those before it: `ingest` (find
+and load transcripts), `accounting` (prices, recorded usage, cache breaks), `replay` (token
+calibration, policies, the prompt-cache model, simulation, sweeps) and `outputs` (tables,
+terminal, charts, report); `model` is the data they share, and `cli` is a thin shell.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
+from mcsim.accounting.prices import PriceTable, default_table, load_table
+from mcsim.accounting.recorded import InspectReport, analyse_session, inspect_usage
 from mcsim.errors import McsimError
+from mcsim.ingest.pipeline import iter_sessions, load_sessions
 from mcsim.model import Call, Item, ItemKind, Session, Thread, Usage
-from mcsim.pipeline import iter_sessions, load_sessions
-from mcsim.prices import PriceTable, default_table, load_table
-from mcsim.recorded import InspectReport, analyse_session, inspect_usage
+
+
+def __getattr__(name: str) -> Any:
+    """`mcsim.run_replay` (the replay's entry point, also `mcsim.replay.run_replay`),
+    imported on first use: `import mcsim` stays light for the loading workers."""
+    if name == "run_replay":
+        from mcsim.replay.run import run_replay
+
+        return run_replay
+    raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
+
 
 __all__ = [
     "Call",
@@ -34,4 +52,5 @@ __all__ = [
     "iter_sessions",
     "load_sessions",
     "load_table",
+    "run_replay",
 ]

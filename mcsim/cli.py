@@ -27,7 +27,7 @@ from mcsim.errors import McsimError
 from mcsim.processes import STOP, Stopped
 from mcsim.text import MESSAGE_LIMIT, printable
 
-# mcsim.sweep.DEFAULT_MAX_RISK in percent; not imported here, to keep `inspect` startup light.
+# mcsim.replay.sweep.DEFAULT_MAX_RISK in percent; not imported here: `inspect` starts light.
 MAX_RISK_DEFAULT_PCT = 50.0
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
@@ -248,7 +248,7 @@ def _replay_options(fn: F) -> F:
 def _out_dir(out_dir: Path, force: bool, paths: tuple[str, ...], cache: Path | None = None) -> Path:
     """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
     they are), checked before any work."""
-    from mcsim.output import check_out_dir, input_paths
+    from mcsim.outputs.run_dir import check_out_dir, input_paths
 
     out_dir = out_dir.expanduser()
     check_out_dir(out_dir, force, input_paths(paths), cache)
@@ -281,7 +281,7 @@ def _replayed(
 ) -> Any:
     """The replay behind `replay` and `sweep`, with a progress bar; an input without a single
     API call is an error (`what` names the command's job)."""
-    from mcsim.replay import run_replay
+    from mcsim.replay.run import run_replay
 
     with _progress(not as_json) as progress:
         report = run_replay(
@@ -297,7 +297,7 @@ def _replayed(
         )
     if not report.sessions:
         if not as_json:
-            from mcsim.render import load_notes
+            from mcsim.outputs.terminal import load_notes
 
             for line in load_notes(report.stats):
                 click.echo(line, err=True)
@@ -360,10 +360,10 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.output import inspect_run_record, write_inspect_tables
-    from mcsim.prices import load_table
-    from mcsim.recorded import inspect_usage
-    from mcsim.render import inspect_json, inspect_text
+    from mcsim.accounting.prices import load_table
+    from mcsim.accounting.recorded import inspect_usage
+    from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
+    from mcsim.outputs.terminal import inspect_json, inspect_text
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
@@ -437,11 +437,16 @@ def replay(
     Example:
       mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
     """
-    from mcsim.charts import ChartProcess
-    from mcsim.prices import load_table
-    from mcsim.replay_output import replay_json, replay_text, run_record, write_replay_outputs
-    from mcsim.scenario import load_policy_file
-    from mcsim.session_cache import default_cache_dir
+    from mcsim.accounting.prices import load_table
+    from mcsim.outputs.charts import ChartProcess
+    from mcsim.outputs.replay_tables import (
+        replay_json,
+        replay_text,
+        run_record,
+        write_replay_outputs,
+    )
+    from mcsim.replay.scenario import load_policy_file
+    from mcsim.replay.session_cache import default_cache_dir
 
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
@@ -536,12 +541,12 @@ def sweep(
       mcsim sweep ~/.claude/projects --policy policies/claude-code.yaml --name claude-code \
         --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
     """
-    from mcsim.prices import load_table
-    from mcsim.replay_output import run_record
-    from mcsim.scenario import baseline, load_policy_file
-    from mcsim.session_cache import default_cache_dir
-    from mcsim.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
-    from mcsim.sweep_output import sweep_json, sweep_text, write_sweep_outputs
+    from mcsim.accounting.prices import load_table
+    from mcsim.outputs.replay_tables import run_record
+    from mcsim.outputs.sweep_tables import sweep_json, sweep_text, write_sweep_outputs
+    from mcsim.replay.scenario import baseline, load_policy_file
+    from mcsim.replay.session_cache import default_cache_dir
+    from mcsim.replay.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
 
     dates = _dates(since, until)
     scenarios = load_policy_file(policy_file)
@@ -589,7 +594,7 @@ def report(run_dir: Path, as_json: bool) -> None:
     Example:
       mcsim report reports/20261129-101500-claude-code
     """
-    from mcsim.report import build_report
+    from mcsim.outputs.report import build_report
 
     html_path, md_path = build_report(run_dir)
     if as_json:
@@ -607,7 +612,7 @@ def policies(as_json: bool) -> None:
     Example:
       mcsim policies
     """
-    from mcsim.policies import REGISTRY
+    from mcsim.replay.policies import REGISTRY
 
     kinds: list[dict[str, Any]] = [
         {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 ELLIPSIS = "…"
@@ -23,6 +24,7 @@ NAME_LIMIT = 60
 TEXT_LIMIT = 160
 # An error message: whole paths and values, but not a megabyte of YAML on one line.
 MESSAGE_LIMIT = 1000
+SHOWN_CHARS = 40  # of a value from a file or the command line, in an error message
 
 # Line breaks and tabs (str.splitlines' set, minus the file/group/record separators, which
 # are plain controls) become one space each, so the text stays on one line of a table.
@@ -145,3 +147,26 @@ def _columns(ch: str) -> int:
     if unicodedata.category(ch) in ("Mn", "Me", "Cf"):  # combining marks, a kept ZWJ
         return 0
     return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+
+
+def escaped(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` cut to `limit` characters with control characters escaped, for a one-line
+    message: a value from a file or the command line may be huge or hold terminal escapes."""
+    cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return cut + ("..." if len(text) > limit else "")
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: short and printable, strings quoted, and never
+    the whole of a nested or huge value (Python refuses to print ints of 4,300 digits)."""
+    if isinstance(value, str):
+        return f"'{escaped(value)}'"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple | set):
+        return "a list"
+    if isinstance(value, int) and abs(value) >= 10**SHOWN_CHARS:
+        return f"a number of more than {SHOWN_CHARS} digits"
+    return escaped(repr(value))

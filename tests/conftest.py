@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import mcsim.session_cache
-from mcsim.tokens import TiktokenCounter
+import mcsim.replay.session_cache
+from mcsim.replay.tokens import TiktokenCounter
 
 REPO = Path(__file__).resolve().parents[1]
 # Real transcripts whose licences allow it, plus one generated legacy session
@@ -45,4 +45,4 @@ def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
         raise AssertionError(why)
 
     monkeypatch.setattr(TiktokenCounter, "count", refuse)
-    monkeypatch.setattr(mcsim.session_cache, "_ESTIMATOR", None)
+    monkeypatch.setattr(mcsim.replay.session_cache, "_ESTIMATOR", None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcsim.calibrate import CalCall, CalThread, ReadClass, Segment
 from mcsim.model import ItemKind, ThreadKind
+from mcsim.replay.calibrate import CalCall, CalThread, ReadClass, Segment
 
 TTL_S = {"5m": 300, "1h": 3600}
 INPUT = 3  # uncached tokens after the last breakpoint, every call

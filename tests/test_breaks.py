@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcsim.breaks import BreakCause, CallObservation, detect_breaks, is_drop, split_drops
+from mcsim.accounting.breaks import BreakCause, CallObservation, detect_breaks, is_drop, split_drops
 
 
 def obs(t: float, read: int, *, model: str = "m", ttl: float = 300, **kw: bool) -> CallObservation:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
-from mcsim.calibrate import ReadClass, calibrate_session, thinking_in_prompt
-from mcsim.loaders import Detail
+from mcsim.ingest.loaders import Detail
+from mcsim.ingest.pipeline import load_sessions
 from mcsim.model import ItemKind
-from mcsim.pipeline import load_sessions
-from mcsim.tokens import TokenEstimator
+from mcsim.replay.calibrate import ReadClass, calibrate_session, thinking_in_prompt
+from mcsim.replay.tokens import TokenEstimator
 
 
 def test_corpus_steps_add_up_to_the_recorded_prompt(corpus: Path) -> None:

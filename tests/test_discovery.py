@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcsim.discovery import default_roots, discover
 from mcsim.errors import InputNotFoundError
+from mcsim.ingest.discovery import default_roots, discover
 
 
 def test_files_folders_and_globs(corpus: Path) -> None:

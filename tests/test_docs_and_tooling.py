@@ -36,7 +36,7 @@ def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_every_example_policy_file_loads() -> None:
-    from mcsim.scenario import load_policy_file
+    from mcsim.replay.scenario import load_policy_file
 
     files = sorted((REPO / "policies").glob("*.yaml"))
     assert len(files) >= 5
@@ -53,14 +53,14 @@ def test_every_example_policy_file_loads() -> None:
 
 
 def test_readme_documents_every_parquet_column() -> None:
-    from mcsim.output import BREAKS_SCHEMA, CALLS_SCHEMA, SESSIONS_SCHEMA
-    from mcsim.replay_output import (
+    from mcsim.outputs.inspect_tables import BREAKS_SCHEMA, CALLS_SCHEMA, SESSIONS_SCHEMA
+    from mcsim.outputs.replay_tables import (
         REPLAY_BREAKS_SCHEMA,
         REPLAY_CALLS_SCHEMA,
         REPLAY_SESSIONS_SCHEMA,
         SUMMARY_SCHEMA,
     )
-    from mcsim.sweep_output import SWEEP_SCHEMA
+    from mcsim.outputs.sweep_tables import SWEEP_SCHEMA
 
     text = re.sub(r"\s+", " ", (REPO / "README.md").read_text())
     schemas = (

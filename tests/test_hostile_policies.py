@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcsim.cli import cli
-from mcsim.policies import REGISTRY
-from mcsim.scenario import PolicyFileError, load_policy_file, parse_policies
-from mcsim.sweep import MAX_VARIANTS, GridError, build_variants, parse_axis
+from mcsim.replay.policies import REGISTRY
+from mcsim.replay.scenario import PolicyFileError, load_policy_file, parse_policies
+from mcsim.replay.sweep import MAX_VARIANTS, GridError, build_variants, parse_axis
 
 CLAUDE_CODE = REPO / "policies" / "claude-code.yaml"
 KINDS = (

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
-from mcsim.loaders import Detail
+from mcsim.ingest.loaders import Detail
+from mcsim.ingest.pipeline import load_sessions
 from mcsim.model import CompactionKind, ItemKind, ThreadKind
-from mcsim.pipeline import load_sessions
 
 
 def by_id(sessions: list) -> dict:

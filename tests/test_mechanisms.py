@@ -13,20 +13,20 @@ from click.testing import CliRunner
 from lines import assistant, tool_result, tool_use, usage, user, write
 from simthreads import result, text, thread
 
-from mcsim.calibrate import CalThread, ReadClass
+from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
-from mcsim.loaders import Detail
+from mcsim.ingest.loaders import Detail
 from mcsim.model import CompactionKind
-from mcsim.prices import default_table
-from mcsim.scenario import Layer, Scenario, baseline
-from mcsim.simulate import simulate_thread
+from mcsim.replay.calibrate import CalThread, ReadClass
+from mcsim.replay.scenario import Layer, Scenario, baseline
+from mcsim.replay.simulate import simulate_thread
 
 PRICES = default_table()
 MIN = 60.0
 
 
 def layer(kind: str, **values: object) -> Layer:
-    from mcsim.policies import REGISTRY
+    from mcsim.replay.policies import REGISTRY
 
     return Layer(
         kind, tuple((p.name, values.get(p.name, p.default)) for p in REGISTRY[kind].params)

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from lines import SESSION, assistant, usage, user, write
 
 from mcsim.cli import cli
-from mcsim.loaders import jsonl
-from mcsim.pipeline import load_sessions
+from mcsim.ingest.loaders import jsonl
+from mcsim.ingest.pipeline import load_sessions
 
 
 def inspect_json(*paths: Path) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mcsim import pipeline
+from mcsim.ingest import pipeline
 from mcsim.model import Session
 
 

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from simthreads import result, text, thinking, thread, use
 
-from mcsim.calibrate import CalSession, CalThread
+from mcsim.accounting.prices import default_table
 from mcsim.model import ThreadKind
-from mcsim.policies import REGISTRY
-from mcsim.prices import default_table
-from mcsim.replay import ReplayReport, replay_session
-from mcsim.scenario import Layer, Scenario, baseline
+from mcsim.replay.calibrate import CalSession, CalThread
+from mcsim.replay.policies import REGISTRY
+from mcsim.replay.run import ReplayReport, replay_session
+from mcsim.replay.scenario import Layer, Scenario, baseline
 
 PRICES = default_table()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mcsim.accounting.prices import default_table, load_table, parse_model
 from mcsim.errors import PriceTableError
 from mcsim.model import Usage
-from mcsim.prices import default_table, load_table, parse_model
 
 T_2026_06 = datetime(2026, 6, 1, tzinfo=UTC).timestamp()
 
@@ -110,7 +110,7 @@ def test_unknown_model_is_unpriced_not_free() -> None:
 def test_split_mismatch_is_priced_as_5m(tmp_path: Path) -> None:
     from lines import SESSION, assistant, user, write
 
-    from mcsim.recorded import inspect_usage
+    from mcsim.accounting.recorded import inspect_usage
 
     bad_split = {
         "input_tokens": 0,

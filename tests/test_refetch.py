@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from simthreads import result, text, thread, use
 
-from mcsim.prices import default_table
-from mcsim.refetch import resource_of
-from mcsim.scenario import Layer, Scenario
-from mcsim.simulate import simulate_thread
+from mcsim.accounting.prices import default_table
+from mcsim.replay.refetch import resource_of
+from mcsim.replay.scenario import Layer, Scenario
+from mcsim.replay.simulate import simulate_thread
 
 KEEP_1 = Scenario(
     "k",

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
-from mcsim.report import CHART_MAX_BYTES
+from mcsim.outputs.report import CHART_MAX_BYTES
 
 
 def run(args: list[str]) -> None:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from lines import SESSION, assistant, usage, user, write
 
 from mcsim.cli import cli
-from mcsim.pipeline import load_sessions
+from mcsim.ingest.pipeline import load_sessions
 
 
 def inspect_json(*paths: Path) -> tuple[int, dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mcsim.rows import RowsTable, SessionRows, runs
+from mcsim.replay.rows import RowsTable, SessionRows, runs
 
 
 def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> SessionRows:

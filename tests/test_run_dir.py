@@ -16,12 +16,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
-from mcsim import output
-from mcsim.charts import ChartData, ChartProcess
 from mcsim.cli import cli
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
-from mcsim.loaders import jsonl
-from mcsim.output import RUN_FORMAT, write_run_dir
+from mcsim.ingest.loaders import jsonl
+from mcsim.outputs import inspect_tables
+from mcsim.outputs import run_dir as output
+from mcsim.outputs.charts import ChartData, ChartProcess
+from mcsim.outputs.run_dir import RUN_FORMAT, write_run_dir
 
 POLICY = REPO / "policies" / "claude-code.yaml"
 MARKER = json.dumps({"format": RUN_FORMAT})
@@ -34,8 +35,8 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError("the input was read before the output was checked")
 
-    monkeypatch.setattr("mcsim.replay.run_replay", forbidden)
-    monkeypatch.setattr("mcsim.recorded.inspect_usage", forbidden)
+    monkeypatch.setattr("mcsim.replay.run.run_replay", forbidden)
+    monkeypatch.setattr("mcsim.accounting.recorded.inspect_usage", forbidden)
 
 
 def refused(args: list[str]) -> str:
@@ -443,7 +444,7 @@ def test_force_leaves_the_runs_own_policy_and_price_files(tmp_path: Path) -> Non
     policy = run / "policy.yaml"
     shutil.copy(POLICY, policy)
     prices = run / "prices.json"
-    shutil.copy(REPO / "mcsim" / "prices" / "anthropic.json", prices)
+    shutil.copy(REPO / "mcsim" / "accounting" / "prices" / "anthropic.json", prices)
     before = snapshot(run)
     result = CliRunner().invoke(cli, ["replay", str(SAMPLES), "--policy", str(policy), "--out",
                                       str(run), "--force", "--no-cache"])  # fmt: skip
@@ -535,7 +536,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_run(
     def full_disk(path: Path, doc: object) -> None:
         FULL.write_bytes(b"{}" * 65536)
 
-    monkeypatch.setattr(output, "write_json", full_disk)
+    monkeypatch.setattr(inspect_tables, "write_json", full_disk)
     assert failed(args) == f"{out}: could not write the run (No space left on device)"
     monkeypatch.undo()
 
@@ -549,8 +550,10 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_run(
         def write_parquet(self, target: object) -> None:
             pl.DataFrame({"a": range(100_000)}).write_parquet(FULL)
 
-    sessions_frame = output.sessions_frame
-    monkeypatch.setattr(output, "sessions_frame", lambda r: FullDiskFrame(sessions_frame(r)))
+    sessions_frame = inspect_tables.sessions_frame
+    monkeypatch.setattr(
+        inspect_tables, "sessions_frame", lambda r: FullDiskFrame(sessions_frame(r))
+    )
     message = failed(args)
     assert message.startswith(f"{out}: could not write the run (parquet: ")
     assert message.endswith("No space left on device (os error 28))")
@@ -558,12 +561,12 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_run(
     monkeypatch.undo()
 
     # Tables are encoded in memory and written by mcsim: a full disk is the system's reason.
-    write_parquet = output.write_parquet
+    write_parquet = inspect_tables.write_parquet
 
     def to_full_disk(frame: object, path: Path) -> None:
         write_parquet(frame, FULL)
 
-    monkeypatch.setattr(output, "write_parquet", to_full_disk)
+    monkeypatch.setattr(inspect_tables, "write_parquet", to_full_disk)
     assert failed(args) == f"{out}: could not write the run (No space left on device)"
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

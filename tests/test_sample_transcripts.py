@@ -9,9 +9,9 @@ from pathlib import Path
 
 from conftest import SAMPLES
 
-from mcsim.loaders import Detail
+from mcsim.ingest.loaders import Detail
+from mcsim.ingest.pipeline import load_sessions
 from mcsim.model import ItemKind
-from mcsim.pipeline import load_sessions
 
 
 def _generator():  # type: ignore[no-untyped-def]

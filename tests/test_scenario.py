@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcsim.scenario import PolicyFileError, load_policy_file
+from mcsim.replay.scenario import PolicyFileError, load_policy_file
 
 GOOD = """
 defaults:

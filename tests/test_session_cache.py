@@ -21,14 +21,14 @@ import pytest
 from conftest import REPO, SAMPLES, forbid_tokenizing
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
-from mcsim.calibrate import calibrate_session
-from mcsim.loaders import Detail
+from mcsim.accounting.prices import default_table
+from mcsim.ingest.loaders import Detail
+from mcsim.ingest.pipeline import load_sessions
 from mcsim.model import ItemKind
-from mcsim.pipeline import load_sessions
-from mcsim.prices import default_table
-from mcsim.replay import ReplayReport, run_replay
-from mcsim.scenario import load_policy_file
-from mcsim.tokens import TokenEstimator
+from mcsim.replay.calibrate import calibrate_session
+from mcsim.replay.run import ReplayReport, run_replay
+from mcsim.replay.scenario import load_policy_file
+from mcsim.replay.tokens import TokenEstimator
 
 SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
 MAGIC = b"\x89mcsim\r\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLES
 
-from mcsim import pipeline
+from mcsim.ingest import pipeline
 
 pytestmark = pytest.mark.slow
 needs_proc = pytest.mark.skipif(
@@ -224,13 +224,13 @@ def test_a_child_started_from_a_thread_or_without_prctl_still_ends_with_its_pare
 
 STOPPED_INSIDE = """
 import signal, sys
-import mcsim.recorded
+import mcsim.accounting.recorded
 from mcsim.cli import main
 
 def inspect_usage(*args, **kwargs):
 {body}
 
-mcsim.recorded.inspect_usage = inspect_usage
+mcsim.accounting.recorded.inspect_usage = inspect_usage
 sys.argv = ["mcsim", "inspect", sys.argv[1], "--out", sys.argv[2]]
 main()
 """
@@ -281,7 +281,7 @@ def test_a_stop_raised_or_swallowed_by_native_code_still_stops(
 SWALLOWED_STOP = """
 import signal, sys
 from mcsim import processes
-from mcsim.pipeline import load_sessions
+from mcsim.ingest.pipeline import load_sessions
 
 processes.STOP.install()
 try:

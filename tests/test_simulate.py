@@ -12,17 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simthreads import INPUT, result, text, thinking, thread, tool_call, use
 
-from mcsim.policies import is_compactable
-from mcsim.prices import default_table, price_usage
-from mcsim.scenario import DEFAULT_COMPACTABLE, Layer, Scenario, baseline, load_policy_file
-from mcsim.simulate import PreparedThread, SimThread, simulate_thread
+from mcsim.accounting.prices import default_table, price_usage
+from mcsim.replay.policies import is_compactable
+from mcsim.replay.scenario import DEFAULT_COMPACTABLE, Layer, Scenario, baseline, load_policy_file
+from mcsim.replay.simulate import PreparedThread, SimThread, simulate_thread
 
 PRICES = default_table()
 ANTHROPIC_API = REPO / "policies" / "anthropic-api.yaml"
 
 
 def scenario(kind: str, ttl: str = "recorded", **values: object) -> Scenario:
-    from mcsim.policies import REGISTRY
+    from mcsim.replay.policies import REGISTRY
 
     params = tuple((p.name, values.get(p.name, p.default)) for p in REGISTRY[kind].params)
     return Scenario(kind, (Layer(kind, params),), ttl)

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
-from mcsim.replay import PolicyTotals
-from mcsim.scenario import load_policy_file, parse_policies
-from mcsim.sweep import (
+from mcsim.replay.run import PolicyTotals
+from mcsim.replay.scenario import load_policy_file, parse_policies
+from mcsim.replay.sweep import (
     GridError,
     Outcome,
     Variant,
@@ -268,6 +268,6 @@ def test_bad_grid_exits_2(tmp_path: Path) -> None:
 
 def test_the_cli_default_risk_limit_is_the_library_default() -> None:
     from mcsim.cli import MAX_RISK_DEFAULT_PCT
-    from mcsim.sweep import DEFAULT_MAX_RISK
+    from mcsim.replay.sweep import DEFAULT_MAX_RISK
 
     assert MAX_RISK_DEFAULT_PCT == 100 * DEFAULT_MAX_RISK

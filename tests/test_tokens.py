@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mcsim.prices import default_table
-from mcsim.recorded import inspect_usage
-from mcsim.tokens import TiktokenCounter, TokenEstimator
+from mcsim.accounting.prices import default_table
+from mcsim.accounting.recorded import inspect_usage
+from mcsim.replay.tokens import TiktokenCounter, TokenEstimator
 
 
 def test_offline_cl100k_counts_without_network() -> None:

@@ -1,0 +1,380 @@
+"""Price tables: a dated list-price table shipped with mcsim, overrides, and call pricing.
+
+Rates are USD per million tokens. Model ids are matched by family and version, whatever the
+spelling (`claude-sonnet-4-5-20250929`, `claude-3-5-haiku-latest`, `us.anthropic.claude-3-7-
+sonnet-20250219-v1:0`, `sonnet-4.5`, `claude-opus-4-7[1m]`), so dated ids and gateway labels
+need no table rows of their own. A model that matches no row is *unpriced*: callers count it
+and warn; it is never priced at $0.
+
+A price file is checked before any work: every rate a finite number from 0 to `MAX_RATE`,
+every multiplier above 0 and at most `MAX_MULTIPLIER`. A NaN or infinite price would make
+every cost and saving NaN, which fails every comparison, so a CI gate would pass; a negative
+one would be a "saving". Anything else is refused in one line naming file, model and key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import orjson
+
+from mcsim.errors import PriceTableError
+from mcsim.ingest.loaders.jsonl import read_input_file
+from mcsim.model import Usage
+from mcsim.text import escaped, shown
+
+FORMAT = "mcsim-prices/1"
+# The dearest list price is $75 per million tokens (Opus 4.1 output, DOMAIN.md §3.2), the
+# dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
+# times that holds any real price, yet refuses what is a slip and not a price: a per-million
+# price typed into LiteLLM's per-token field (3 for 3e-6) is $3,000,000 per million tokens.
+MAX_RATE = 10_000.0  # USD per million tokens
+# Fast mode (6x) is the largest multiplier Anthropic lists, the US region 1.1x. With this
+# bound, a rate times both multipliers stays finite: at most 1e8 USD per million tokens.
+MAX_MULTIPLIER = 100.0
+# LiteLLM's file, which prices every provider's models, is 3.4 MB (v1.110.2); a file far
+# larger is not a price table, and is refused before it fills memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+_RATE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+_TIERS = frozenset({"opus", "sonnet", "haiku"})
+_SPLIT = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """USD per million tokens for each kind of token."""
+
+    input: float
+    cache_write_5m: float
+    cache_write_1h: float
+    cache_read: float
+    output: float
+
+    def scaled(self, factor: float) -> Rates:
+        return Rates(*(getattr(self, k) * factor for k in _RATE_KEYS))
+
+
+@dataclass(frozen=True, slots=True)
+class LongContextRule:
+    """Whole-request pricing once the prompt exceeds `above_tokens` (not just the excess)."""
+
+    rates: Rates
+    above_tokens: int
+    from_s: float | None = None
+    until_s: float | None = None
+
+    def applies(self, prompt_tokens: int, timestamp_s: float) -> bool:
+        if prompt_tokens <= self.above_tokens:
+            return False
+        if self.from_s is not None and timestamp_s < self.from_s:
+            return False
+        return self.until_s is None or timestamp_s < self.until_s
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    family: str
+    version: str
+    rates: Rates
+    long_context: tuple[LongContextRule, ...] = ()
+    speed: dict[str, float] = field(default_factory=dict)  # recorded usage.speed -> factor
+    inference_geo: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallCost:
+    """The price of one call, by kind of token."""
+
+    input_usd: float
+    cache_write_5m_usd: float
+    cache_write_1h_usd: float
+    cache_read_usd: float
+    output_usd: float
+    long_context: bool = False
+
+    @property
+    def total_usd(self) -> float:
+        return (
+            self.input_usd
+            + self.cache_write_5m_usd
+            + self.cache_write_1h_usd
+            + self.cache_read_usd
+            + self.output_usd
+        )
+
+
+def parse_model(model_id: str) -> tuple[str, str] | None:
+    """(family, version) of an Anthropic model id, e.g. ('sonnet', '4.5'); None if unknown."""
+    tokens = _SPLIT.split(model_id.lower())
+    for i, token in enumerate(tokens):
+        if token not in _TIERS:
+            continue
+        after = _small_numbers(tokens[i + 1 :])
+        before = _small_numbers(tokens[:i][::-1])[::-1]
+        numbers = after or before
+        if not numbers:
+            return None
+        if len(numbers) > 1 and numbers[1] == "0":
+            numbers = numbers[:1]  # claude-opus-4-0 is Opus 4
+        return token, ".".join(numbers[:2])
+    return None
+
+
+def _small_numbers(tokens: list[str]) -> list[str]:
+    out = []
+    for token in tokens:
+        if not (token.isdigit() and len(token) <= 2):
+            break
+        out.append(str(int(token)))
+    return out[:2]
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices by (family, version), with the table's version for run records."""
+
+    version: str
+    as_of: str
+    models: dict[tuple[str, str], ModelPrice]
+    _by_id: dict[str, ModelPrice | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def lookup(self, model_id: str) -> ModelPrice | None:
+        if model_id not in self._by_id:  # parsing ids is slow next to pricing a call
+            parsed = parse_model(model_id)
+            self._by_id[model_id] = self.models.get(parsed) if parsed else None
+        return self._by_id[model_id]
+
+    def cost(self, model_id: str, usage: Usage, timestamp_s: float) -> CallCost | None:
+        """Price one call's usage; None when the model is not in the table."""
+        price = self.lookup(model_id)
+        if price is None:
+            return None
+        return price_usage(price, usage, timestamp_s)
+
+    def merged(self, override: PriceTable) -> PriceTable:
+        return PriceTable(
+            f"{self.version}+{override.version}",
+            max(self.as_of, override.as_of),
+            {**self.models, **override.models},
+        )
+
+
+def base_rates_up_to(price: ModelPrice) -> float:
+    """The prompt size up to which no long-context rule applies: there, with no speed or
+    region multiplier, `rates_for` gives `price.rates` (the replay's fast path)."""
+    return min((rule.above_tokens for rule in price.long_context), default=float("inf"))
+
+
+def rates_for(
+    price: ModelPrice,
+    prompt_tokens: int,
+    timestamp_s: float,
+    speed: str | None = None,
+    inference_geo: str | None = None,
+) -> tuple[Rates, bool]:
+    """The rates that apply to one call, and whether the long-context rule applied."""
+    rates = price.rates
+    long_context = False
+    for rule in price.long_context:
+        if rule.applies(prompt_tokens, timestamp_s):
+            rates, long_context = rule.rates, True
+            break
+    factor = 1.0
+    if speed is not None:
+        factor *= price.speed.get(speed, 1.0)
+    if inference_geo is not None:
+        factor *= price.inference_geo.get(inference_geo, 1.0)
+    if factor != 1.0:
+        rates = rates.scaled(factor)
+    return rates, long_context
+
+
+def total_usd(
+    rates: Rates, input_tokens: int, write_5m: int, write_1h: int, read: int, output: int
+) -> float:
+    """A call's cost in USD, summed exactly as `CallCost.total_usd` sums `price_usage`'s parts
+    (the same floats), without building the objects."""
+    per = 1e-6
+    return (
+        input_tokens * rates.input * per
+        + write_5m * rates.cache_write_5m * per
+        + write_1h * rates.cache_write_1h * per
+        + read * rates.cache_read * per
+        + output * rates.output * per
+    )
+
+
+def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
+    rates, long_context = rates_for(
+        price, usage.prompt_tokens, timestamp_s, usage.speed, usage.inference_geo
+    )
+    per = 1e-6
+    return CallCost(
+        usage.input_tokens * rates.input * per,
+        usage.cache_write_5m_tokens * rates.cache_write_5m * per,
+        usage.cache_write_1h_tokens * rates.cache_write_1h * per,
+        usage.cache_read_tokens * rates.cache_read * per,
+        usage.output_tokens * rates.output * per,
+        long_context,
+    )
+
+
+# ---------------------------------------------------------------- reading tables
+
+
+def default_table() -> PriceTable:
+    """The list-price table shipped with this version of mcsim."""
+    data = resources.files("mcsim.accounting.prices").joinpath("anthropic.json").read_bytes()
+    return parse_table(orjson.loads(data), "anthropic.json")
+
+
+def load_table(path: Path | None) -> PriceTable:
+    """The default table, with `path` (mcsim format or LiteLLM's JSON) laid over it."""
+    table = default_table()
+    if path is None:
+        return table
+    raw = read_input_file(path, MAX_FILE_BYTES, "price file", PriceTableError)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PriceTableError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        override = parse_table(data, str(path))
+    else:
+        from mcsim.accounting.prices.litellm import import_litellm
+
+        override = import_litellm(data, str(path))
+    return table.merged(override)
+
+
+def parse_table(data: Any, source: str) -> PriceTable:
+    """Validate and read a table in mcsim's format; errors name the file and the key."""
+    if not isinstance(data, dict):
+        raise PriceTableError(f"{source}: a price table is a JSON object")
+    if data.get("format") != FORMAT:
+        raise PriceTableError(f"{source}: key 'format' must be {FORMAT!r}")
+    version = _req(data, "version", str, source)
+    as_of = _req(data, "as_of", str, source)
+    rows = _req(data, "models", list, source)
+    models: dict[tuple[str, str], ModelPrice] = {}
+    for i, row in enumerate(rows):
+        where = f"models[{i}]"
+        if not isinstance(row, dict):
+            raise PriceTableError(f"{source}: {where} must be an object")
+        family = _req(row, "family", str, source, where)
+        if family not in _TIERS:
+            raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
+        versions = _req(row, "versions", list, source, where)
+        rates = _rates(row, family, source, where)
+        mult = row.get("multipliers") or {}
+        if not isinstance(mult, dict):
+            raise PriceTableError(f"{source}: {where}.multipliers must be an object")
+        rules = row.get("long_context") or []
+        if not isinstance(rules, list):
+            raise PriceTableError(f"{source}: {where}.long_context must be a list")
+        # Checked once per row, whichever versions they apply to.
+        checked_rules = [
+            (
+                rule.get("versions") or versions,
+                _long_context(rule, family, source, f"{where}.long_context[{j}]"),
+            )
+            for j, rule in enumerate(rules)
+            if isinstance(rule, dict)
+        ]
+        speed = _factors(mult.get("speed"), family, source, f"{where}.multipliers.speed")
+        geo = _factors(
+            mult.get("inference_geo"), family, source, f"{where}.multipliers.inference_geo"
+        )
+        for model_version in versions:
+            if not isinstance(model_version, str):
+                raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
+            models[(family, model_version)] = ModelPrice(
+                family,
+                model_version,
+                rates,
+                tuple(rule for applies, rule in checked_rules if model_version in applies),
+                {label: f[model_version] for label, f in speed.items() if model_version in f},
+                {label: f[model_version] for label, f in geo.items() if model_version in f},
+            )
+    return PriceTable(version, as_of, models)
+
+
+def _req(obj: dict[str, Any], key: str, kind: type, source: str, where: str = "") -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        name = f"{where}.{key}" if where else key
+        raise PriceTableError(f"{source}: key '{name}' must be a {kind.__name__}")
+    return value
+
+
+def is_rate(value: object, per_tokens: float = 1e6) -> TypeGuard[float]:
+    """Whether `value`, in USD per `per_tokens` tokens, is a price: a number from 0 to
+    `MAX_RATE` per million tokens. The range test also refuses NaN and the infinities."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 <= value <= MAX_RATE * per_tokens / 1e6
+
+
+def value_error(source: str, key: str, model: str, value: Any, allowed: str) -> PriceTableError:
+    """The one-line error for a price or multiplier mcsim refuses: file, key, model, value."""
+    return PriceTableError(  # a model id whole: LiteLLM's Bedrock ones run to 63 characters
+        f"{source}: key '{key}' of model '{escaped(model, 80)}' must be {allowed}, "
+        f"not {shown(value)}"
+    )
+
+
+def _rates(obj: dict[str, Any], family: str, source: str, where: str) -> Rates:
+    values = []
+    for key in _RATE_KEYS:
+        value = obj.get(key)
+        if not is_rate(value):
+            allowed = f"a number from 0 to {MAX_RATE:,g} (USD per million tokens)"
+            raise value_error(source, f"{where}.{key}", family, value, allowed)
+        values.append(float(value))
+    return Rates(*values)
+
+
+def _long_context(rule: dict[str, Any], family: str, source: str, where: str) -> LongContextRule:
+    above = rule.get("above_tokens")
+    if not isinstance(above, int):
+        raise PriceTableError(f"{source}: key '{where}.above_tokens' must be an integer")
+    return LongContextRule(
+        _rates(rule, family, source, where),
+        above,
+        _date(rule.get("from"), source, f"{where}.from"),
+        _date(rule.get("until"), source, f"{where}.until"),
+    )
+
+
+def _date(value: Any, source: str, where: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        raise PriceTableError(f"{source}: key '{where}' must be a date YYYY-MM-DD") from None
+
+
+def _factors(value: Any, family: str, source: str, where: str) -> dict[str, dict[str, float]]:
+    """{recorded value: {model version: factor}}, every factor checked."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PriceTableError(f"{source}: key '{where}' must be an object")
+    out = {}
+    for label, per_version in value.items():
+        if not isinstance(per_version, dict):
+            raise PriceTableError(f"{source}: key '{where}.{label}' must map versions to factors")
+        for version, factor in per_version.items():
+            number = isinstance(factor, int | float) and not isinstance(factor, bool)
+            if not (number and 0 < factor <= MAX_MULTIPLIER):  # also refuses NaN, infinities
+                allowed = f"a number above 0 and at most {MAX_MULTIPLIER:g}"
+                model = f"{family} {version}"
+                raise value_error(source, f"{where}.{label}", model, factor, allowed)
+        out[str(label)] = {str(version): float(f) for version, f in per_version.items()}
+    return out

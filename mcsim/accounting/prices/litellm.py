@@ -1,0 +1,86 @@
+"""Import LiteLLM's `model_prices_and_context_window.json` as a price table.
+
+An import format, not a source of truth (DOMAIN.md §3.2): its 1-hour write prices are wrong
+for several models, so the 1-hour rate is always Anthropic's documented 2x the input rate.
+Rows from the `anthropic` provider win over Bedrock, Vertex and other resellers of the same
+model, whose prices can differ.
+
+Only rows for Claude models are read (the file prices thousands of other models mcsim never
+uses, so they are not checked), and only the keys mcsim uses. Every such value must be a
+number from 0 to `MAX_RATE` per million tokens, and each row needs its input and output
+prices; one bad value refuses the whole file, naming the model and the key. Skipping bad
+rows instead would quietly price a model from another row (a reseller's) or from the
+built-in table, so the costs would no longer be the file's, and a file with a wrong Claude
+price is better fixed than half used. The real file passes: in v1.110.2, 319 of its 4,878
+rows are Claude models, none with a bad value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcsim.accounting.prices import (
+    MAX_RATE,
+    LongContextRule,
+    ModelPrice,
+    PriceTable,
+    Rates,
+    is_rate,
+    parse_model,
+    value_error,
+)
+from mcsim.errors import PriceTableError
+
+_PER_MILLION = 1e6
+_ALLOWED = f"a number from 0 to {MAX_RATE / _PER_MILLION:g} (USD per token)"
+
+
+def import_litellm(data: Any, source: str) -> PriceTable:
+    if not isinstance(data, dict):
+        raise PriceTableError(f"{source}: neither an mcsim price table nor LiteLLM's JSON object")
+    chosen: dict[tuple[str, str], tuple[int, ModelPrice]] = {}
+    for model_id, row in data.items():
+        if not isinstance(row, dict) or "input_cost_per_token" not in row:
+            continue
+        parsed = parse_model(str(model_id))
+        if parsed is None:
+            continue
+        price = _row_price(parsed, row, source, str(model_id))
+        rank = 1 if row.get("litellm_provider") == "anthropic" else 0
+        if parsed not in chosen or rank > chosen[parsed][0]:
+            chosen[parsed] = (rank, price)
+    if not chosen:
+        raise PriceTableError(f"{source}: no Anthropic model prices found (LiteLLM format)")
+    return PriceTable(f"litellm:{source}", "", {k: v for k, (_, v) in chosen.items()})
+
+
+def _row_price(
+    parsed: tuple[str, str], row: dict[str, Any], source: str, model_id: str
+) -> ModelPrice:
+    base = _rates(row, "", None, source, model_id)
+    rules: tuple[LongContextRule, ...] = ()
+    if "input_cost_per_token_above_200k_tokens" in row:
+        long_rates = _rates(row, "_above_200k_tokens", base, source, model_id)
+        rules = (LongContextRule(long_rates, 200_000),)
+    return ModelPrice(parsed[0], parsed[1], base, rules)
+
+
+def _rates(
+    row: dict[str, Any], suffix: str, fallback: Rates | None, source: str, model_id: str
+) -> Rates:
+    def get(key: str, default: float | None) -> float:
+        value = row.get(key + suffix)
+        if value is None and default is not None:
+            return default
+        if not is_rate(value, per_tokens=1):  # a missing input or output price included
+            raise value_error(source, key + suffix, model_id, value, _ALLOWED)
+        return value * _PER_MILLION
+
+    input_rate = get("input_cost_per_token", fallback.input if fallback else None)
+    return Rates(
+        input=input_rate,
+        cache_write_5m=get("cache_creation_input_token_cost", 1.25 * input_rate),
+        cache_write_1h=2 * input_rate,
+        cache_read=get("cache_read_input_token_cost", 0.1 * input_rate),
+        output=get("output_cost_per_token", fallback.output if fallback else None),
+    )

@@ -1,0 +1,325 @@
+"""Account recorded usage exactly: tokens by kind, cost, cache efficiency and cache breaks.
+
+`analyse_session` is pure (a Session and a price table in, records out); `inspect_usage`
+streams sessions from PATHS through it. This is what `mcsim inspect` shows, and the ground
+truth later replays are compared with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from mcsim.accounting.breaks import (
+    BreakCause,
+    CacheBreak,
+    CallObservation,
+    detect_breaks,
+    split_drops,
+)
+from mcsim.accounting.prices import CallCost, PriceTable
+from mcsim.ingest.loaders import Detail
+from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
+from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+def recorded_ttl(usage: Usage, previous: str | None) -> str:
+    """The TTL a call wrote with: from the 5m/1h split; 5m when the split is absent; the
+    thread's previous TTL when the split is present but nothing was written."""
+    if usage.cache_write_1h_tokens > 0:
+        return "1h"
+    if usage.cache_write_5m_tokens > 0 or not usage.has_ttl_split:
+        return "5m"
+    return previous or "5m"
+
+
+@dataclass
+class TokenTotals:
+    """Token sums by kind."""
+
+    input_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.cache_write_5m_tokens += usage.cache_write_5m_tokens
+        self.cache_write_1h_tokens += usage.cache_write_1h_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.output_tokens += usage.output_tokens
+
+    def merge(self, other: TokenTotals) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def prompt_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+            + self.cache_read_tokens
+        )
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        """Token-weighted: the share of prompt tokens that were cache reads."""
+        prompt = self.prompt_tokens
+        return self.cache_read_tokens / prompt if prompt else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One recorded call with its price and cache analysis."""
+
+    session_id: str
+    project: str
+    thread_id: str
+    thread_kind: ThreadKind
+    call_index: int  # position in its thread
+    call: Call
+    cost: CallCost | None  # None: the model is not in the price table
+    ttl: str
+    gap_seconds: float | None  # since the previous call of the thread
+    cache_break: CacheBreak | None
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        prompt = self.call.usage.prompt_tokens
+        return self.call.usage.cache_read_tokens / prompt if prompt else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakRecord:
+    session_id: str
+    project: str
+    thread_id: str
+    timestamp_s: float
+    model: str
+    cache_break: CacheBreak
+    source: SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    session_id: str
+    project: str
+    cwd: str | None
+    start_s: float
+    end_s: float
+    calls: int
+    threads: int
+    models: tuple[str, ...]
+    tokens: TokenTotals
+    cost_usd: float  # priced calls only; see unpriced_calls
+    unpriced_calls: int
+    cache_breaks: int
+    compactions: int
+    unpriced_models: tuple[tuple[str, int], ...] = ()
+    split_mismatch_calls: int = 0
+    cache_edit_drops: int = 0  # read drops the recording's own cache edits explain
+    recorded_prunes: int = 0  # microcompact boundaries and cache deletions in the recording
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAnalysis:
+    summary: SessionSummary
+    calls: list[CallRecord]
+    breaks: list[BreakRecord]
+
+
+def analyse_session(
+    session: Session, prices: PriceTable, keep_calls: bool = True
+) -> SessionAnalysis:
+    """Price every call of a session and find its cache breaks, thread by thread.
+
+    With `keep_calls=False` the per-call records are not kept (the summary and the breaks
+    are all `inspect --json` needs, and they are cheap to send between processes).
+    """
+    records: list[CallRecord] = []
+    breaks: list[BreakRecord] = []
+    tokens = TokenTotals()
+    cost = 0.0
+    unpriced: Counter[str] = Counter()
+    compactions = prunes = cache_edit_drops = 0
+    split_mismatch = 0
+    models: set[str] = set()
+    start = end = session.threads[0].calls[0].timestamp_s
+    for thread in session.threads:
+        ttls: list[str] = []
+        for call in thread.calls:
+            ttls.append(recorded_ttl(call.usage, ttls[-1] if ttls else None))
+        observations = [
+            CallObservation(
+                _sent(c),
+                c.model,
+                c.usage.cache_read_tokens,
+                TTL_SECONDS[ttl],
+                compaction_before=c.compaction is not None,
+                rewrote=c.pruned is not None and c.pruned.kind is CompactionKind.MICROCOMPACT,
+                cache_edit=c.pruned is not None and c.pruned.kind is CompactionKind.CACHE_DELETION,
+            )
+            for c, ttl in zip(thread.calls, ttls, strict=True)
+        ]
+        drops, edit_drops = split_drops(detect_breaks(observations))
+        cache_edit_drops += edit_drops
+        found = {b.call_index: b for b in drops}
+        for i, call in enumerate(thread.calls):
+            price = prices.cost(call.model, call.usage, call.timestamp_s)
+            tokens.add(call.usage)
+            models.add(call.model)
+            start = min(start, call.timestamp_s)
+            end = max(end, call.timestamp_s)
+            if price is None:
+                unpriced[call.model] += 1
+            else:
+                cost += price.total_usd
+            if call.compaction is not None:
+                compactions += 1
+            if call.pruned is not None:
+                prunes += 1
+            if call.usage.split_mismatch:
+                split_mismatch += 1
+            brk = found.get(i)
+            if keep_calls:
+                gap = _sent(call) - _sent(thread.calls[i - 1]) if i else None
+                records.append(
+                    CallRecord(
+                        session.session_id,
+                        session.project,
+                        thread.thread_id,
+                        thread.kind,
+                        i,
+                        call,
+                        price,
+                        ttls[i],
+                        gap,
+                        brk,
+                    )
+                )
+            if brk is not None:
+                breaks.append(
+                    BreakRecord(
+                        session.session_id,
+                        session.project,
+                        thread.thread_id,
+                        call.timestamp_s,
+                        call.model,
+                        brk,
+                        call.source,
+                    )
+                )
+    summary = SessionSummary(
+        session_id=session.session_id,
+        project=session.project,
+        cwd=session.cwd,
+        start_s=start,
+        end_s=end,
+        calls=sum(len(t.calls) for t in session.threads),
+        threads=len(session.threads),
+        models=tuple(sorted(models)),
+        tokens=tokens,
+        cost_usd=cost,
+        unpriced_calls=sum(unpriced.values()),
+        cache_breaks=len(breaks),
+        compactions=compactions,
+        unpriced_models=tuple(sorted(unpriced.items())),
+        split_mismatch_calls=split_mismatch,
+        cache_edit_drops=cache_edit_drops,
+        recorded_prunes=prunes,
+    )
+    return SessionAnalysis(summary, records, breaks)
+
+
+def _sent(call: Call) -> float:
+    """When a call's request was sent (the cache TTL runs from request to request)."""
+    return call.sent_s if call.sent_s is not None else call.timestamp_s
+
+
+@dataclass
+class InspectReport:
+    """Everything `mcsim inspect` shows, as data."""
+
+    sessions: list[SessionSummary] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    breaks: list[BreakRecord] = field(default_factory=list)
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    unpriced_models: Counter[str] = field(default_factory=Counter)
+    split_mismatch_calls: int = 0
+    price_table: str = ""
+    stats: LoadStats = field(default_factory=LoadStats)
+
+    @property
+    def call_count(self) -> int:
+        return sum(s.calls for s in self.sessions)
+
+    @property
+    def breaks_by_cause(self) -> dict[str, int]:
+        counts = Counter(b.cache_break.cause.value for b in self.breaks)
+        return {cause.value: counts[cause.value] for cause in BreakCause if counts[cause.value]}
+
+    def add(self, analysis: SessionAnalysis) -> None:
+        self.sessions.append(analysis.summary)
+        self.calls.extend(analysis.calls)
+        self.breaks.extend(analysis.breaks)
+        self.tokens.merge(analysis.summary.tokens)
+        self.cost_usd += analysis.summary.cost_usd
+        self.unpriced_calls += analysis.summary.unpriced_calls
+        self.unpriced_models.update(dict(analysis.summary.unpriced_models))
+        self.split_mismatch_calls += analysis.summary.split_mismatch_calls
+
+    def finish(self) -> None:
+        """Order everything by time so outputs do not depend on load order."""
+        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
+        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
+        self.calls.sort(
+            key=lambda r: (
+                order[(r.project, r.session_id)],
+                r.thread_id != "main",
+                r.thread_id,
+                r.call_index,
+            )
+        )
+        self.breaks.sort(
+            key=lambda b: (order[(b.project, b.session_id)], b.timestamp_s, b.thread_id)
+        )
+
+
+def inspect_usage(
+    paths: Sequence[str],
+    prices: PriceTable,
+    *,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    keep_calls: bool = True,
+) -> InspectReport:
+    """Load every session under PATHS and account its recorded usage.
+
+    `keep_calls=False` leaves `report.calls` empty, which makes large runs faster when only
+    sessions, breaks and totals are wanted.
+    """
+    report = InspectReport(price_table=prices.version)
+    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
+    for analysis in map_sessions(
+        paths,
+        analyse,
+        source=RawSource(Detail.CALLS),  # accounting needs no conversation content
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        progress=progress,
+        stats=report.stats,
+    ):
+        report.add(analysis)
+    report.finish()
+    return report

@@ -1,0 +1,847 @@
+"""Claude Code JSONL transcripts (every layout from 1.0.x to 2.1.x).
+
+Layouts (DOMAIN.md §4.1): `<project>/<sessionId>.jsonl` with inline sidechain lines (≤1.0.x),
+`<project>/agent-<id>.jsonl` beside the sessions (2.0.x) and
+`<project>/<sessionId>/subagents/agent-<id>.jsonl` (2.1.2+). A unit is one project folder:
+resumed sessions copy earlier history into a new file of the same project, so the copies and
+their originals meet inside one unit and are counted once.
+
+Rules applied here (DOMAIN.md §4.2-4.6):
+* one API call per (message.id, requestId) across all files of the unit; input and cache
+  fields from its first line, output = max over its lines; `<synthetic>` lines are not calls;
+  a later line of a call whose input or cache counts differ from the first is noted
+  (`conflicting_usage`), the first line's counts stand;
+* side-question logs (`/btw`) replay parent messages as sidechain lines with the same
+  message.id and a new requestId: within a session, two calls with one message.id where
+  either is a sidechain line are one call, and the non-sidechain one stands (ccusage's rule,
+  ccusage/ccusage#913, PR #1155; like its daily report, the timestamps need not match);
+  counted as a `sidechain_replay` note;
+* lines are placed by their `sessionId` field (copied history keeps the original's id) and
+  their thread (`agentId`, else the root of an inline sidechain, else main);
+* a thread's order follows the `parentUuid` tree (depth first, children in file order). Calls
+  never depend on line uuids being unique: each line is its own node; a line repeating the
+  uuid, type, time and call of an earlier one is a copy (resumed sessions copy history
+  verbatim) and adds nothing; any other line reusing a uuid is kept and noted
+  (`uuid_collision`), and a `parentUuid` names the latest line with that uuid before it;
+* compaction boundaries and compaction summaries become explicit events;
+* a line without `type` that carries a whole assistant message (model, id, usage) is read as
+  an assistant line, as ccusage reads it;
+* a token count must be a non-negative integer no larger than `MAX_TOKENS_PER_CALL`.
+Every line that cannot be used is counted in the skip report with file and line number; skip
+details describe the problem (sizes, positions, field names), never transcript content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
+from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
+from mcsim.model import (
+    Call,
+    Compaction,
+    CompactionKind,
+    Item,
+    ItemKind,
+    Session,
+    SkipReport,
+    SourceRef,
+    Thread,
+    ThreadKind,
+    Usage,
+)
+from mcsim.text import from_fs
+
+# Line types that carry nothing mcsim uses; they still link the parentUuid chain.
+_IGNORED_TYPES = frozenset(
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "permission-mode",
+        "last-prompt",
+        "custom-title",
+        "agent-name",
+        "tag",
+        "pr-link",
+    }
+)
+_CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+_SYNTHETIC_MODEL = "<synthetic>"
+# No real response comes near this: it is 100x the largest context window.
+MAX_TOKENS_PER_CALL = 100_000_000
+# Times outside these years are damage, and would not survive conversion to UTC dates.
+_EARLIEST_S = 0.0
+_LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
+_INVALID = object()
+_BLANK = frozenset(b" \t\r\f\v")
+_MAIN = "main"
+CallKey = tuple[str, str | None]
+
+
+# ---------------------------------------------------------------- per-line records
+
+
+@dataclass(slots=True)
+class _CallAcc:
+    """A call being accumulated over its lines."""
+
+    message_id: str
+    request_id: str | None
+    timestamp_s: float
+    model: str
+    usage: Usage
+    output_tokens: int
+    source: SourceRef
+    first_node: _Node
+    sidechain: bool
+    first_usage: dict[str, Any]  # the first line's usage as written
+    conflict_noted: bool = False
+
+    @property
+    def key(self) -> CallKey:
+        return (self.message_id, self.request_id)
+
+
+@dataclass(slots=True)
+class _Node:
+    """One line in a thread's parentUuid tree. Identity is the object, never the uuid."""
+
+    uuid: str
+    parent: str | None
+    items: list[Item]
+    kind: str  # with `stamp` and `call_key`: tells a copied line from a reused uuid
+    stamp: Any
+    call_key: CallKey | None = None
+    compaction: Compaction | None = None
+
+    def same_line(self, other: _Node) -> bool:
+        return (
+            self.kind == other.kind
+            and self.stamp == other.stamp
+            and self.call_key == other.call_key
+        )
+
+
+@dataclass(slots=True)
+class _ThreadAcc:
+    nodes: list[_Node] = field(default_factory=list)  # in reading order
+    first: dict[str, _Node] = field(default_factory=dict)  # the first node of each uuid
+    reused: dict[str, list[_Node]] = field(default_factory=dict)  # later nodes of a uuid
+
+
+@dataclass(slots=True)
+class _SessionAcc:
+    session_id: str
+    project: str
+    cwd: str | None = None
+    files: dict[str, None] = field(default_factory=dict)  # ordered set
+    threads: dict[str, _ThreadAcc] = field(default_factory=dict)
+    thread_of: dict[str, str] = field(default_factory=dict)  # uuid -> thread, latest line
+
+
+class _BadField(Exception):
+    """A field a line needs is missing or of the wrong type; the line is skipped."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(f"{key}: {why}")
+
+
+def _parse_timestamp(value: Any, key: str = "timestamp") -> float:
+    if not isinstance(value, str):
+        raise _BadField(
+            key, "missing" if value is None else f"not a string ({type(value).__name__})"
+        )
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise _BadField(key, "not an ISO-8601 time") from None
+    if moment.tzinfo is None:  # Claude Code writes UTC; never the reading machine's zone
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    if not _EARLIEST_S <= seconds < _LATEST_S:
+        raise _BadField(key, "outside the years 1970 to 2999")
+    return seconds
+
+
+def _count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
+    """A token count: missing or null is 0, anything but a non-negative integer is an error."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _BadField(f"{prefix}.{key}", f"not a number ({type(value).__name__})")
+    if value < 0 or value != int(value):
+        raise _BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r:.40})")
+    if value > MAX_TOKENS_PER_CALL:
+        raise _BadField(
+            f"{prefix}.{key}",
+            f"{value:.3g} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
+        )
+    return int(value)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise _BadField("message.usage", "missing" if raw is None else "not an object")
+    cache_write = _count(raw, "cache_creation_input_tokens")
+    split = raw.get("cache_creation")
+    has_split = isinstance(split, dict) and (
+        "ephemeral_5m_input_tokens" in split or "ephemeral_1h_input_tokens" in split
+    )
+    write_1h = write_5m = 0
+    mismatch = False
+    if has_split:
+        assert isinstance(split, dict)
+        write_5m = _count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
+        write_1h = _count(split, "ephemeral_1h_input_tokens", "message.usage.cache_creation")
+        if write_5m + write_1h != cache_write:
+            # The billed total wins; the unexplained part is priced as 5-minute writes.
+            mismatch = True
+            write_1h = min(write_1h, cache_write)
+    write_5m = cache_write - write_1h
+    speed = raw.get("speed")
+    geo = raw.get("inference_geo")
+    return Usage(
+        input_tokens=_count(raw, "input_tokens"),
+        cache_write_5m_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+        cache_read_tokens=_count(raw, "cache_read_input_tokens"),
+        output_tokens=_count(raw, "output_tokens"),
+        has_ttl_split=has_split,
+        split_mismatch=mismatch,
+        speed=speed if isinstance(speed, str) and speed else None,
+        inference_geo=geo if isinstance(geo, str) and geo else None,
+        cache_deleted_tokens=0 if _deleted_problem(raw) else _count(raw, _DELETED),
+    )
+
+
+_DELETED = "cache_deleted_input_tokens"
+
+
+def _deleted_problem(usage: dict[str, Any]) -> str | None:
+    """What is wrong with a call's cache_deleted_input_tokens, if anything: a bad value there
+    is dropped (the line is used, with the repair counted), since it bills nothing."""
+    if usage.get(_DELETED) is None:
+        return None
+    try:
+        _count(usage, _DELETED)
+    except _BadField as exc:
+        return f"{exc}; ignored"
+    return None
+
+
+def _tool_result_text(content: Any) -> str:
+    """What the model saw of a tool result: its string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif block.get("type") == "image":
+                    parts.append(_json_text(block))
+        return "\n".join(parts)
+    return ""
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return ""
+
+
+class _LineReader:
+    """Turns one unit's lines into session/thread/call accumulators."""
+
+    def __init__(self, project: str, detail: Detail, skips: SkipReport) -> None:
+        self.project = project
+        self.items = detail >= Detail.SIZES
+        self.keep_text = detail >= Detail.TEXT
+        self.skips = skips
+        self.sessions: dict[str, _SessionAcc] = {}
+        self.calls: dict[CallKey, _CallAcc] = {}
+        self.by_message: dict[tuple[str, str], _CallAcc] = {}  # (session, message id) -> call
+        self.replays: set[CallKey] = set()  # sidechain copies of calls counted elsewhere
+        self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
+        self._file_thread: str | None = None  # agent-<id> for sub-agent files
+
+    # ---------------------------------------------------------------- entry points
+
+    def read_file(self, path: Path) -> None:
+        name = from_fs(str(path))
+        # Lines without a sessionId belong to the session the file is about.
+        stem = from_fs(path.stem)
+        fallback = from_fs(path.parent.parent.name) if path.parent.name == "subagents" else stem
+        self._file_thread = stem if stem.startswith("agent-") else None
+        try:
+            with open_regular(path) as fh:
+                for number, raw, size, unterminated in iter_lines(fh):
+                    if raw is not None and (
+                        not size or (raw[0] in _BLANK and bytes(raw).isspace())
+                    ):
+                        continue
+                    self.skips.lines_read += 1
+                    if raw is None:
+                        self.skips.add(
+                            name,
+                            number,
+                            "line_too_long",
+                            f"{size:,} bytes (limit {MAX_LINE_BYTES:,})",
+                        )
+                        continue
+                    obj = self._decode(raw, name, number, truncated=unterminated)
+                    if obj is None:
+                        continue
+                    try:
+                        fallback = self._line(obj, name, number, fallback)
+                    except _BadField as exc:
+                        self.skips.add(name, number, "bad_field", str(exc))
+        except NotRegularFileError as exc:
+            self.skips.add(name, 0, "not_regular_file", exc.what)
+        except OSError as exc:
+            self.skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+    def _decode(
+        self, raw: memoryview, file: str, line: int, truncated: bool
+    ) -> dict[str, Any] | None:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            obj = self._decode_repaired(bytes(raw), file, line, truncated, exc)
+            if obj is _INVALID:
+                return None
+        if not isinstance(obj, dict):
+            self.skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
+            return None
+        return obj
+
+    def _decode_repaired(
+        self, raw: bytes, file: str, line: int, truncated: bool, error: orjson.JSONDecodeError
+    ) -> Any:
+        """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                obj = orjson.loads(raw.decode("utf-8", "replace"))
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                self.skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
+                return obj
+        reason = "truncated_line" if truncated else "invalid_json"
+        # The parser's message gives the position, never the content (which may be secret).
+        self.skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
+        return _INVALID
+
+    # ---------------------------------------------------------------- one line
+
+    def _line(self, obj: dict[str, Any], file: str, line: int, fallback: str) -> str:
+        """Read one parsed line; returns the session id later lines without one belong to."""
+        kind = obj.get("type")
+        if kind is None and _is_whole_call(obj):
+            kind = "assistant"  # ccusage counts such lines too: they carry a billed call
+        if not isinstance(kind, str):
+            raise _BadField("type", "missing" if kind is None else "not a string")
+        if kind not in _CONVERSATION_TYPES:
+            if kind not in _IGNORED_TYPES:
+                self.skips.add(file, line, "unknown_type", kind[:60])
+            else:
+                self._link_only(obj, kind, file, line, fallback)
+            return fallback
+        sid = obj.get("sessionId")
+        session_id = sid if isinstance(sid, str) and sid else fallback
+        uuid = obj.get("uuid")
+        if not isinstance(uuid, str) or not uuid:
+            uuid = f"{file}:{line}"
+        parent = obj.get("parentUuid")
+        if parent is not None and not isinstance(parent, str):
+            self.skips.repair(file, line, "bad_field", "parentUuid: not a string, treated as root")
+            parent = None
+
+        node = _Node(uuid, parent, [], kind, obj.get("timestamp"))
+        if kind == "assistant":
+            self._assistant(obj, node, file, line, session_id)
+        elif kind == "user":
+            self._user(obj, node, file, line)
+        elif kind == "system":
+            self._system(obj, node)
+        elif self.items:  # attachment: injected context the model reads
+            att = obj.get("attachment")
+            if att is not None:
+                text = _json_text(att)
+                node.items.append(self._item(ItemKind.ATTACHMENT, text))
+        self._place(obj, node, file, line, session_id)
+        return session_id
+
+    def _link_only(
+        self, obj: dict[str, Any], kind: str, file: str, line: int, fallback: str
+    ) -> None:
+        """Ignored line types that sit in the parentUuid chain keep it connected."""
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            sid = obj.get("sessionId")
+            parent = obj.get("parentUuid")
+            node = _Node(uuid, parent if isinstance(parent, str) else None, [], kind, None)
+            self._place(obj, node, file, line, sid if isinstance(sid, str) and sid else fallback)
+
+    def _place(
+        self, obj: dict[str, Any], node: _Node, file: str, line: int, session_id: str
+    ) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = _SessionAcc(session_id, self.project)
+        session.files[file] = None
+        if session.cwd is None:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str):
+                session.cwd = cwd
+        thread_id = self._thread_id(obj, node, session)
+        session.thread_of[node.uuid] = thread_id
+        thread = session.threads.get(thread_id)
+        if thread is None:
+            thread = session.threads[thread_id] = _ThreadAcc()
+        first = thread.first.get(node.uuid)
+        if first is not None:
+            same = next(
+                (n for n in (first, *thread.reused.get(node.uuid, ())) if n.same_line(node)), None
+            )
+            if same is not None:  # a copy (resumed sessions copy history): the first stands
+                call = self.calls.get(node.call_key) if node.call_key else None
+                if call is not None and call.first_node is node:
+                    call.first_node = same
+                return
+            thread.reused.setdefault(node.uuid, []).append(node)
+            self.skips.note(file, line, "uuid_collision", "a uuid an earlier, different line has")
+        else:
+            thread.first[node.uuid] = node
+        thread.nodes.append(node)
+
+    def _thread_id(self, obj: dict[str, Any], node: _Node, session: _SessionAcc) -> str:
+        agent = obj.get("agentId")
+        if isinstance(agent, str) and agent:
+            return f"agent-{agent}"
+        if self._file_thread is not None:
+            return self._file_thread
+        if obj.get("isSidechain") is True:
+            if node.parent is not None:
+                known = session.thread_of.get(node.parent)
+                if known is not None:
+                    return known
+            return f"sidechain-{node.uuid}"
+        return _MAIN
+
+    def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
+        return Item(kind, len(text), text if self.keep_text else None, **extra)
+
+    def _assistant(
+        self, obj: dict[str, Any], node: _Node, file: str, line: int, session_id: str
+    ) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            raise _BadField("message", "missing" if msg is None else "not an object")
+        model = msg.get("model")
+        if model == _SYNTHETIC_MODEL:
+            self.skips.add(file, line, "synthetic", "not an API call (error or interrupt)")
+            self._content_items(msg.get("content"), node, file, line, assistant=True)
+            return
+        if not isinstance(model, str) or not model:
+            raise _BadField("message.model", "missing" if model is None else "not a string")
+        message_id = msg.get("id")
+        if not isinstance(message_id, str) or not message_id:
+            raise _BadField("message.id", "missing" if message_id is None else "not a string")
+        request = obj.get("requestId")
+        if isinstance(request, int) and not isinstance(request, bool):
+            request = str(request)  # a number written by some gateway: still an id
+        request_id = request if isinstance(request, str) and request else None
+        key = (message_id, request_id)
+        acc = self.calls.get(key)
+        raw = msg.get("usage")
+        if acc is not None:  # a later line of the same call: only its output count can differ
+            if not isinstance(raw, dict):
+                raise _BadField("message.usage", "missing" if raw is None else "not an object")
+            acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
+            if not acc.conflict_noted and _counts_differ(raw, acc.first_usage):
+                acc.conflict_noted = True
+                self.skips.note(
+                    file,
+                    line,
+                    "conflicting_usage",
+                    "input or cache counts differ from the call's first line",
+                )
+            node.call_key = key
+        elif key not in self.replays:
+            usage = _usage(raw)
+            problem = _deleted_problem(cast(dict[str, Any], raw))
+            if problem is not None:
+                self.skips.repair(file, line, "bad_field", problem)
+            sidechain = obj.get("isSidechain") is True
+            acc = _CallAcc(
+                message_id,
+                request_id,
+                _parse_timestamp(obj.get("timestamp")),
+                model,
+                usage,
+                usage.output_tokens,
+                SourceRef(file, line),
+                node,
+                sidechain,
+                cast(dict[str, Any], raw),  # _usage refused anything but an object
+            )
+            if self._is_replay(acc, session_id, file, line):
+                self.replays.add(key)
+            else:
+                self.calls[key] = acc
+                node.call_key = key
+        self._content_items(msg.get("content"), node, file, line, assistant=True)
+
+    def _is_replay(self, acc: _CallAcc, session_id: str, file: str, line: int) -> bool:
+        """Whether `acc` is a side-question log's copy of a call of its session (or that
+        call's original, read after its copy: then the original takes the copy's place)."""
+        where = (session_id, acc.message_id)
+        other = self.by_message.get(where)
+        if other is None:
+            self.by_message[where] = acc
+            return False
+        if not (acc.sidechain or other.sidechain) or other.request_id == acc.request_id:
+            return False  # two calls that share a message id, as some gateways write
+        self.skips.note(
+            file, line, "sidechain_replay", "a side-question log repeats a call; counted once"
+        )
+        if other.sidechain and not acc.sidechain:
+            del self.calls[other.key]
+            self.replays.add(other.key)
+            self.by_message[where] = acc
+            return False
+        return True
+
+    def _user(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            raise _BadField("message", "missing" if msg is None else "not an object")
+        if obj.get("isCompactSummary") is True:
+            node.compaction = Compaction(
+                CompactionKind.SUMMARY, _optional_timestamp(obj.get("timestamp"))
+            )
+        self._content_items(msg.get("content"), node, file, line, assistant=False)
+
+    def _system(self, obj: dict[str, Any], node: _Node) -> None:
+        subtype = obj.get("subtype")
+        if subtype == "compact_boundary":
+            meta = obj.get("compactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            node.compaction = Compaction(
+                CompactionKind.BOUNDARY,
+                _optional_timestamp(obj.get("timestamp")),
+                trigger=_optional_str(meta.get("trigger")),
+                pre_tokens=_optional_int(meta.get("preTokens")),
+            )
+        elif subtype == "microcompact_boundary":
+            meta = obj.get("microcompactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            node.compaction = Compaction(
+                CompactionKind.MICROCOMPACT,
+                _optional_timestamp(obj.get("timestamp")),
+                trigger=_optional_str(meta.get("trigger")),
+                pre_tokens=_optional_int(meta.get("preTokens")),
+                tokens_saved=_optional_int(meta.get("tokensSaved")),
+                tool_use_ids=_strings(meta.get("compactedToolIds")),
+            )
+
+    def _content_items(
+        self, content: Any, node: _Node, file: str, line: int, *, assistant: bool
+    ) -> None:
+        if not self.items:
+            return
+        if isinstance(content, str):
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            node.items.append(self._item(kind, content))
+            return
+        if content is None:
+            return
+        if not isinstance(content, list):
+            self.skips.repair(file, line, "bad_block", "message.content: not a string or list")
+            return
+        for block in content:
+            item = self._block(block, assistant) if isinstance(block, dict) else None
+            if item is None:
+                if not (isinstance(block, dict) and isinstance(block.get("type"), str)):
+                    self.skips.repair(file, line, "bad_block", "message.content[]: not a block")
+                continue
+            node.items.append(item)
+
+    def _block(self, block: dict[str, Any], assistant: bool) -> Item | None:
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text")
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            return self._item(kind, text if isinstance(text, str) else "")
+        if btype == "thinking":
+            text = block.get("thinking")
+            return self._item(ItemKind.THINKING, text if isinstance(text, str) else "")
+        if btype == "redacted_thinking":
+            data = block.get("data")
+            return self._item(ItemKind.THINKING, data if isinstance(data, str) else "")
+        if btype == "tool_use":
+            tool_id = _optional_str(block.get("id"))
+            name = _optional_str(block.get("name"))
+            if tool_id and name:
+                self.tool_names[tool_id] = name
+            return self._item(
+                ItemKind.TOOL_USE,
+                _json_text(block.get("input")),
+                tool_name=name,
+                tool_use_id=tool_id,
+            )
+        if btype == "tool_result":
+            tool_id = _optional_str(block.get("tool_use_id"))
+            return self._item(
+                ItemKind.TOOL_RESULT,
+                _tool_result_text(block.get("content")),
+                tool_name=self.tool_names.get(tool_id) if tool_id else None,
+                tool_use_id=tool_id,
+                is_error=block.get("is_error") is True,
+            )
+        if btype in ("image", "document"):
+            return self._item(ItemKind.IMAGE, _json_text(block.get("source")))
+        return None
+
+    # ---------------------------------------------------------------- assembly
+
+    def sessions_out(self) -> list[Session]:
+        out = []
+        for session in self.sessions.values():
+            threads = []
+            for thread_id, acc in session.threads.items():
+                calls = self._thread_calls(acc)
+                if calls:
+                    threads.append(Thread(thread_id, _thread_kind(thread_id), tuple(calls)))
+            if threads:
+                threads.sort(key=lambda t: (t.thread_id != _MAIN, t.calls[0].timestamp_s))
+                out.append(
+                    Session(
+                        session.session_id,
+                        session.project,
+                        session.cwd,
+                        tuple(session.files),
+                        tuple(threads),
+                    )
+                )
+        return out
+
+    def _thread_calls(self, acc: _ThreadAcc) -> list[Call]:
+        found: list[tuple[_CallAcc, Usage, list[Item], Compaction | None, Any]] = []
+        prunings: list[Compaction | None] = []
+        pending: list[Item] = []
+        compaction: Compaction | None = None
+        pruned: Compaction | None = None
+        before: Any = None  # the time of the last line so far: the next call's request
+        last: list[Any] = []  # per call, the time of its last line (the response was done)
+        current: CallKey | None = None
+        deleted = 0  # cache_deleted_input_tokens so far (cumulative)
+        for node in _depth_first(acc):
+            if node.compaction is not None:
+                if node.compaction.kind is CompactionKind.MICROCOMPACT:
+                    pruned = pruned or node.compaction  # tool results cleared, no restart
+                else:
+                    pending = []  # what came before a compaction is summarised away
+                    # A boundary followed by its summary line is one compaction: the first.
+                    compaction = compaction or node.compaction
+            call = self.calls.get(node.call_key) if node.call_key is not None else None
+            if call is not None and call.first_node is node:
+                usage = call.usage
+                if usage.output_tokens != call.output_tokens:
+                    usage = replace(usage, output_tokens=call.output_tokens)
+                if usage.cache_deleted_tokens > deleted:
+                    # The billed deletion is what left the prompt; a boundary line since the
+                    # previous call (written after the call that deleted) adds its ids.
+                    pruned = Compaction(
+                        CompactionKind.CACHE_DELETION,
+                        None,
+                        tokens_saved=usage.cache_deleted_tokens - deleted,
+                        tool_use_ids=pruned.tool_use_ids if pruned is not None else (),
+                    )
+                deleted = usage.cache_deleted_tokens  # back to 0 when the edits were dropped
+                found.append((call, usage, pending, compaction, before))
+                prunings.append(pruned)
+                last.append(node.stamp)
+                current = call.key
+                pending = []
+                compaction = pruned = None
+            elif current is not None and node.call_key == current:
+                last[-1] = node.stamp
+            pending.extend(node.items)
+            if node.stamp is not None:
+                before = node.stamp
+        calls = []
+        for (call, usage, items, compaction, sent), done, pruned in zip(
+            found, last, prunings, strict=True
+        ):
+            sent_s = _optional_timestamp(sent) if sent is not None else None
+            done_s = _optional_timestamp(done)
+            calls.append(
+                Call(
+                    call.message_id,
+                    call.request_id,
+                    call.timestamp_s,
+                    call.model,
+                    usage,
+                    tuple(items),
+                    call.source,
+                    compaction,
+                    call.timestamp_s if sent_s is None else sent_s,
+                    call.timestamp_s if done_s is None else done_s,
+                    pruned,
+                )
+            )
+        return calls
+
+
+def _depth_first(thread: _ThreadAcc) -> list[_Node]:
+    """Nodes in conversation order: depth first over the parentUuid tree, children in file order.
+
+    A `parentUuid` names the latest node with that uuid read before the child (or, for a
+    parent written later, its first node). Roots are nodes whose parent is absent from this
+    thread (a new chain, a compaction, or a resumed session continuing history held
+    elsewhere). Every node appears exactly once. Iterative: chains can be very deep.
+    """
+    children: dict[int, list[_Node]] = {}
+    roots: list[_Node] = []
+    latest: dict[str, _Node] = {}
+    first = thread.first
+    for node in thread.nodes:
+        parent = None
+        if node.parent is not None:
+            parent = latest.get(node.parent) or first.get(node.parent)
+        if parent is None or parent is node:
+            roots.append(node)
+        else:
+            children.setdefault(id(parent), []).append(node)
+        latest[node.uuid] = node
+    order: list[_Node] = []
+    seen: set[int] = set()
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)
+        stack.extend(reversed(children.get(id(node), ())))
+    if len(order) < len(thread.nodes):  # cycles in a corrupt file: keep the rest in file order
+        order.extend(n for n in thread.nodes if id(n) not in seen)
+    return order
+
+
+def _thread_kind(thread_id: str) -> ThreadKind:
+    if thread_id == _MAIN:
+        return ThreadKind.MAIN
+    if thread_id.startswith("agent-acompact"):
+        return ThreadKind.COMPACT
+    return ThreadKind.SUBAGENT
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """The strings of a list (anything else in it, or a value that is not a list, is ignored)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _optional_int(value: Any) -> int | None:
+    """A count from metadata; None unless it is a plausible non-negative integer."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_PER_CALL:
+        return value
+    return None
+
+
+def _is_whole_call(obj: dict[str, Any]) -> bool:
+    """A line with no `type` that still holds an assistant message with model, id and usage."""
+    msg = obj.get("message")
+    return (
+        isinstance(msg, dict)
+        and isinstance(msg.get("usage"), dict)
+        and isinstance(msg.get("model"), str)
+        and isinstance(msg.get("id"), str)
+    )
+
+
+def _counts_differ(usage: dict[str, Any], first: dict[str, Any]) -> bool:
+    """Whether a later line of a call bills other input or cache counts than its first."""
+    return (
+        usage.get("cache_read_input_tokens") != first.get("cache_read_input_tokens")
+        or usage.get("cache_creation_input_tokens") != first.get("cache_creation_input_tokens")
+        or usage.get("input_tokens") != first.get("input_tokens")
+    )
+
+
+def _optional_timestamp(value: Any) -> float | None:
+    try:
+        return _parse_timestamp(value)
+    except _BadField:
+        return None
+
+
+def _project_dir(path: Path) -> Path:
+    """The project folder a transcript belongs to, whichever layout it uses."""
+    if path.parent.name == "subagents":
+        return path.parent.parent.parent
+    return path.parent
+
+
+class ClaudeCodeLoader:
+    """Loader for Claude Code's `.jsonl` session transcripts."""
+
+    name = "claude-code"
+
+    def sniff(self, path: Path, head: bytes) -> int:
+        if path.suffix != ".jsonl":
+            return 0
+        # Any .jsonl is taken (broken or empty files must be reported, not ignored); lines
+        # that look like Claude Code make it a sure match against other JSONL formats.
+        return 2 if b'"sessionId"' in head or b'"parentUuid"' in head else 1
+
+    def units(self, files: Sequence[Path]) -> list[LoadUnit]:
+        groups: dict[Path, list[Path]] = {}
+        for path in files:
+            groups.setdefault(_project_dir(path), []).append(path)
+        units = []
+        for folder, paths in groups.items():
+            paths.sort()
+            size = sum(_size(p) for p in paths)
+            units.append(LoadUnit(self.name, str(folder), tuple(paths), size))
+        return units
+
+    def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
+        result = LoadResult()
+        reader = _LineReader(from_fs(Path(unit.key).name), detail, result.skips)
+        for path in unit.files:
+            reader.read_file(path)
+        result.sessions = reader.sessions_out()
+        return result
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+register(ClaudeCodeLoader())

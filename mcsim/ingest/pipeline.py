@@ -1,0 +1,347 @@
+"""Load many transcripts on all cores: plan units, map a function over their sessions.
+
+Units (a project folder for Claude Code) are loaded in worker processes, and the per-session
+work (`fn`) runs there too, so only its small result crosses back to the parent: shipping
+whole sessions between processes costs as much as parsing them. Results stream back one
+unit at a time, so memory follows the largest unit rather than the corpus.
+
+Calls are de-duplicated inside a unit by the loader. A call that also appears in an earlier
+unit (a resumed session copied into another project folder: rare) is detected from the keys
+each result carries; that unit is then loaded again in the parent without the calls already
+seen, so the first unit in the fixed order wins and nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from mcsim.ingest.discovery import discover
+from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
+from mcsim.model import Session, SkipReport
+from mcsim.processes import STOP, Parent, end_with
+from mcsim.text import from_fs
+
+# Below this many bytes, starting processes costs more than it saves.
+_PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+
+ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+CallKey = tuple[str, str | None]
+T = TypeVar("T")
+
+
+@dataclass
+class LoadStats:
+    """What a load read and what it could not use."""
+
+    files: int = 0
+    bytes: int = 0
+    files_skipped_by_date: int = 0
+    unrecognised_files: int = 0
+    duplicate_calls: int = 0
+    sessions_outside_dates: int = 0
+    skips: SkipReport = field(default_factory=SkipReport)
+    inputs: list[tuple[str, int]] = field(default_factory=list)  # (path, bytes) of every file
+
+
+class HasCalls(Protocol):
+    """What the pipeline needs of a session, raw (Session) or calibrated (CalSession)."""
+
+    @property
+    def call_keys(self) -> list[CallKey]: ...
+
+    @property
+    def call_counts(self) -> list[int]: ...
+
+    @property
+    def start_s(self) -> float | None: ...
+
+
+S = TypeVar("S", bound=HasCalls)
+
+
+@dataclass
+class Loaded(Generic[S]):
+    sessions: list[S]
+    skips: SkipReport
+    excluded_calls: int = 0
+
+
+class SessionSource(Protocol[S]):
+    """Turns a unit into sessions, leaving out calls already seen elsewhere (picklable)."""
+
+    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[S]: ...
+
+
+@dataclass(frozen=True)
+class RawSource:
+    """Sessions straight from the unit's loader, at the given detail."""
+
+    detail: Detail
+
+    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[Session]:
+        loaded = get_loader(unit.loader).load(unit, self.detail)
+        if not exclude:
+            return Loaded(loaded.sessions, loaded.skips)
+        kept, dropped = without_calls(loaded.sessions, exclude)
+        return Loaded(kept, loaded.skips, dropped)
+
+
+def without_calls(sessions: list[Session], keys: frozenset[CallKey]) -> tuple[list[Session], int]:
+    """The sessions without the calls in `keys` (sessions left empty are dropped)."""
+    kept = []
+    dropped = 0
+    for session in sessions:
+        threads = []
+        for thread in session.threads:
+            calls = tuple(c for c in thread.calls if c.key not in keys)
+            dropped += len(thread.calls) - len(calls)
+            if calls:
+                threads.append(replace(thread, calls=calls))
+        if threads:
+            kept.append(replace(session, threads=tuple(threads)))
+    return kept, dropped
+
+
+@dataclass(frozen=True)
+class _Job(Generic[S, T]):
+    """Everything a worker needs for one unit (picklable: fn must be a module-level callable)."""
+
+    unit: LoadUnit
+    source: SessionSource[S]
+    fn: Callable[[S], T]
+    since_s: float | None
+    until_s: float | None
+    exclude: frozenset[CallKey] = frozenset()
+
+
+@dataclass
+class _UnitOutput(Generic[T]):
+    results: list[tuple[list[CallKey], list[int], T]]
+    skips: SkipReport
+    outside_dates: int = 0
+    excluded_calls: int = 0
+
+
+def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
+    loaded = job.source(job.unit, job.exclude)
+    out: _UnitOutput[T] = _UnitOutput([], loaded.skips, excluded_calls=loaded.excluded_calls)
+    for session in loaded.sessions:
+        STOP.check()  # in a worker STOP is not installed: only the serial run checks
+        start = session.start_s
+        assert start is not None  # loaders only produce sessions with calls
+        if (job.since_s is not None and start < job.since_s) or (
+            job.until_s is not None and start > job.until_s
+        ):
+            out.outside_dates += 1
+            continue
+        out.results.append((session.call_keys, session.call_counts, job.fn(session)))
+    return out
+
+
+def _identity(session: Session) -> Session:
+    return session
+
+
+def map_sessions(
+    paths: Sequence[str],
+    fn: Callable[[S], T],
+    *,
+    source: SessionSource[S] | None = None,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    stats: LoadStats | None = None,
+) -> Iterator[T]:
+    """fn(session) for every session under PATHS that starts within [since_s, until_s].
+
+    `source` turns each unit into sessions (default: the raw loaded sessions with item
+    sizes). `fn` and `source` run in worker processes, so they must be picklable (module-level
+    functions, functools.partial, or dataclass instances). Raises InputNotFoundError before
+    anything else when PATHS match nothing.
+    """
+    stats = stats if stats is not None else LoadStats()
+    found = discover(paths, since_s)
+    units = plan_units(found.files)
+    planned = {f for u in units for f in u.files}
+    stats.files = len(planned)
+    stats.files_skipped_by_date = found.skipped_by_date
+    stats.unrecognised_files = len(found.files) - len(planned)
+    for path in sorted(set(found.files) - planned):
+        stats.skips.add(from_fs(str(path)), 0, "unrecognised_file", "not a known transcript format")
+    for path, what in found.not_regular:
+        stats.skips.add(from_fs(str(path)), 0, "not_regular_file", what)
+    stats.bytes = sum(u.size_bytes for u in units)
+    stats.inputs = sorted((from_fs(str(f)), _size(f)) for f in planned)
+    # Largest first balances the cores; the order is fixed, so results are deterministic.
+    units.sort(key=lambda u: (-u.size_bytes, u.key))
+    src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
+    jobs = [_Job(u, src, fn, since_s, until_s) for u in units]
+    return _collect(jobs, workers, progress, stats)
+
+
+def _collect(
+    jobs: list[_Job[Any, T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
+) -> Iterator[T]:
+    seen: dict[CallKey, int] = {}  # every call so far, with its counts
+    total = stats.bytes
+    done = 0
+    for job, output in _run_all(jobs, workers, total):
+        STOP.check()
+        if any(key in seen for keys, _, _ in output.results for key in keys):
+            _note_conflicts(output, seen, job.unit.key, stats)
+            output = _run_job(replace(job, exclude=frozenset(seen)))
+            stats.duplicate_calls += output.excluded_calls
+        stats.skips.merge(output.skips)
+        stats.sessions_outside_dates += output.outside_dates
+        done += job.unit.size_bytes
+        if progress is not None:
+            progress(done, total)
+        for keys, counts, result in output.results:
+            seen.update(zip(keys, counts, strict=True))
+            yield result
+
+
+def _note_conflicts(
+    output: _UnitOutput[Any],
+    seen: dict[CallKey, int],
+    unit: str,
+    stats: LoadStats,
+) -> None:
+    """Note each call of `output` that an earlier unit also holds with other counts (the
+    earlier one stands): a copy must bill what its original billed."""
+    for keys, counts, _ in output.results:
+        for key, count in zip(keys, counts, strict=True):
+            if key in seen and seen[key] != count:
+                stats.skips.note(
+                    from_fs(unit),
+                    0,
+                    "conflicting_usage",
+                    f"call {key[0][:40]} bills other counts than its copy in an earlier project "
+                    "folder, which stands",
+                )
+
+
+def _run_all(
+    jobs: list[_Job[Any, T]], workers: int | None, total_bytes: int
+) -> Iterator[tuple[_Job[Any, T], _UnitOutput[T]]]:
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    n = min(n, len(jobs))
+    if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
+        for job in jobs:
+            yield job, _run_job(job)
+        return
+    yield from zip(jobs, _forked(jobs, n), strict=True)
+
+
+def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
+    """Every job's output, in job order, computed by `n` forked workers.
+
+    Not multiprocessing.Pool: its three helper threads in the parent burned about a third of
+    a core on a 2-core machine, taken from the workers. Here the workers inherit the jobs
+    (nothing is pickled on the way in), take the next index from a shared counter, and send
+    each output back on their own pipe; the parent only reads and reorders.
+    """
+    ctx = multiprocessing.get_context("fork")  # inherit the modules: workers start in ms
+    counter = ctx.Value("i", 0)
+    parent = Parent.current()
+    procs: list[Any] = []
+    conns: list[Any] = []
+    for _ in range(n):
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_work, args=(jobs, counter, child_end, parent), daemon=True)
+        proc.start()
+        child_end.close()
+        procs.append(proc)
+        conns.append(parent_end)
+    try:
+        ready: dict[int, _UnitOutput[T]] = {}
+        live = list(conns)
+        for index in range(len(jobs)):
+            while index not in ready:
+                if not live:
+                    codes = [p.exitcode for p in procs]
+                    raise RuntimeError(f"a worker process ended early (exit codes {codes})")
+                arrived: list[Any] = multiprocessing.connection.wait(live)
+                for conn in arrived:
+                    try:
+                        k, output = conn.recv()
+                    except EOFError:
+                        live.remove(conn)
+                        continue
+                    if isinstance(output, BaseException):
+                        raise output
+                    ready[k] = output
+            yield ready.pop(index)
+    finally:
+        with STOP.shielded():
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+                proc.join()
+
+
+def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any, parent: Parent) -> None:
+    """A worker: run jobs by increasing index until none is left."""
+    # Ctrl-C is the parent's to handle: it stops the workers, without a traceback from each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with the fork
+    end_with(parent)
+    while True:
+        with counter.get_lock():
+            k = counter.value
+            counter.value += 1
+        if k >= len(jobs):
+            break
+        try:
+            output: _UnitOutput[T] | BaseException = _run_job(jobs[k])
+        except Exception as exc:  # re-raised in the parent, which stops the run
+            output = exc
+        conn.send((k, output))
+    conn.close()
+
+
+def iter_sessions(
+    paths: Sequence[str],
+    *,
+    detail: Detail = Detail.SIZES,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    stats: LoadStats | None = None,
+) -> Iterator[Session]:
+    """Every session under PATHS, de-duplicated, filtered to those starting in [since, until]."""
+    return map_sessions(
+        paths,
+        _identity,
+        source=RawSource(detail),
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        progress=progress,
+        stats=stats,
+    )
+
+
+def load_sessions(
+    paths: Sequence[str], *, detail: Detail = Detail.SIZES, workers: int | None = None
+) -> tuple[list[Session], LoadStats]:
+    """All sessions under PATHS as a list, with the load statistics (for scripts and tests)."""
+    stats = LoadStats()
+    sessions = list(iter_sessions(paths, detail=detail, workers=workers, stats=stats))
+    return sessions, stats
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

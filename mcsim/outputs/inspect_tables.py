@@ -1,0 +1,171 @@
+"""The tables of `mcsim inspect --out`: sessions, calls and breaks of the recording."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcsim.accounting.recorded import InspectReport
+from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
+from mcsim.outputs.tables import TS, frame, write_parquet
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def sessions_frame(report: InspectReport) -> Any:
+    rows = [
+        {
+            "session_id": s.session_id,
+            "project": s.project,
+            "cwd": s.cwd,
+            "start": _utc(s.start_s),
+            "end": _utc(s.end_s),
+            "calls": s.calls,
+            "threads": s.threads,
+            "models": ",".join(s.models),
+            "input_tokens": s.tokens.input_tokens,
+            "cache_write_5m_tokens": s.tokens.cache_write_5m_tokens,
+            "cache_write_1h_tokens": s.tokens.cache_write_1h_tokens,
+            "cache_read_tokens": s.tokens.cache_read_tokens,
+            "output_tokens": s.tokens.output_tokens,
+            "cost_usd": s.cost_usd,
+            "unpriced_calls": s.unpriced_calls,
+            "cache_hit_ratio": s.tokens.cache_hit_ratio,
+            "cache_breaks": s.cache_breaks,
+            "cache_edit_drops": s.cache_edit_drops,
+            "compactions": s.compactions,
+            "recorded_prunes": s.recorded_prunes,
+        }
+        for s in report.sessions
+    ]
+    return frame(rows, SESSIONS_SCHEMA)
+
+
+def calls_frame(report: InspectReport) -> Any:
+    rows = []
+    for r in report.calls:
+        u, c, b = r.call.usage, r.cost, r.cache_break
+        rows.append(
+            {
+                "session_id": r.session_id,
+                "project": r.project,
+                "thread_id": r.thread_id,
+                "thread_kind": r.thread_kind.value,
+                "call_index": r.call_index,
+                "message_id": r.call.message_id,
+                "request_id": r.call.request_id,
+                "timestamp": _utc(r.call.timestamp_s),
+                "model": r.call.model,
+                "input_tokens": u.input_tokens,
+                "cache_write_5m_tokens": u.cache_write_5m_tokens,
+                "cache_write_1h_tokens": u.cache_write_1h_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "output_tokens": u.output_tokens,
+                "prompt_tokens": u.prompt_tokens,
+                "cost_usd": c.total_usd if c else None,
+                "input_usd": c.input_usd if c else None,
+                "cache_write_5m_usd": c.cache_write_5m_usd if c else None,
+                "cache_write_1h_usd": c.cache_write_1h_usd if c else None,
+                "cache_read_usd": c.cache_read_usd if c else None,
+                "output_usd": c.output_usd if c else None,
+                "long_context": c.long_context if c else False,
+                "cache_hit_ratio": r.cache_hit_ratio,
+                "ttl": r.ttl,
+                "gap_seconds": r.gap_seconds,
+                "compaction_before": r.call.compaction is not None,
+                "is_break": b is not None,
+                "break_cause": b.cause.value if b else None,
+                "split_mismatch": u.split_mismatch,
+                "speed": u.speed,
+                "inference_geo": u.inference_geo,
+                "source_file": r.call.source.file,
+                "source_line": r.call.source.line,
+            }
+        )
+    return frame(rows, CALLS_SCHEMA)
+
+
+def breaks_frame(report: InspectReport) -> Any:
+    rows = [
+        {
+            "session_id": b.session_id,
+            "project": b.project,
+            "thread_id": b.thread_id,
+            "call_index": b.cache_break.call_index,
+            "timestamp": _utc(b.timestamp_s),
+            "model": b.model,
+            "previous_read_tokens": b.cache_break.previous_read_tokens,
+            "read_tokens": b.cache_break.read_tokens,
+            "drop_tokens": b.cache_break.drop_tokens,
+            "gap_seconds": b.cache_break.gap_seconds,
+            "cause": b.cache_break.cause.value,
+            "expected": b.cache_break.expected,
+            "source_file": b.source.file,
+            "source_line": b.source.line,
+        }
+        for b in report.breaks
+    ]
+    return frame(rows, BREAKS_SCHEMA)
+
+
+SESSIONS_SCHEMA: dict[str, str] = {
+    "session_id": "str", "project": "str", "cwd": "str", "start": TS, "end": TS,
+    "calls": "int", "threads": "int", "models": "str", "input_tokens": "int",
+    "cache_write_5m_tokens": "int", "cache_write_1h_tokens": "int", "cache_read_tokens": "int",
+    "output_tokens": "int", "cost_usd": "float", "unpriced_calls": "int",
+    "cache_hit_ratio": "float", "cache_breaks": "int", "cache_edit_drops": "int",
+    "compactions": "int", "recorded_prunes": "int",
+}  # fmt: skip
+CALLS_SCHEMA: dict[str, str] = {
+    "session_id": "str", "project": "str", "thread_id": "str", "thread_kind": "str",
+    "call_index": "int", "message_id": "str", "request_id": "str", "timestamp": TS,
+    "model": "str", "input_tokens": "int", "cache_write_5m_tokens": "int",
+    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
+    "prompt_tokens": "int", "cost_usd": "float", "input_usd": "float",
+    "cache_write_5m_usd": "float", "cache_write_1h_usd": "float", "cache_read_usd": "float",
+    "output_usd": "float", "long_context": "bool", "cache_hit_ratio": "float", "ttl": "str",
+    "gap_seconds": "float", "compaction_before": "bool", "is_break": "bool",
+    "break_cause": "str", "split_mismatch": "bool", "speed": "str", "inference_geo": "str",
+    "source_file": "str", "source_line": "int",
+}  # fmt: skip
+BREAKS_SCHEMA: dict[str, str] = {
+    "session_id": "str", "project": "str", "thread_id": "str", "call_index": "int",
+    "timestamp": TS, "model": "str", "previous_read_tokens": "int", "read_tokens": "int",
+    "drop_tokens": "int", "gap_seconds": "float", "cause": "str", "expected": "bool",
+    "source_file": "str", "source_line": "int",
+}  # fmt: skip
+
+
+def inspect_run_record(
+    report: InspectReport, paths: Sequence[str], options: dict[str, Any]
+) -> dict[str, Any]:
+    """run.json of `inspect --out`: the input and options behind the tables, and mcsim's mark
+    on the folder, so that --force may replace it later."""
+    return {
+        **run_header(paths, report.stats),
+        "price_table": report.price_table,
+        "options": options,
+    }
+
+
+def write_inspect_tables(
+    report: InspectReport, out_dir: Path, force: bool, run: dict[str, Any]
+) -> list[Path]:
+    """The three tables and run.json (see `inspect_run_record`), written as one run."""
+    frames = {
+        "sessions.parquet": sessions_frame,
+        "calls.parquet": calls_frame,
+        "breaks.parquet": breaks_frame,
+    }
+
+    def writer(fn: Callable[[InspectReport], Any]) -> Callable[[Path], None]:
+        return lambda path: write_parquet(fn(report), path)
+
+    writers = {name: writer(fn) for name, fn in frames.items()}
+    writers["run.json"] = lambda path: write_json(path, run)
+    write_run_dir(out_dir, writers, force)
+    return [out_dir / name for name in writers]

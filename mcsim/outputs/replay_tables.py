@@ -1,0 +1,407 @@
+"""What a replay writes and prints: Parquet tables, run.json, charts, the summary table, JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcsim.outputs.charts import ChartProcess
+from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
+from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
+from mcsim.replay.run import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
+from mcsim.text import NAME_LIMIT, printable
+
+CACHE_EDIT_NOTE = (
+    "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed from "
+    "the call that carries the edit (neither read nor written again), with no write penalty, "
+    "and the drop in reads they cause is not a cache break (not documented by Anthropic)"
+)
+
+REPLAY_CALLS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
+    "thread_kind": "str", "call_index": "int", "timestamp": TS, "model": "str", "ttl": "str",
+    "prompt_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
+    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
+    "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
+    "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
+}  # fmt: skip
+REPLAY_BREAKS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
+    "call_index": "int", "timestamp": TS, "model": "str", "previous_read_tokens": "int",
+    "read_tokens": "int", "drop_tokens": "int", "gap_seconds": "float", "cause": "str",
+    "expected": "bool",
+}  # fmt: skip
+REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "start": TS, "calls": "int",
+    "cost_usd": "float", "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int", "cache_read_tokens": "int", "cache_write_tokens": "int",
+    "cache_hit_ratio": "float", "cache_breaks": "int", "fidelity_error": "float",
+}  # fmt: skip
+SUMMARY_SCHEMA: dict[str, str] = {
+    "policy": "str", "description": "str", "cost_usd": "float",
+    "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
+    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
+    "cache_hit_ratio": "float", "mean_context_tokens": "float", "max_prompt_tokens": "int",
+    "cache_breaks": "int", "cache_edit_drops": "int",
+    "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
+    "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
+    "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
+    "fidelity_overall_error": "float",
+    "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
+}  # fmt: skip
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _pct(value: float, reference: float) -> float:
+    return 100 * (reference - value) / reference if reference else 0.0
+
+
+def _unexpected(t: PolicyTotals) -> int:
+    return t.cache_breaks - t.breaks_by_cause["compaction"] - t.breaks_by_cause["policy_clearing"]
+
+
+def _refetch_fields(t: PolicyTotals, baseline_usd: float) -> dict[str, Any]:
+    """The re-fetch risk of a policy, and its savings with the re-fetches paid."""
+    return {
+        "cleared_results": t.cleared_results,
+        "refetch_hazards": t.refetch_hazards,
+        "refetch_risk": t.refetch_risk,
+        "refetch_cost_usd": t.refetch_cost_usd,
+        "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, baseline_usd),
+    }
+
+
+def _policy_rows(report: ReplayReport) -> list[tuple[str, str, PolicyTotals]]:
+    rows = [(RECORDED, "as recorded", report.recorded)]
+    rows += [(s.name, s.description, s.totals) for s in report.summaries()]
+    return rows
+
+
+def summary_frame(report: ReplayReport) -> Any:
+    fidelity_ok = not report.sessions_over_threshold()
+    rows = []
+    for name, description, t in _policy_rows(report):
+        rows.append(
+            {
+                "policy": name,
+                "description": description,
+                "cost_usd": t.cost_usd,
+                "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
+                "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),
+                "cleared_tokens": t.cleared_tokens,
+                "input_tokens": t.tokens.input_tokens,
+                "cache_write_5m_tokens": t.tokens.cache_write_5m_tokens,
+                "cache_write_1h_tokens": t.tokens.cache_write_1h_tokens,
+                "cache_read_tokens": t.tokens.cache_read_tokens,
+                "output_tokens": t.tokens.output_tokens,
+                "cache_hit_ratio": t.tokens.cache_hit_ratio,
+                "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0.0,
+                "max_prompt_tokens": t.max_prompt_tokens,
+                "cache_breaks": t.cache_breaks,
+                "cache_edit_drops": t.cache_edit_drops,
+                "unexpected_breaks": _unexpected(t),
+                "unpriced_calls": t.unpriced_calls,
+                "compactions": t.compactions,
+                "compactions_still_reached": t.compactions_still_reached,
+                **_refetch_fields(t, report.baseline.cost_usd),
+                "fidelity_overall_error": report.fidelity_overall,
+                "fidelity_worst_session_error": report.fidelity_worst,
+                "fidelity_ok": fidelity_ok,
+            }
+        )
+    return frame(rows, SUMMARY_SCHEMA)
+
+
+def sessions_frame(report: ReplayReport) -> Any:
+    rows = []
+    for s in report.sessions:
+        base = next((p for p in s.policies if p.name == "baseline"), None)
+        for t in [s.recorded, *s.policies]:
+            rows.append(
+                {
+                    "policy": t.name,
+                    "session_id": s.session_id,
+                    "project": s.project,
+                    "start": _utc(s.start_s),
+                    "calls": s.calls,
+                    "cost_usd": t.cost_usd,
+                    "savings_vs_recorded_pct": _pct(t.cost_usd, s.recorded.cost_usd),
+                    "savings_vs_baseline_pct": _pct(t.cost_usd, base.cost_usd if base else 0),
+                    "cleared_tokens": t.cleared_tokens,
+                    "cache_read_tokens": t.tokens.cache_read_tokens,
+                    "cache_write_tokens": t.tokens.cache_write_5m_tokens
+                    + t.tokens.cache_write_1h_tokens,
+                    "cache_hit_ratio": t.tokens.cache_hit_ratio,
+                    "cache_breaks": t.cache_breaks,
+                    "fidelity_error": s.fidelity_error,
+                }
+            )
+    return frame(rows, REPLAY_SESSIONS_SCHEMA)
+
+
+def _columns_frame(
+    parts: list[list[list[object]]], columns: tuple[str, ...], schema: dict[str, str]
+) -> Any:
+    """One table from every session's columns (timestamps arrive as epoch seconds)."""
+    import polars as pl
+
+    empty = frame([], schema)
+    if not parts:
+        return empty
+    data = {
+        name: list(itertools.chain.from_iterable(p[i] for p in parts))
+        for i, name in enumerate(columns)
+    }
+    stamps = pl.Series("timestamp", data.pop("timestamp"), dtype=pl.Float64)
+    df = pl.DataFrame(data, schema={k: v for k, v in empty.schema.items() if k in data})
+    df = df.with_columns(
+        (stamps * 1000).round().cast(pl.Int64).cast(pl.Datetime("ms", "UTC")).alias("timestamp"),
+        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
+    )
+    return df.select(empty.columns)
+
+
+def calls_frame(report: ReplayReport) -> Any:
+    """Every call of every policy (and of the recording), ordered by policy, session, thread
+    and call."""
+    import polars as pl
+
+    rows = report.call_rows()
+    empty = frame([], REPLAY_CALLS_SCHEMA)
+    columns = {}
+    for name, dtype in empty.schema.items():
+        if name in rows.codes:
+            columns[name] = rows.string(name)
+        elif name in rows.numbers:
+            values = rows.numbers[name]
+            if name == "timestamp":  # epoch seconds to milliseconds
+                values = (values * 1000).round().astype("int64")
+            columns[name] = pl.Series(name, values).cast(dtype)
+    table = pl.DataFrame(columns).with_columns(
+        pl.col("cost_usd").fill_nan(None),
+        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
+    )
+    return table.select(empty.columns)
+
+
+def breaks_frame(report: ReplayReport) -> Any:
+    parts = [s.break_columns for s in report.sessions if s.break_columns]
+    return _columns_frame(parts, BREAK_COLUMNS, REPLAY_BREAKS_SCHEMA)
+
+
+def run_record(
+    report: ReplayReport, paths: list[str], policy_file: Path, options: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything needed to reproduce the run."""
+    policy_bytes = policy_file.read_bytes()
+    return {
+        **run_header(paths, report.stats),
+        "policy_file": str(policy_file),
+        "policy_file_sha256": hashlib.sha256(policy_bytes).hexdigest(),
+        "policy_file_text": policy_bytes.decode("utf-8", "replace"),
+        "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
+        "price_table": report.price_table,
+        "options": options,
+        "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
+        **run_summary(report),
+    }
+
+
+def run_summary(report: ReplayReport) -> dict[str, Any]:
+    """What `mcsim report` shows that the tables do not hold: the input, the recording, the
+    fidelity of the replay."""
+    sessions = report.sessions
+    rec = report.recorded
+    return {
+        "analysed": {
+            "sessions": len(sessions),
+            "calls": rec.calls,
+            "start": _utc(min(s.start_s for s in sessions)).isoformat() if sessions else None,
+            "end": _utc(max(s.end_s for s in sessions)).isoformat() if sessions else None,
+            "projects": sorted({s.project for s in sessions}),
+            "models": sorted({m for s in sessions for m in s.models}),
+        },
+        "recorded": {
+            "cost_usd": rec.cost_usd,
+            "unpriced_calls": rec.unpriced_calls,
+            "input_tokens": rec.tokens.input_tokens,
+            "cache_write_5m_tokens": rec.tokens.cache_write_5m_tokens,
+            "cache_write_1h_tokens": rec.tokens.cache_write_1h_tokens,
+            "cache_read_tokens": rec.tokens.cache_read_tokens,
+            "output_tokens": rec.tokens.output_tokens,
+            "cache_hit_ratio": rec.tokens.cache_hit_ratio,
+            "cache_breaks": rec.cache_breaks,
+            "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
+        },
+        "baseline_cost_usd": report.baseline.cost_usd,
+        "cleared_nothing": report.idle_notes(),  # policy name -> why
+        "fidelity": {
+            "overall_error": report.fidelity_overall,
+            "worst_session_error": report.fidelity_worst,
+            "threshold": report.fidelity_threshold,
+            "sessions_over_threshold": [
+                {"session_id": s.session_id, "error": s.fidelity_error}
+                for s in report.sessions_over_threshold()
+            ],
+        },
+    }
+
+
+def write_replay_outputs(
+    report: ReplayReport,
+    out_dir: Path,
+    force: bool,
+    run: dict[str, Any],
+    chart_process: ChartProcess | None = None,
+) -> list[str]:
+    """Tables, run.json and charts; the charts are drawn by `chart_process` when given."""
+    from mcsim.outputs.charts import CHARTS, chart_data, draw_all, savings_data
+
+    writers: dict[str, Callable[[Path], None]] = {
+        "summary.parquet": lambda p: write_parquet(summary_frame(report), p),
+        "sessions.parquet": lambda p: write_parquet(sessions_frame(report), p),
+        "calls.parquet": lambda p: write_parquet(calls_frame(report), p),
+        "breaks.parquet": lambda p: write_parquet(breaks_frame(report), p),
+        "run.json": lambda p: write_json(p, run),
+    }
+
+    def charts(folder: Path) -> ChartProcess | None:
+        if chart_process is None:
+            draw_all(chart_data(report), folder)
+            return None
+        try:
+            # The savings chart needs only the totals: it is drawn while the rest is prepared.
+            chart_process.start(savings_data(report), folder, ["savings.png"])
+            others = [name for name in CHARTS if name != "savings.png"]
+            chart_process.start(chart_data(report), folder, others)
+        except BaseException:
+            chart_process.close()  # it may be drawing into the folder that is about to go
+            raise
+        return chart_process
+
+    write_run_dir(out_dir, writers, force, background=charts)
+    return [*writers, *CHARTS]
+
+
+def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
+    from mcsim.outputs.terminal import skipped_json
+
+    over = report.sessions_over_threshold()
+    return {
+        "policies": [
+            {
+                "name": name,
+                "description": description,
+                "cost_usd": round(t.cost_usd, 6),
+                "savings_vs_recorded_pct": round(_pct(t.cost_usd, report.recorded.cost_usd), 4),
+                "savings_vs_baseline_pct": round(_pct(t.cost_usd, report.baseline.cost_usd), 4),
+                "cleared_tokens": t.cleared_tokens,
+                "cache_breaks": t.cache_breaks,
+                "cache_edit_drops": t.cache_edit_drops,
+                "unexpected_breaks": _unexpected(t),
+                "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
+                "cache_hit_ratio": round(t.tokens.cache_hit_ratio, 6),
+                "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
+                "max_prompt_tokens": t.max_prompt_tokens,
+                "compactions": t.compactions,
+                "compactions_still_reached": t.compactions_still_reached,
+                **_refetch_fields(t, report.baseline.cost_usd),
+                "unpriced_calls": t.unpriced_calls,
+            }
+            for name, description, t in _policy_rows(report)[1:]
+        ],
+        "recorded": {
+            "cost_usd": round(report.recorded.cost_usd, 6),
+            "calls": report.recorded.calls,
+            "cache_breaks": report.recorded.cache_breaks,
+            "cache_edit_drops": report.recorded.cache_edit_drops,
+            "cache_hit_ratio": round(report.recorded.tokens.cache_hit_ratio, 6),
+            "prunes": dict(sorted(report.recorded_prunes.items())),
+        },
+        "fidelity": {
+            "overall_error": round(report.fidelity_overall, 6),
+            "worst_session_error": round(report.fidelity_worst, 6),
+            "threshold": report.fidelity_threshold,
+            "sessions_over_threshold": [
+                {"session_id": s.session_id, "project": s.project, "error": s.fidelity_error}
+                for s in over
+            ],
+            "ok": not over,
+        },
+        "sessions": len(report.sessions),
+        "calibration_fallback_calls": report.calibration_fallbacks,
+        "price_table": report.price_table,
+        "notes": [
+            CACHE_EDIT_NOTE,
+            *(f"{name} cleared nothing: {why}" for name, why in report.idle_notes().items()),
+        ],
+        "skipped": skipped_json(report.stats),
+        "out_dir": out_dir,
+    }
+
+
+def replay_text(report: ReplayReport) -> str:
+    from mcsim.outputs.terminal import load_notes, table
+
+    headers = ["policy", "cost $", "vs recorded", "vs baseline", "net of re-fetch", "cleared",
+               "re-fetch risk", "hit %", "breaks", "unexpected"]  # fmt: skip
+    rows = []
+    for name, _desc, t in _policy_rows(report):
+        rows.append(
+            [
+                printable(name, limit=NAME_LIMIT),
+                f"{t.cost_usd:.4f}",
+                f"{_pct(t.cost_usd, report.recorded.cost_usd):+.2f}%",
+                "" if name == RECORDED else f"{_pct(t.cost_usd, report.baseline.cost_usd):+.2f}%",
+                ""
+                if name == RECORDED
+                else f"{_pct(t.net_cost_usd, report.baseline.cost_usd):+.2f}%",
+                f"{t.cleared_tokens:,}",
+                f"{t.refetch_hazards}/{t.cleared_results} ({100 * t.refetch_risk:.0f}%)"
+                if t.cleared_results
+                else "",
+                f"{100 * t.tokens.cache_hit_ratio:.1f}",
+                str(t.cache_breaks),
+                str(_unexpected(t)),
+            ]
+        )
+    lines = table(headers, rows, right=set(range(1, 10)))
+    over = report.sessions_over_threshold()
+    label = "OK" if not over else f"LOW: {len(over)} sessions over {report.fidelity_threshold:.0%}"
+    lines.append(
+        f"fidelity (no-pruning replay vs recording, reads+writes): overall "
+        f"{report.fidelity_overall:.3%}, worst session {report.fidelity_worst:.3%} [{label}]"
+    )
+    for s in over[:5]:
+        project, session = (printable(v, limit=NAME_LIMIT) for v in (s.project, s.session_id))
+        lines.append(f"  {project} {session}: {s.fidelity_error:.2%}")
+    lines.append(
+        f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
+        + CACHE_EDIT_NOTE
+        + "."
+    )
+    prunes = report.recorded_prunes
+    if prunes:
+        kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(prunes.items()))
+        lines.append(
+            f"note: the recording already pruned {sum(prunes.values())} times ({kinds}); "
+            "replayed as recorded, not as compactions"
+        )
+    for name, why in report.idle_notes().items():
+        lines.append(f"note: {printable(name, limit=NAME_LIMIT)} cleared nothing: {why}")
+    unpriced = report.recorded.unpriced_calls
+    if unpriced:
+        lines.append(
+            f"warning: {unpriced} recorded calls use a model not in price table "
+            f"{printable(report.price_table, limit=NAME_LIMIT)}; every cost here excludes them"
+        )
+    lines.extend(load_notes(report.stats))
+    return "\n".join(lines)

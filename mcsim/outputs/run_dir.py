@@ -1,0 +1,337 @@
+"""Safe run-directory writes, for every command that writes one.
+
+Data is never lost to an output: a run directory is written into a temporary sibling and
+renamed into place, and `--force` replaces only a run directory mcsim wrote: a folder holding
+nothing but files mcsim writes into run directories (`RUN_FILES`), with mcsim's run.json. Never
+a folder that is or holds an input, the session cache, the current directory or one of its
+parents, or a home directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from mcsim import __version__
+from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
+from mcsim.ingest.discovery import default_roots
+from mcsim.ingest.loaders.jsonl import file_kind, read_regular
+from mcsim.ingest.pipeline import LoadStats
+from mcsim.processes import STOP
+
+RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
+# Every name mcsim writes into a run directory: `inspect --out`, `replay` (its charts are
+# mcsim.outputs.charts.CHARTS), `sweep` and `report`. --force replaces a folder only if it holds
+# nothing else, so a file mcsim did not write (a transcript, a policy file) is never lost.
+RUN_FILES = frozenset(
+    {
+        "run.json",
+        "summary.parquet",
+        "sessions.parquet",
+        "calls.parquet",
+        "breaks.parquet",
+        "cumulative_cost.png",
+        "context_size.png",
+        "savings.png",
+        "break_timeline.png",
+        "sweep.parquet",
+        "savings_curve.png",
+        "risk_tradeoff.png",
+        "report.html",
+        "report.md",
+    }
+)
+# Far above any run.json mcsim writes (one line per input file): a bound on what is read back.
+RUN_JSON_MAX_BYTES = 256 * 1024 * 1024
+
+
+def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
+    """What every run.json starts with: mcsim's format marker and version, the time, and
+    every input file with its size."""
+    return {
+        "format": RUN_FORMAT,
+        "mcsim_version": __version__,
+        "python": platform.python_version(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "paths": list(paths),
+        "input_files": stats.files,
+        "input_bytes": stats.bytes,
+        "files": [{"path": p, "bytes": n} for p, n in stats.inputs],
+    }
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def is_run_dir(folder: Path) -> bool:
+    """Whether `folder` has mcsim's run.json: a JSON object with mcsim's format marker (or,
+    written before the marker existed, an `mcsim_version`).
+
+    Only a mark, easy to forge: --force also requires that nothing else is there.
+    """
+    try:
+        doc = orjson.loads(read_regular(folder / "run.json", RUN_JSON_MAX_BYTES))
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    return str(doc.get("format", "")).startswith("mcsim-run/") or "mcsim_version" in doc
+
+
+def _not_replaceable(folder: Path) -> str | None:
+    """Why `--force` may not replace the non-empty `folder`, or None if it may: every entry is
+    a regular file named in RUN_FILES, and run.json is mcsim's."""
+    foreign = _foreign_entry(folder)
+    if foreign is not None:
+        return (
+            f"holds {foreign}, not a file mcsim writes; --force replaces only a run directory "
+            "mcsim wrote"
+        )
+    if not is_run_dir(folder):
+        return (
+            "not empty and not a run directory written by mcsim (no mcsim run.json); --force "
+            "replaces only those"
+        )
+    return None
+
+
+def _foreign_entry(folder: Path) -> str | None:
+    """The first entry of `folder` (by name) that is not a file mcsim writes, or None.
+
+    At most one entry more than RUN_FILES holds is listed: one of those must be foreign, and
+    a folder of millions of files is not read through.
+    """
+    entries: list[os.DirEntry[str]] = []
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            entries.append(entry)
+            if len(entries) > len(RUN_FILES):
+                break
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.name not in RUN_FILES:
+            return entry.name
+        if not entry.is_file(follow_symlinks=False):
+            if entry.is_symlink():
+                return f"{entry.name} (a symbolic link)"
+            return f"{entry.name} ({file_kind(entry.stat(follow_symlinks=False).st_mode)})"
+    return None
+
+
+def input_paths(paths: Sequence[str]) -> list[Path]:
+    """What PATHS name (globs expanded, as discovery does), or Claude Code's default folders
+    when there are none: the folders a run directory may never be or hold."""
+    if not paths:
+        return default_roots()
+    return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
+
+
+def check_out_dir(
+    out_dir: Path, force: bool, inputs: Sequence[Path] = (), cache: Path | None = None
+) -> None:
+    """Refuse, before any work, an output directory the run may not write or replace.
+
+    Without `force` an existing non-empty directory is refused; with it, only a run directory
+    mcsim wrote may be replaced (`_not_replaceable`). Whatever `force` says, `out_dir` may not
+    be or hold any of `inputs`, be, hold or lie in the session `cache` folder, be the current
+    directory or one of its parents, or a home directory (symlinks resolved). And a folder
+    must really be creatable where the run goes: a replay can take minutes, and failing after
+    it would waste them (os.access answers yes to root even on a read-only mount, so a folder
+    is made and removed). A path the system cannot even look at (a name too long) is refused
+    with the system's reason.
+    """
+    try:
+        why = _never_a_run_dir(out_dir, inputs, cache)
+        if why:
+            raise OutputRefusedError(f"{out_dir}: {why}; choose another --out")
+        if os.path.lexists(out_dir) and not out_dir.is_dir():
+            raise OutputRefusedError(f"{out_dir}: exists and is not a directory")
+        if _has_entries(out_dir):
+            why = _not_replaceable(out_dir)
+            if why:
+                raise OutputRefusedError(f"{out_dir}: {why}")
+            if not force:
+                raise OutputExistsError(
+                    f"{out_dir}: already holds a run (use --force to replace it)"
+                )
+    except OSError as exc:
+        raise OutputRefusedError(f"{out_dir}: {exc.strerror or exc}") from exc
+    _check_writable(out_dir)
+
+
+def _never_a_run_dir(out_dir: Path, inputs: Sequence[Path], cache: Path | None) -> str | None:
+    """Why `out_dir` may never be written as a run directory, or None."""
+    cwd = _cwd()
+    if cwd is None and not out_dir.is_absolute():
+        return "is relative, and the current directory no longer exists"
+    target = out_dir.resolve()
+    if target == Path(target.anchor):
+        return "is the root directory"
+    if cwd is not None:  # deleted, it holds nothing to protect
+        if target == cwd:
+            return "is the current directory"
+        if target in cwd.parents:
+            return "is a parent of the current directory"
+    homes = {Path.home(), Path(os.environ.get("HOME") or Path.home())}
+    if target in {home.resolve() for home in homes}:
+        return "is a home directory"
+    for path in inputs:
+        resolved = path.resolve()
+        if target == resolved:
+            return f"is an input ({path})"
+        if target in resolved.parents:
+            return f"holds the input {path}"
+    if cache is not None:
+        resolved = cache.resolve()
+        if target == resolved:
+            return f"is the session cache folder ({cache})"
+        if target in resolved.parents:
+            return f"holds the session cache folder {cache}"
+        if resolved in target.parents:
+            return f"is inside the session cache folder {cache}"
+    return None
+
+
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd().resolve()
+    except FileNotFoundError:  # the working directory was deleted
+        return None
+
+
+def _has_entries(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Make and remove a folder where the run's temporary folder will be made."""
+    parent = out_dir.absolute().parent
+    try:
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise OutputRefusedError(f"{out_dir}: {parent} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    except OSError as exc:
+        raise OutputRefusedError(f"{out_dir}: cannot write in {parent}: {exc.strerror}") from exc
+
+
+class Background(Protocol):
+    """Files another process writes into the run folder while the tables are written."""
+
+    def wait(self) -> None:
+        """Return when every file asked for is written; raise if one could not be."""
+
+    def close(self) -> None:
+        """Stop at once: nothing is written into the folder after this returns."""
+
+
+def write_run_dir(
+    out_dir: Path,
+    writers: dict[str, Callable[[Path], None]],
+    force: bool,
+    background: Callable[[Path], Background | None] | None = None,
+) -> None:
+    """Write every file into a temporary sibling directory, then swap it into place.
+
+    A reader never sees a half-written run, and a failed or interrupted write leaves the old
+    run intact and no temporary folder behind. `background(folder)` starts more writing
+    elsewhere and returns it (None if it already finished); the swap waits for it, and a
+    failure stops it before the temporary folder is removed, or it would write into a folder
+    that no longer exists and leave it behind again. A write that fails (a full disk, a
+    folder removed meanwhile) is an McsimError naming `out_dir` and the system's reason.
+    """
+    check_out_dir(out_dir, force)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        pending: Background | None = None
+        try:
+            os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private; a run dir is not
+            pending = background(tmp) if background is not None else None
+            for name, write in writers.items():
+                STOP.check()  # a stop polars swallowed while building a table resurfaces here
+                write(tmp / name)
+            if pending is not None:
+                pending.wait()
+            STOP.check()
+            with STOP.shielded():  # half a swap would leave the old run aside
+                _swap_in(tmp, out_dir, force)
+        finally:
+            with STOP.shielded():
+                if pending is not None:
+                    pending.close()
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as exc:
+        reason = _write_failure(exc)
+        if reason is None:
+            raise
+        raise McsimError(f"{out_dir}: could not write the run ({reason})") from exc
+
+
+def _write_failure(exc: Exception) -> str | None:
+    """Why writing failed, if `exc` is a failure to write; None for anything else (a bug keeps
+    its traceback). Polars reports the system's errors as ComputeError ("underlying IO
+    error: No space left on device")."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    polars = sys.modules.get("polars")  # not imported: none of its errors can have happened
+    if polars is not None and isinstance(exc, polars.exceptions.ComputeError):
+        return (str(exc).splitlines() or ["polars could not write a table"])[0]
+    return None
+
+
+def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
+    """Rename the finished run to `out_dir`, replacing what is there only with `force`.
+
+    The run checked at the start may have been replaced meanwhile, or another run may have
+    taken a new `out_dir` (two runs racing for it): with `force` the folder is checked again
+    and the old run is moved aside, then removed once the new one is in place (or put back if
+    that fails); without, rename itself refuses a non-empty directory.
+    """
+    if not (force and _has_entries(out_dir)):
+        _rename(tmp, out_dir)
+        return
+    if _not_replaceable(out_dir) is not None:
+        raise OutputRefusedError(
+            f"{out_dir}: no longer a run directory written by mcsim; not replaced"
+        )
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+    try:
+        os.rename(out_dir, old / "run")
+        _rename(tmp, out_dir)
+    finally:
+        if not os.path.lexists(out_dir) and os.path.lexists(old / "run"):
+            os.rename(old / "run", out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _rename(tmp: Path, out_dir: Path) -> None:
+    try:
+        os.rename(tmp, out_dir)  # onto an empty directory only, on every POSIX system
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise OutputExistsError(
+                f"{out_dir}: already holds a run, written while this one ran (use --force to "
+                "replace it)"
+            ) from exc
+        raise McsimError(f"{out_dir}: could not move the run into place: {exc.strerror}") from exc
+
+
+def umask() -> int:
+    """The process's umask (reading it means setting it: it is put back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,278 @@
+"""What a sweep writes and prints: sweep.parquet, two charts, run.json, a table, JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE
+from mcsim.outputs.run_dir import write_json, write_run_dir
+from mcsim.outputs.tables import frame, write_parquet
+from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.sweep import Outcome, Recommendation, Variant, pareto_front
+from mcsim.text import printable
+
+SWEEP_SCHEMA: dict[str, str] = {
+    "level": "str",
+    "variant": "str",
+    "params": "str",
+    "session_id": "str",
+    "project": "str",
+    "cost_usd": "float",
+    "savings_vs_baseline_pct": "float",
+    "net_savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int",
+    "cache_breaks": "int",
+    "cleared_results": "int",
+    "refetch_hazards": "int",
+    "refetch_risk": "float",
+    "refetch_cost_usd": "float",
+    "recommended": "bool",
+}
+
+
+def _params_text(v: Variant) -> str:
+    return ", ".join(f"{k}={val}" for k, val in v.params)
+
+
+def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> Any:
+    """One row per variant (level `variant`) and per variant x session (level `session`)."""
+    best = rec.best.variant.name if rec.best else None
+    base_cost = report.baseline.cost_usd
+    rows = [_row("variant", o.variant, None, None, o.totals, base_cost, best) for o in results]
+    names = {o.variant.scenario.name: o.variant for o in results}
+    for s in report.sessions:
+        base = next((p for p in s.policies if p.name == "baseline"), None)
+        session_base = base.cost_usd if base else 0.0
+        for t in s.policies:
+            variant = names.get(t.name)
+            if variant is not None:
+                rows.append(
+                    _row("session", variant, s.session_id, s.project, t, session_base, best)
+                )
+    return frame(rows, SWEEP_SCHEMA)
+
+
+def _row(
+    level: str,
+    variant: Variant,
+    session_id: str | None,
+    project: str | None,
+    t: PolicyTotals,
+    base_cost: float,
+    best: str | None,
+) -> dict[str, Any]:
+    """One sweep.parquet row: a variant's totals over the run, or over one session."""
+    return {
+        "level": level,
+        "variant": variant.name,
+        "params": _params_text(variant),
+        "session_id": session_id,
+        "project": project,
+        "cost_usd": t.cost_usd,
+        "savings_vs_baseline_pct": _pct(t.cost_usd, base_cost),
+        "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, base_cost),
+        "cleared_tokens": t.cleared_tokens,
+        "cache_breaks": t.cache_breaks,
+        "cleared_results": t.cleared_results,
+        "refetch_hazards": t.refetch_hazards,
+        "refetch_risk": t.refetch_risk,
+        "refetch_cost_usd": t.refetch_cost_usd,
+        "recommended": variant.name == best,
+    }
+
+
+def _pct(value: float, reference: float) -> float:
+    return 100 * (reference - value) / reference if reference else 0.0
+
+
+def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
+    """Savings over the first swept parameter, one line per value of the second."""
+    from mcsim.outputs.charts import finish, pyplot
+
+    plt = pyplot()
+    first = results[0].variant.params
+    x_key = first[0][0]
+    group_key = first[1][0] if len(first) > 1 else None
+    groups: dict[str, list[Outcome]] = {}
+    for o in results:
+        params = dict(o.variant.params)
+        label = f"{group_key}={params[group_key]}" if group_key else "all"
+        groups.setdefault(label, []).append(o)
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    for label, members in groups.items():
+        xs = [_axis_value(dict(o.variant.params)[x_key]) for o in members]
+        line = ax.plot(
+            xs, [o.savings_pct for o in members], marker="o", label=f"{label}: as simulated"
+        )
+        ax.plot(
+            xs,
+            [o.net_savings_pct for o in members],
+            linestyle="--",
+            marker=".",
+            color=line[0].get_color(),
+            label=f"{label}: net of re-fetches",
+        )
+    if rec.best is not None:
+        _mark(ax, _axis_value(dict(rec.best.variant.params)[x_key]), rec.best)
+    ax.axhline(0, color="black", linewidth=0.8)
+    finish(plt, fig, ax, path, f"Savings vs no pruning over {x_key}", x_key,
+           "savings (% of the no-pruning cost)")  # fmt: skip
+
+
+def _mark(ax: Any, x: Any, best: Outcome) -> None:
+    """Circle the recommended variant."""
+    ax.scatter(
+        [x],
+        [best.net_savings_pct],
+        s=210,
+        facecolors="none",
+        edgecolors="red",
+        linewidths=2,
+        label=f"recommended: {best.variant.name}",
+        zorder=5,
+    )
+
+
+def _axis_value(value: Any) -> Any:
+    return str(value) if isinstance(value, str) else value
+
+
+def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
+    """Net savings against re-fetch risk, every variant a point, the Pareto front joined."""
+    from mcsim.outputs.charts import finish, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    ax.scatter(
+        [100 * o.totals.refetch_risk for o in results],
+        [o.net_savings_pct for o in results],
+        color="tab:blue",
+        alpha=0.6,
+        label="variant",
+    )
+    front = pareto_front(results)
+    ax.plot(
+        [100 * o.totals.refetch_risk for o in front],
+        [o.net_savings_pct for o in front],
+        color="tab:orange",
+        marker="o",
+        label="Pareto front (no variant is better on both)",
+    )
+    for o in front:
+        ax.annotate(
+            o.variant.name,
+            (100 * o.totals.refetch_risk, o.net_savings_pct),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
+    if rec.best is not None:
+        _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best)
+    ax.axhline(0, color="black", linewidth=0.8)
+    finish(plt, fig, ax, path, "Savings (net of re-fetches) vs re-fetch risk",
+           "re-fetch risk (% of cleared results the agent needed again)",
+           "net savings (% of the no-pruning cost)")  # fmt: skip
+
+
+def write_sweep_outputs(
+    report: ReplayReport,
+    results: Sequence[Outcome],
+    rec: Recommendation,
+    out_dir: Path,
+    force: bool,
+    run: dict[str, Any],
+) -> None:
+    writers: dict[str, Callable[[Path], None]] = {
+        "sweep.parquet": lambda p: write_parquet(sweep_frame(report, results, rec), p),
+        "savings_curve.png": lambda p: savings_curve(results, rec, p),
+        "risk_tradeoff.png": lambda p: risk_tradeoff(results, rec, p),
+        "run.json": lambda p: write_json(p, run),
+    }
+    write_run_dir(out_dir, writers, force)
+
+
+def variant_json(o: Outcome) -> dict[str, Any]:
+    t = o.totals
+    return {
+        "name": o.variant.name,
+        "params": dict(o.variant.params),
+        "cost_usd": round(t.cost_usd, 6),
+        "savings_vs_baseline_pct": round(o.savings_pct, 4),
+        "net_savings_vs_baseline_pct": round(o.net_savings_pct, 4),
+        "cleared_tokens": t.cleared_tokens,
+        "cache_breaks": t.cache_breaks,
+        "refetch_risk": round(t.refetch_risk, 6),
+        "refetch_hazards": t.refetch_hazards,
+        "refetch_cost_usd": round(t.refetch_cost_usd, 6),
+    }
+
+
+def sweep_json(
+    report: ReplayReport, results: Sequence[Outcome], rec: Recommendation, out_dir: str
+) -> dict[str, Any]:
+    return {
+        "variants": [variant_json(o) for o in results],
+        "recommendation": {
+            "params": dict(rec.best.variant.params) if rec.best else None,
+            "name": rec.best.variant.name if rec.best else None,
+            "reason": rec.reason,
+            "runner_up": dict(rec.runner_up.variant.params) if rec.runner_up else None,
+        },
+        "baseline": {"cost_usd": round(report.baseline.cost_usd, 6)},
+        "recorded": {"cost_usd": round(report.recorded.cost_usd, 6)},
+        "fidelity": {
+            "overall_error": round(report.fidelity_overall, 6),
+            "worst_session_error": round(report.fidelity_worst, 6),
+            "sessions_over_threshold": len(report.sessions_over_threshold()),
+        },
+        "sessions": len(report.sessions),
+        "notes": [CACHE_EDIT_NOTE],
+        "out_dir": out_dir,
+    }
+
+
+def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> str:
+    from mcsim.outputs.terminal import load_notes, table
+
+    headers = [
+        "variant",
+        "cost $",
+        "savings",
+        "net of re-fetch",
+        "cleared",
+        "re-fetch risk",
+        "breaks",
+        "",
+    ]
+    best = rec.best.variant.name if rec.best else None
+    runner = rec.runner_up.variant.name if rec.runner_up else None
+    rows = [
+        [
+            o.variant.name,
+            f"{o.totals.cost_usd:.4f}",
+            f"{o.savings_pct:+.2f}%",
+            f"{o.net_savings_pct:+.2f}%",
+            f"{o.totals.cleared_tokens:,}",
+            f"{100 * o.totals.refetch_risk:.0f}%",
+            str(o.totals.cache_breaks),
+            "<- recommended"
+            if o.variant.name == best
+            else ("<- runner-up" if o.variant.name == runner else ""),
+        ]
+        for o in results
+    ]
+    lines = table(headers, rows, right={1, 2, 3, 4, 5, 6})
+    lines.append(
+        f"baseline (no pruning) ${report.baseline.cost_usd:.4f}; recorded "
+        f"${report.recorded.cost_usd:.4f}; {len(report.sessions)} sessions; fidelity "
+        f"{report.fidelity_overall:.3%} overall, worst session {report.fidelity_worst:.3%}"
+    )
+    # Variant names are spelled from the --grid values; they are shown whole, made printable.
+    if rec.best is not None:
+        lines.append(printable(f"recommendation: {rec.best.variant.name} — {rec.reason}"))
+    else:
+        lines.append(printable(f"no recommendation: {rec.reason}"))
+    lines.extend(load_notes(report.stats))
+    return "\n".join(lines)

@@ -1,0 +1,43 @@
+"""Parquet table plumbing shared by every command's tables.
+
+Every table has a `schema_version` column; the schemas are documented in the README and
+checked by tests, so downstream notebooks can rely on them. Polars is imported here only,
+so commands that write no tables never pay for it.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+TS = "datetime"
+
+
+def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
+    """A DataFrame with the documented dtypes, even when there are no rows."""
+    import polars as pl
+
+    dtypes: dict[str, Any] = {
+        "str": pl.String,
+        "int": pl.Int64,
+        "float": pl.Float64,
+        "bool": pl.Boolean,
+        TS: pl.Datetime("ms", "UTC"),
+    }
+    full: dict[str, Any] = {"schema_version": pl.Int32, **{k: dtypes[v] for k, v in schema.items()}}
+    for row in rows:
+        row["schema_version"] = SCHEMA_VERSION
+    return pl.DataFrame(rows, schema=full, orient="row" if not rows else None)
+
+
+def write_parquet(frame: Any, path: Path) -> None:
+    """A table to a file. Polars encodes it in memory and the file is written here, so a full
+    disk fails as an OSError with the system's reason (writing a small table itself, polars
+    reports the failed write of its footer as "Invalid thrift: transport error"). The encoded
+    table is compressed: far smaller than the frame already in memory."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    with open(path, "wb") as fh:
+        fh.write(buffer.getbuffer())

@@ -1,0 +1,260 @@
+"""Turn reports into what a person reads (a terminal table) or a program reads (JSON)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from mcsim.accounting.recorded import InspectReport, SessionSummary, TokenTotals
+from mcsim.ingest.pipeline import LoadStats
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, width
+
+# How many skipped-line examples the terminal summary shows; --json lists them all.
+TERMINAL_EXAMPLES = 5
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _tokens_json(t: TokenTotals) -> dict[str, int]:
+    return {
+        "input_tokens": t.input_tokens,
+        "cache_write_5m_tokens": t.cache_write_5m_tokens,
+        "cache_write_1h_tokens": t.cache_write_1h_tokens,
+        "cache_read_tokens": t.cache_read_tokens,
+        "output_tokens": t.output_tokens,
+    }
+
+
+def skip_examples_json(stats: LoadStats) -> list[dict[str, object]]:
+    return [
+        {"file": e.file, "line": e.line, "reason": e.reason, "detail": e.detail}
+        for e in stats.skips.examples
+    ]
+
+
+def _session_json(s: SessionSummary) -> dict[str, Any]:
+    return {
+        "session_id": s.session_id,
+        "project": s.project,
+        "cwd": s.cwd,
+        "start": _iso(s.start_s),
+        "end": _iso(s.end_s),
+        "calls": s.calls,
+        "threads": s.threads,
+        "models": list(s.models),
+        **_tokens_json(s.tokens),
+        "cost_usd": round(s.cost_usd, 6),
+        "unpriced_calls": s.unpriced_calls,
+        "cache_hit_ratio": round(s.tokens.cache_hit_ratio, 6),
+        "cache_breaks": s.cache_breaks,
+        "cache_edit_drops": s.cache_edit_drops,
+        "compactions": s.compactions,
+        "recorded_prunes": s.recorded_prunes,
+    }
+
+
+def skipped_json(stats: LoadStats) -> dict[str, Any]:
+    """What was skipped, repaired or noted, by reason, with every kept example."""
+    skips = stats.skips
+    invalid = skips.counts["invalid_json"] + skips.counts["truncated_line"]
+    return {
+        "lines_read": skips.lines_read,
+        "invalid_lines": invalid,
+        "total": skips.total,
+        "by_reason": dict(sorted(skips.counts.items())),
+        "repaired_lines": sum(skips.repaired.values()),
+        "repaired_by_reason": dict(sorted(skips.repaired.items())),
+        "notes_by_reason": dict(sorted(skips.notes.items())),
+        "examples": skip_examples_json(stats),
+        "examples_omitted": skips.examples_omitted,
+    }
+
+
+def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str, Any]:
+    stats = report.stats
+    return {
+        "totals": {
+            "sessions": len(report.sessions),
+            "calls": report.call_count,
+            **_tokens_json(report.tokens),
+            "cost_usd": round(report.cost_usd, 6),
+            "unpriced_calls": report.unpriced_calls,
+            "cache_hit_ratio": round(report.tokens.cache_hit_ratio, 6),
+            "cache_breaks": len(report.breaks),
+            "breaks_by_cause": report.breaks_by_cause,
+            "split_mismatch_calls": report.split_mismatch_calls,
+        },
+        "unpriced_models": dict(sorted(report.unpriced_models.items())),
+        "price_table": report.price_table,
+        "input": {
+            "files": stats.files,
+            "bytes": stats.bytes,
+            "files_skipped_by_date": stats.files_skipped_by_date,
+            "sessions_outside_dates": stats.sessions_outside_dates,
+            "duplicate_calls_across_projects": stats.duplicate_calls,
+        },
+        "sessions": [_session_json(s) for s in report.sessions],
+        "breaks": [
+            {
+                "session_id": b.session_id,
+                "project": b.project,
+                "thread_id": b.thread_id,
+                "call_index": b.cache_break.call_index,
+                "timestamp": _iso(b.timestamp_s),
+                "model": b.model,
+                "previous_read_tokens": b.cache_break.previous_read_tokens,
+                "read_tokens": b.cache_break.read_tokens,
+                "drop_tokens": b.cache_break.drop_tokens,
+                "gap_seconds": round(b.cache_break.gap_seconds, 3),
+                "cause": b.cache_break.cause.value,
+                "expected": b.cache_break.expected,
+                "file": b.source.file,
+                "line": b.source.line,
+            }
+            for b in report.breaks
+        ],
+        "skipped": skipped_json(report.stats),
+        "out_dir": out_dir,
+    }
+
+
+def _k(n: int) -> str:
+    """Compact token counts: 1234 -> 1.2k, 23794961 -> 23.8M."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1_000:
+        return f"{n / 1e3:.1f}k"
+    return str(n)
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned columns; every cell goes through printable(), so no caller can forget a value
+    read from disk, and widths are the terminal columns of what is shown. Callers shorten."""
+    shown = [[printable(c) for c in r] for r in [headers, *rows]]
+    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(
+            " " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines = [fmt(shown[0]), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in shown[1:]]
+    return lines
+
+
+def _short_model(model: str) -> str:
+    return model.removeprefix("claude-")
+
+
+def inspect_text(report: InspectReport) -> str:
+    headers = ["project", "session", "start (UTC)", "calls", "models", "input", "write 5m",
+               "write 1h", "read", "output", "cost $", "hit %", "breaks"]  # fmt: skip
+    rows = []
+    for s in report.sessions:
+        t = s.tokens
+        cost = f"{s.cost_usd:.4f}" + ("*" if s.unpriced_calls else "")
+        rows.append(
+            [
+                printable(s.project, limit=32),
+                s.session_id[:8],
+                _iso(s.start_s)[:16].replace("T", " "),
+                str(s.calls),
+                ",".join(printable(_short_model(m), limit=NAME_LIMIT) for m in s.models),
+                _k(t.input_tokens),
+                _k(t.cache_write_5m_tokens),
+                _k(t.cache_write_1h_tokens),
+                _k(t.cache_read_tokens),
+                _k(t.output_tokens),
+                cost,
+                f"{100 * t.cache_hit_ratio:.1f}",
+                str(s.cache_breaks),
+            ]
+        )
+    t = report.tokens
+    rows.append(["" for _ in headers])
+    rows.append(
+        [
+            "TOTAL",
+            f"{len(report.sessions)} sess",
+            "",
+            str(report.call_count),
+            "",
+            _k(t.input_tokens),
+            _k(t.cache_write_5m_tokens),
+            _k(t.cache_write_1h_tokens),
+            _k(t.cache_read_tokens),
+            _k(t.output_tokens),
+            f"{report.cost_usd:.4f}",
+            f"{100 * t.cache_hit_ratio:.1f}",
+            str(len(report.breaks)),
+        ]
+    )
+    lines = table(headers, rows, right=set(range(3, 13)) - {4})
+    if report.breaks:
+        causes = ", ".join(f"{k} {v}" for k, v in report.breaks_by_cause.items())
+        lines.append(f"cache breaks by cause: {causes}")
+    lines.extend(warnings_text(report))
+    return "\n".join(lines)
+
+
+def warnings_text(report: InspectReport) -> list[str]:
+    """Lines about anything that was not counted or priced, for stderr or the summary."""
+    out = []
+    if report.unpriced_calls:
+        models = ", ".join(
+            f"{printable(m, limit=NAME_LIMIT)} ({n})"
+            for m, n in sorted(report.unpriced_models.items())
+        )
+        out.append(
+            f"warning: {report.unpriced_calls} calls are unpriced (model not in price table "
+            f"{printable(report.price_table, limit=NAME_LIMIT)}): {models}; costs marked * "
+            "exclude them"
+        )
+    if report.split_mismatch_calls:
+        out.append(
+            f"note: {report.split_mismatch_calls} calls had a cache_creation split that did not "
+            "add up; the billed total was used and the rest priced as 5-minute writes"
+        )
+    return out + load_notes(report.stats)
+
+
+def load_notes(stats: LoadStats) -> list[str]:
+    """Lines about input that was skipped, repaired or counted once, with the first examples."""
+    out = []
+    skips = stats.skips
+    if skips.total or skips.repaired or skips.notes:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(skips.counts.items()))
+        repaired = ", ".join(f"{k} {v}" for k, v in sorted(skips.repaired.items()))
+        noted = ", ".join(f"{k} {v}" for k, v in sorted(skips.notes.items()))
+        text = f"skipped {skips.total} lines"
+        text += f" ({reasons})" if reasons else ""
+        if repaired:
+            text += f"; repaired {sum(skips.repaired.values())} ({repaired})"
+        if noted:
+            text += f"; noted {sum(skips.notes.values())} ({noted})"
+        out.append(text + ":")
+        for e in skips.examples[:TERMINAL_EXAMPLES]:
+            detail = f": {printable(e.detail, limit=TEXT_LIMIT)}" if e.detail else ""
+            out.append(f"  {printable(e.file, limit=TEXT_LIMIT)}:{e.line}: {e.reason}{detail}")
+        if len(skips.examples) > TERMINAL_EXAMPLES:
+            out.append(f"  … {len(skips.examples) - TERMINAL_EXAMPLES} more (all in --json)")
+    if stats.files_skipped_by_date:
+        out.append(
+            f"note: {stats.files_skipped_by_date} files last modified before --since were not "
+            "read (they cannot hold a session starting after it)"
+        )
+    if stats.sessions_outside_dates:
+        out.append(
+            f"note: {stats.sessions_outside_dates} sessions starting outside --since/--until "
+            "were left out"
+        )
+    if stats.duplicate_calls:
+        out.append(
+            f"note: {stats.duplicate_calls} calls appeared in more than one project "
+            "folder and were counted once"
+        )
+    return out

@@ -1,0 +1,334 @@
+"""Calibrate item sizes against recorded prompt growth, and classify every recorded read.
+
+The recorded prompt of a call (input + cache writes + cache reads) is exact; the size of each
+item added before it is not recorded. Between two consecutive calls the prompt grows by
+exactly what was added, so each step's items are estimated with the tokenizer and scaled to
+sum to that growth. Where the growth is not usable (the first call, a compaction, a prompt that
+shrank) the raw estimates are used and an unclearable adjustment makes the step add up; these
+fallbacks are counted. Either way the replayed no-pruning prompt equals the recorded prompt at
+every call, by construction.
+
+Each recorded cache read is also classified once here (a hit on the whole previous prompt, a
+fall-back to a shorter prefix, a miss explained by the TTL, a miss explained by nothing), so
+the simulation can keep the real breaks the recording shows. The output holds sizes and hashes,
+never text, so it is small enough to cache on disk and to send between processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+from mcsim.accounting.breaks import is_drop
+from mcsim.accounting.prices import parse_model
+from mcsim.accounting.recorded import TTL_SECONDS, recorded_ttl
+from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
+from mcsim.replay.refetch import resource_of
+from mcsim.replay.tokens import TokenEstimator
+
+# A prompt that shrank by more than the break detector's drop, with no compaction recorded:
+# the recording pruned (a microcompact that wrote no boundary line).
+PROMPT_SHRANK = "prompt_shrank"
+
+# A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
+FULL_HIT_TOLERANCE = 20
+
+
+class ReadClass(IntEnum):
+    FULL = 0  # read the whole previous prompt (± a few tokens, kept as `read_delta`)
+    PARTIAL = 1  # fell back to a shorter prefix (`read_anchor` tokens): a real prefix change
+    TTL_MISS = 2  # read nothing after a gap longer than the recorded TTL
+    EXTERNAL_MISS = 3  # read nothing although the cache should have been warm
+    FIRST = 4  # first call of the thread
+
+
+# Segment and CalCall are NamedTuples rather than frozen dataclasses: both are immutable
+# records, but a warm replay rebuilds every one of them from the session cache, and a
+# NamedTuple is made from a row in one C call (a frozen dataclass sets each field in Python).
+class Segment(NamedTuple):
+    """One item of the conversation with its calibrated size."""
+
+    kind: ItemKind
+    tokens: int
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    turn: int = 0  # index of the user turn it belongs to
+    is_error: bool = False
+    resource: str | None = None  # a hash of what its tool call touched (refetch.resource_of)
+
+
+class CalCall(NamedTuple):
+    """A recorded call with what the simulation needs, and nothing else."""
+
+    message_id: str
+    request_id: str | None
+    timestamp_s: float
+    model: str
+    input_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    speed: str | None
+    inference_geo: str | None
+    ttl: str  # recorded TTL ("5m" or "1h")
+    segments: tuple[Segment, ...]
+    adjustment_tokens: int  # unclearable remainder that makes the step add up (may be < 0)
+    compaction: bool
+    compaction_pre_tokens: int | None
+    read_class: ReadClass
+    read_delta: int  # FULL: recorded read minus the previous prompt
+    read_anchor: int  # PARTIAL: the recorded read
+    fallback: bool  # sizes are raw estimates, not calibrated to growth
+    # When the request was sent and when its response was complete (model.Call); None: use
+    # `timestamp_s`.
+    sent_s: float | None = None
+    done_s: float | None = None
+    # Pruning the recording itself shows before this call (not a compaction: the thread goes
+    # on): a CompactionKind value (microcompact_boundary, cache_deletion) or "prompt_shrank".
+    pruned: str | None = None
+    pruned_ids: tuple[str, ...] = ()  # the tool results a recorded microcompact cleared
+    pruned_tokens: int = 0  # tokens the recording removed before this call (pruned_ids first)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.message_id, self.request_id)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+            + self.cache_read_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CalThread:
+    thread_id: str
+    kind: ThreadKind
+    head_tokens: int  # system prompt + tools: what a prefix change falls back to
+    calls: tuple[CalCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CalSession:
+    session_id: str
+    project: str
+    cwd: str | None
+    files: tuple[str, ...]
+    threads: tuple[CalThread, ...]
+
+    @property
+    def call_keys(self) -> list[tuple[str, str | None]]:
+        return [c.key for t in self.threads for c in t.calls]
+
+    @property
+    def call_counts(self) -> list[int]:
+        """As Session.call_counts."""
+        return [
+            hash(
+                (
+                    c.input_tokens,
+                    c.cache_write_5m_tokens + c.cache_write_1h_tokens,
+                    c.cache_read_tokens,
+                )
+            )
+            for t in self.threads
+            for c in t.calls
+        ]
+
+    @property
+    def start_s(self) -> float:
+        return min(c.timestamp_s for t in self.threads for c in t.calls)
+
+    @property
+    def calls(self) -> list[CalCall]:
+        return [c for t in self.threads for c in t.calls]
+
+
+@functools.lru_cache(maxsize=256)
+def thinking_in_prompt(model: str) -> bool:
+    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+ (DOMAIN.md §2.3)."""
+    parsed = parse_model(model)
+    if parsed is None:
+        return False
+    family, version = parsed
+    number = float(version)
+    return (family == "opus" and number >= 4.5) or (family == "sonnet" and number >= 4.6)
+
+
+def calibrate_session(session: Session, estimator: TokenEstimator) -> CalSession:
+    return CalSession(
+        session.session_id,
+        session.project,
+        session.cwd,
+        session.files,
+        tuple(calibrate_thread(t, estimator) for t in session.threads),
+    )
+
+
+def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
+    calls: list[CalCall] = []
+    head = 0
+    turn = 0
+    prev: Call | None = None
+    prev_ttl: str | None = None
+    resources: dict[str, str | None] = {}  # tool_use_id -> what the call touched
+    for call in thread.calls:
+        thinking = thinking_in_prompt(call.model)
+        raw: list[Segment] = []
+        for item in call.items:
+            if item.kind is ItemKind.USER_TEXT:
+                turn += 1
+            estimate = estimator.estimate(item.text) if item.text else _chars_estimate(item.chars)
+            if item.kind is ItemKind.THINKING and not thinking:
+                estimate = 0
+            resource = None
+            if item.kind is ItemKind.TOOL_USE:
+                resource = _hashed(resource_of(item.tool_name, item.text))
+                if item.tool_use_id:
+                    resources[item.tool_use_id] = resource
+            elif item.kind is ItemKind.TOOL_RESULT and item.tool_use_id:
+                resource = resources.get(item.tool_use_id)
+            raw.append(
+                Segment(
+                    item.kind,
+                    estimate,
+                    item.tool_name,
+                    item.tool_use_id,
+                    turn,
+                    item.is_error,
+                    resource,
+                )
+            )
+        prompt = call.usage.prompt_tokens
+        estimated = sum(s.tokens for s in raw)
+        compaction = call.compaction is not None
+        removed = 0
+        if call.pruned is not None and call.pruned.tokens_saved:
+            removed = max(call.pruned.tokens_saved, 0)
+        if prev is None or compaction:
+            if prev is None:
+                head = max(prompt - estimated, 0)
+            segments, adjustment = _fit(raw, prompt - head)
+            fallback = True
+        else:
+            # What the recording says it removed itself (a cache deletion, a microcompact's
+            # tokensSaved): the items of the step are that much more than the growth.
+            growth = prompt - prev.usage.prompt_tokens + removed
+            if growth >= 0 and estimated > 0:
+                segments, adjustment, fallback = _scale(raw, growth), -removed, False
+            else:
+                segments, adjustment = raw, growth - estimated - removed
+                fallback = growth < 0
+        ttl = recorded_ttl(call.usage, prev_ttl)
+        read_class, delta, anchor = _classify(call, prev, prev_ttl)
+        pruned = call.pruned.kind.value if call.pruned is not None else None
+        if (
+            pruned is None
+            and prev is not None
+            and not compaction
+            and is_drop(prev.usage.prompt_tokens, prompt)
+        ):
+            pruned = PROMPT_SHRANK
+        ids = call.pruned.tool_use_ids if call.pruned is not None else ()
+        # What the recording removed: the replay takes it from the results it names, then
+        # from the oldest (both of Claude Code's mechanisms clear oldest first).
+        gone = 0 if pruned is None else (removed or max(-adjustment, 0))
+        calls.append(
+            CalCall(
+                call.message_id,
+                call.request_id,
+                call.timestamp_s,
+                call.model,
+                call.usage.input_tokens,
+                call.usage.cache_write_5m_tokens,
+                call.usage.cache_write_1h_tokens,
+                call.usage.cache_read_tokens,
+                call.usage.output_tokens,
+                call.usage.speed,
+                call.usage.inference_geo,
+                ttl,
+                tuple(segments),
+                adjustment,
+                compaction,
+                call.compaction.pre_tokens if call.compaction else None,
+                read_class,
+                delta,
+                anchor,
+                fallback,
+                call.sent_s,
+                call.done_s,
+                pruned,
+                ids,
+                gone,
+            )
+        )
+        prev, prev_ttl = call, ttl
+    return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
+
+
+def request_gap(call: Call, prev: Call) -> float:
+    """Seconds between two requests: the cache TTL runs from request to request."""
+    now = call.sent_s if call.sent_s is not None else call.timestamp_s
+    then = prev.sent_s if prev.sent_s is not None else prev.timestamp_s
+    return now - then
+
+
+def _hashed(resource: str | None) -> str | None:
+    """A resource as a hash: the simulation only compares resources, and calibrated sessions
+    are cached on disk, where a Bash command (a token in a curl header) must not be kept."""
+    if resource is None:
+        return None
+    return hashlib.blake2b(resource.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _chars_estimate(chars: int) -> int:
+    """Without the text (a load that kept sizes only), ~4 characters a token."""
+    return (chars + 3) // 4
+
+
+def _fit(raw: list[Segment], room: int) -> tuple[list[Segment], int]:
+    """Raw estimates, shrunk to fit `room` if they exceed it; the rest is adjustment."""
+    total = sum(s.tokens for s in raw)
+    if room >= total or total == 0:
+        return raw, room - total
+    if room <= 0:
+        return _scale(raw, 0), room
+    return _scale(raw, room), 0
+
+
+def _scale(raw: list[Segment], target: int) -> list[Segment]:
+    """Sizes proportional to the estimates, summing exactly to `target` (largest remainder)."""
+    total = sum(s.tokens for s in raw)
+    if total == 0:
+        return raw
+    exact = [s.tokens * target / total for s in raw]
+    sizes = [int(x) for x in exact]
+    short = target - sum(sizes)
+    order = sorted(range(len(raw)), key=lambda i: sizes[i] - exact[i])
+    for i in order[:short]:
+        sizes[i] += 1
+    return [
+        Segment(s.kind, n, s.tool_name, s.tool_use_id, s.turn, s.is_error, s.resource)
+        for s, n in zip(raw, sizes, strict=True)
+    ]
+
+
+def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[ReadClass, int, int]:
+    read = call.usage.cache_read_tokens
+    if prev is None or prev_ttl is None:
+        return ReadClass.FIRST, 0, read
+    previous = prev.usage.prompt_tokens
+    if read == 0:
+        gap = request_gap(call, prev)
+        expired = gap >= TTL_SECONDS[prev_ttl]  # at the TTL itself the entry is gone
+        return (ReadClass.TTL_MISS if expired else ReadClass.EXTERNAL_MISS), 0, 0
+    if read >= previous - FULL_HIT_TOLERANCE:
+        return ReadClass.FULL, read - previous, 0
+    return ReadClass.PARTIAL, 0, read

@@ -1,0 +1,210 @@
+"""Pruning policies: one kind per module, one small interface, a registry keyed by YAML `kind`.
+
+A policy sees the replayed conversation before each call (a `View`) and may ask to clear
+some of it (a `Clearing`). It never touches token counts or the cache: the simulation applies
+the clearing, prices it and decides what it does to the prompt cache. Adding a kind is one
+module that subclasses `Policy`, declares its `params` and overrides `before_call`, plus one
+import line at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
+
+from mcsim.model import ItemKind
+
+
+class Mode(StrEnum):
+    REWRITE = "rewrite"  # the prompt itself changes: the cached prefix breaks at the change
+    CACHE_EDIT = "cache_edit"  # deleted server-side from the cached copy: no break
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A policy parameter as users write it in YAML."""
+
+    name: str
+    kind: type | tuple[type, ...]  # int, float, bool or list (of tool names); (bool, list): either
+    default: Any
+    help: str
+    minimum: float | None = None
+    choices: tuple[Any, ...] = ()  # extra literal values allowed besides `kind` (e.g. "all")
+    optional: bool = False  # None allowed
+    # The API's own spelling of a count, `{type: <api_type>, value: N}` (and `{type: all}` when
+    # "all" is a choice), accepted as N so a context_management edit can be copied as it is.
+    api_type: str | None = None
+    # Numbers only. Far above any useful setting (counts, tokens, minutes): a bound keeps
+    # infinities and thousand-digit numbers out of the replay and out of error messages.
+    maximum: float = 1_000_000_000
+
+
+@dataclass(slots=True)
+class LiveSegment:
+    """An item in the replayed context, with its clearing state (owned by the simulation)."""
+
+    position: int  # order in the context
+    call_index: int  # the call it was added before
+    kind: ItemKind
+    tokens: int
+    tool_name: str | None
+    tool_use_id: str | None
+    turn: int
+    start: int = 0  # where it starts in the recorded prompt (tokens)
+    cleared: bool = False  # replaced by a placeholder in the messages (a rewrite)
+    # Deleted from the server's cached copy by a cache edit: the local messages still hold it,
+    # so a rewrite may still clear it, and it comes back if the edits are dropped.
+    edited: bool = False
+    recorded: bool = False  # the recording itself cleared it (it is not in the recorded prompt)
+    saved: int = 0  # tokens its clearing (or deletion) removed from the prompt
+    resource: str | None = None  # what its tool call touched (refetch.resource_of)
+
+
+@dataclass(slots=True)
+class View:
+    """What a policy may look at before a call.
+
+    Valid only during `before_call`: the simulation updates one View per thread in place
+    (building one per call was a measurable share of the replay), so a policy must not keep it.
+    """
+
+    call_index: int
+    timestamp_s: float
+    gap_seconds: float | None  # since the previous call of the thread
+    prompt_tokens: int  # the replayed prompt before this call's clearing
+    model: str
+    main_thread: bool
+    thinking_in_prompt: bool
+    segments: Sequence[LiveSegment]  # what could be cleared (tool results and calls,
+    # thinking), oldest first; text is never cleared and is not listed
+    results: Sequence[LiveSegment]  # the tool results among them
+    compactable: Sequence[LiveSegment]  # the results the scenario allows to clear
+    rewritten: bool  # an earlier layer of the stack rewrote the prompt for this call
+    # Messages in the conversation since it started or was compacted: each user text and
+    # each tool result is one, and so is each earlier call's response (PreparedThread).
+    messages: int = 0
+    excluded_tools: frozenset[str] = frozenset()  # the scenario's exclude_tools: never cleared
+
+    def tool_results(self) -> Sequence[LiveSegment]:
+        return self.results
+
+    def compactable_results(self) -> Sequence[LiveSegment]:
+        return self.compactable
+
+
+class Clearing(NamedTuple):  # immutable; a NamedTuple because one is made almost every call
+    """What a policy asks to clear before a call."""
+
+    segments: tuple[LiveSegment, ...]
+    mode: Mode
+    placeholder: str = "[Old tool result content cleared]"
+    inputs: tuple[LiveSegment, ...] = ()  # tool_use inputs cleared too
+
+
+class Policy:
+    """Base class: a policy with no effect. Subclasses override `before_call` (and `reset`).
+
+    `main_thread_only` policies are not applied to sub-agents (Claude Code's microcompact
+    paths); the scenario's `main_thread_only` setting can extend that to every policy.
+
+    A policy that can clear also keeps the largest of each quantity it compares with a
+    threshold (the longest gap, the largest prompt, the most results): plain attributes,
+    listed in `figure_names`, updated in `before_call` (a comparison: the replay loop is hot)
+    and not forgotten by `reset`. The replay keeps the largest of each over the threads the
+    policy ran on; when it cleared nothing over a whole run, `idle_note` says why in the
+    policy's own terms, from those figures.
+    """
+
+    kind: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    # Parameters that had another name: old name -> why it changed (a file using it is refused).
+    renamed: ClassVar[dict[str, str]] = {}
+    figure_names: ClassVar[tuple[str, ...]] = ()  # the attributes `figures` hands the replay
+
+    def __init__(self, **values: Any) -> None:
+        self.values = {p.name: values.get(p.name, p.default) for p in self.params}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all state: a new thread, or the conversation was compacted."""
+
+    def before_call(self, view: View) -> Clearing | None:
+        return None
+
+    def after_rewrite(self) -> None:
+        """Another layer rewrote the prompt this call (Claude Code resets cache-edit state)."""
+
+    def figures(self) -> dict[str, float]:
+        """The largest of each quantity this policy compared with a threshold on the thread:
+        the attributes named in `figure_names`."""
+        return {name: getattr(self, name) for name in self.figure_names}
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        """Why the policy cleared nothing, from the largest `figures` over the threads it ran
+        on (a clause to follow "cleared nothing: ")."""
+        return "found nothing to clear"
+
+
+# The clause of a policy whose trigger was reached but whose clearing freed nothing: what it
+# could clear was all kept, or no larger than the placeholder left in its place.
+FREED_NOTHING = (
+    "it triggered, but found nothing left to clear: already cleared (by another layer or by "
+    "the recording itself) or no larger than its placeholder"
+)
+NO_MAIN_THREAD = "no main thread to act on (it acts on main threads only)"
+
+
+def minutes(seconds: float) -> str:
+    """A duration in minutes for a note, rounded down to a tenth: a gap just short of a
+    threshold must not read as reaching it."""
+    return f"{math.floor(seconds / 6) / 10:,.1f}".removesuffix(".0")
+
+
+def can_clear(kind: type[Policy]) -> bool:
+    """Whether a policy kind can ever clear anything (`none` keeps the base class's hook)."""
+    return kind.before_call is not Policy.before_call
+
+
+REGISTRY: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    REGISTRY[cls.kind] = cls
+    return cls
+
+
+# Claude Code's shell tools, which its compactable list takes in where ours says "Bash":
+# `SHELL_TOOL_NAMES = [BASH_TOOL_NAME, POWERSHELL_TOOL_NAME]` (src/utils/shell/shellToolUtils.ts),
+# spread into COMPACTABLE_TOOLS (src/services/compact/microCompact.ts) and into the API
+# configuration's clear_tool_inputs (src/services/compact/apiMicrocompact.ts); read in a public
+# copy of Claude Code's source (github.com/Esonhugh/claude-code). BashOutput, KillShell and
+# KillBash are tools of their own, not in the list.
+SHELL_TOOL_NAMES = frozenset({"Bash", "PowerShell"})
+
+
+def is_compactable(tool: str | None, allowed: frozenset[str], excluded: frozenset[str]) -> bool:
+    """Whether a tool's results may be cleared: listed (Claude Code's shell tools count as
+    Bash), not excluded. MCP tools and sub-agent calls are never listed by default."""
+    if tool is None or tool in excluded:
+        return False
+    return tool in allowed or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
+
+
+def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:
+    """All but the `keep` newest of `candidates` that are not cleared yet."""
+    older = candidates[: max(len(candidates) - keep, 0)]
+    return [s for s in older if not s.cleared]
+
+
+from mcsim.replay.policies import (  # noqa: E402,F401  (each module registers its kind)
+    cached_microcompact,
+    clear_thinking,
+    clear_tool_uses,
+    keep_last_n,
+    none,
+    time_based_microcompact,
+)

@@ -1,0 +1,73 @@
+"""`time_based_microcompact`: Claude Code's client-side rewrite after an idle gap (DOMAIN.md §2.1).
+
+When the time since the last assistant message reaches the threshold, the cache is certainly
+cold, so rewriting old tool results costs nothing extra: all compactable results but the
+`keep_recent` newest are replaced by a placeholder. Main thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mcsim.replay.policies import (
+    FREED_NOTHING,
+    NO_MAIN_THREAD,
+    Clearing,
+    Mode,
+    Param,
+    Policy,
+    View,
+    keep_newest,
+    minutes,
+    register,
+)
+
+
+@register
+class TimeBasedMicrocompact(Policy):
+    kind = "time_based_microcompact"
+    summary = "After an idle gap, clear all but the newest compactable tool results."
+    params = (
+        Param("gap_threshold_minutes", float, 60.0, "idle gap that triggers it", minimum=0),
+        Param("keep_recent", int, 5, "newest compactable results kept", minimum=1),
+    )
+
+    figure_names = ("saw_main_thread", "longest_gap_s", "most_after_gap")
+    saw_main_thread = 0  # 1 once it saw a call of a main thread
+    longest_gap_s = 0.0  # the longest idle gap before a call on a main thread
+    most_after_gap = 0  # the most compactable results at a call after a long enough gap
+
+    def before_call(self, view: View) -> Clearing | None:
+        if not view.main_thread:
+            return None
+        self.saw_main_thread = 1
+        gap = view.gap_seconds
+        if gap is None:
+            return None
+        if gap > self.longest_gap_s:
+            self.longest_gap_s = gap
+        if gap < 60 * self.values["gap_threshold_minutes"]:
+            return None
+        results = view.compactable_results()
+        if len(results) > self.most_after_gap:
+            self.most_after_gap = len(results)
+        cleared = keep_newest(results, self.values["keep_recent"])
+        return Clearing(tuple(cleared), Mode.REWRITE) if cleared else None
+
+    def idle_note(self, figures: Mapping[str, float]) -> str:
+        threshold, keep = self.values["gap_threshold_minutes"], self.values["keep_recent"]
+        if not figures["saw_main_thread"]:
+            return NO_MAIN_THREAD
+        longest = figures["longest_gap_s"]
+        if longest < 60 * threshold:
+            return (
+                f"never fired: no idle gap reached {threshold:g} min (longest "
+                f"{minutes(longest)} min on a main thread)"
+            )
+        most = int(figures["most_after_gap"])
+        if most <= keep:
+            return (
+                f"after every idle gap of {threshold:g} min or more, no more than {keep} "
+                f"compactable results were in the prompt (most: {most})"
+            )
+        return FREED_NOTHING

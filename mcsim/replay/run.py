@@ -1,0 +1,524 @@
+"""Replay sessions under every scenario of a policy file; summarise, check fidelity.
+
+`replay_session` is pure and runs in the load workers (one calibrated session in, small
+totals and optional rows out); `run_replay` streams every session under PATHS through it and
+folds the results into a `ReplayReport`. The no-pruning scenario with the recorded TTL is the
+fidelity run: it goes through exactly the same simulation as every policy, and its error
+against the recording says how far the other numbers can be trusted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
+from mcsim.accounting.prices import PriceTable, rates_for, total_usd
+from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals
+from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
+from mcsim.model import CompactionKind
+from mcsim.replay.calibrate import CalCall, CalSession, CalThread
+from mcsim.replay.policies import can_clear
+from mcsim.replay.rows import RowsTable, SessionRows
+from mcsim.replay.scenario import BASELINE, Scenario, baseline
+from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
+from mcsim.replay.session_cache import CalibratedSource
+from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
+
+FIDELITY_RUN = "_fidelity"
+DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
+
+BREAK_COLUMNS = (
+    "policy",
+    "session_id",
+    "project",
+    "thread_id",
+    "call_index",
+    "timestamp",
+    "model",
+    "previous_read_tokens",
+    "read_tokens",
+    "drop_tokens",
+    "gap_seconds",
+    "cause",
+    "expected",
+)
+
+
+@dataclass
+class PolicyTotals:
+    """One policy's totals over a session (or, summed, over a run)."""
+
+    name: str
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
+    context_tokens: int = 0  # sum over calls of the prompt size
+    max_prompt_tokens: int = 0  # the largest prompt sent
+    calls: int = 0
+    cache_breaks: int = 0
+    breaks_by_cause: Counter[str] = field(default_factory=Counter)
+    cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
+    compactions: int = 0
+    compactions_still_reached: int = 0
+    cleared_results: int = 0
+    refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
+    refetch_cost_usd: float = 0.0
+    acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
+    # Per policy of the scenario that can clear: the largest of each of its figures over the
+    # threads it ran on (Policy.figures), for `idle_note`.
+    figures: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def refetch_risk(self) -> float:
+        """The share of cleared results the agent needed again."""
+        return self.refetch_hazards / self.cleared_results if self.cleared_results else 0.0
+
+    @property
+    def net_cost_usd(self) -> float:
+        """Cost with the estimated re-fetches added: the pessimistic end of the range."""
+        return self.cost_usd + self.refetch_cost_usd
+
+    def merge(self, other: PolicyTotals) -> None:
+        self.tokens.merge(other.tokens)
+        self.cost_usd += other.cost_usd
+        self.unpriced_calls += other.unpriced_calls
+        self.cleared_tokens += other.cleared_tokens
+        self.context_tokens += other.context_tokens
+        self.max_prompt_tokens = max(self.max_prompt_tokens, other.max_prompt_tokens)
+        self.calls += other.calls
+        self.cache_breaks += other.cache_breaks
+        self.breaks_by_cause.update(other.breaks_by_cause)
+        self.cache_edit_drops += other.cache_edit_drops
+        self.compactions += other.compactions
+        self.compactions_still_reached += other.compactions_still_reached
+        self.cleared_results += other.cleared_results
+        self.refetch_hazards += other.refetch_hazards
+        self.refetch_cost_usd += other.refetch_cost_usd
+        self.acted_threads += other.acted_threads
+        _keep_largest(self.figures, other.figures)
+
+
+def _keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float]]) -> None:
+    """Fold one thread's (or total's) policy figures into `into`, keeping each largest."""
+    if not into:
+        into.extend(dict(f) for f in figures)
+        return
+    if not figures:  # from a thread (or a total of threads) the policies did not run on
+        return
+    for mine, theirs in zip(into, figures, strict=True):
+        for key, value in theirs.items():
+            mine[key] = max(mine.get(key, value), value)
+
+
+def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
+    """Why a scenario that can clear cleared nothing, in its policies' own terms."""
+    if not totals.acted_threads:
+        return "no main thread to act on (main_thread_only)"
+    policies = [p for p in scenario.build() if can_clear(type(p))]
+    notes = [p.idle_note(f) for p, f in zip(policies, totals.figures, strict=True)]
+    if len(policies) == 1:
+        return notes[0]
+    said = dict.fromkeys(f"{p.kind}: {note}" for p, note in zip(policies, notes, strict=True))
+    if len(said) == 1:  # layers of one kind that give one reason (Claude Code's API setup)
+        return notes[0]
+    return "; ".join(said)
+
+
+@dataclass
+class SessionReplay:
+    """Everything the replay of one session produced."""
+
+    session_id: str
+    project: str
+    start_s: float
+    end_s: float
+    calls: int
+    recorded: PolicyTotals
+    policies: list[PolicyTotals]  # in scenario order, the baseline first
+    fidelity_error_tokens: int
+    fidelity_weight_tokens: int
+    calibration_fallbacks: int
+    models: tuple[str, ...] = ()
+    # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
+    recorded_prunes: Counter[str] = field(default_factory=Counter)
+    # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
+    # build, to send between processes and to turn into tables than row tuples.
+    call_rows: SessionRows | None = None
+    break_columns: list[list[object]] = field(default_factory=list)
+
+    @property
+    def fidelity_error(self) -> float:
+        w = self.fidelity_weight_tokens
+        return self.fidelity_error_tokens / w if w else 0.0
+
+
+def replay_session(
+    session: CalSession, scenarios: Sequence[Scenario], prices: PriceTable, keep_rows: bool
+) -> SessionReplay:
+    """Replay one calibrated session under every scenario (the baseline first)."""
+    calls = session.calls
+    stamps = [c.timestamp_s for c in calls]
+    recorded, recorded_threads = _recorded(session, prices)
+    out = SessionReplay(
+        session.session_id,
+        session.project,
+        min(stamps),
+        max(stamps),
+        len(calls),
+        recorded,
+        [],
+        0,
+        0,
+        sum(c.fallback for c in calls),
+        tuple(sorted({c.model for c in calls})),
+        Counter(c.pruned for c in calls if c.pruned is not None),
+    )
+    if keep_rows:
+        out.call_rows = SessionRows(
+            session.session_id,
+            session.project,
+            [(t.thread_id, t.kind.value, len(t.calls)) for t in session.threads],
+        )
+        out.break_columns = [[] for _ in BREAK_COLUMNS]
+        _recorded_rows(out.call_rows, session, recorded_threads)
+    runs = list(scenarios)
+    if scenarios[0].ttl != "recorded":
+        runs.append(baseline(scenarios[0], ttl="recorded"))
+        runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
+    # Items are tracked only on threads some policy acts on (not sub-agents, usually).
+    prepared = [
+        PreparedThread(t) if any(prunes(t, s) for s in runs) else None for t in session.threads
+    ]
+    # Per (thread, TTL): the replay with no pruning, from which every policy's replay copies
+    # the calls before its first clearing. Made on purpose only for a TTL several runs share.
+    unpruned: dict[tuple[int, str], SimThread] = {}
+    shared = Counter(s.ttl for s in runs)
+    for scenario in runs:
+        totals = PolicyTotals(scenario.name)
+        if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+            out.call_rows.start_run(scenario.name)
+        for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
+            key = (index, scenario.ttl)
+            pruning = prunes(thread, scenario)
+            if pruning and key not in unpruned and shared[scenario.ttl] > 1:
+                plain = baseline(scenario, ttl=scenario.ttl)
+                unpruned[key] = simulate_thread(thread, plain, prices, items)
+            sim = simulate_thread(thread, scenario, prices, items, unpruned.get(key))
+            if not pruning:
+                unpruned.setdefault(key, sim)
+            _add_thread(totals, sim, thread.calls)
+            if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+                _rows(out, out.call_rows, scenario.name, session, sim)
+            is_fidelity_run = scenario.name == FIDELITY_RUN or (
+                scenario.name == BASELINE and scenario.ttl == "recorded"
+            )
+            if is_fidelity_run:
+                _fidelity(out, thread, sim)
+        if scenario.name != FIDELITY_RUN:
+            out.policies.append(totals)
+    if out.call_rows is not None:
+        out.call_rows.seal()
+    return out
+
+
+def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
+    """Add the token-weighted error of reads and writes against the recording."""
+    for i, rec in enumerate(thread.calls):
+        rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
+        sim_write = sim.cache_write_5m_tokens[i] + sim.cache_write_1h_tokens[i]
+        out.fidelity_error_tokens += abs(sim.cache_read_tokens[i] - rec.cache_read_tokens)
+        out.fidelity_error_tokens += abs(sim_write - rec_write)
+        out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
+
+
+def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
+    """The recording's breaks by call, and how many drops its own cache edits explain."""
+    calls = thread.calls
+    micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
+    drops = detect_breaks_columns(
+        [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls],
+        [c.model for c in calls],
+        [c.cache_read_tokens for c in calls],
+        [TTL_SECONDS[c.ttl] for c in calls],
+        [c.compaction for c in calls],
+        [c.pruned == micro for c in calls],
+        [c.pruned == deletion for c in calls],
+    )
+    breaks, edit_drops = split_drops(drops)
+    return {b.call_index: b for b in breaks}, edit_drops
+
+
+def _recorded(
+    session: CalSession, prices: PriceTable
+) -> tuple[PolicyTotals, list[tuple[list[float | None], dict[int, CacheBreak]]]]:
+    """The recording's totals, and per thread its calls' costs and breaks (for the rows)."""
+    totals = PolicyTotals(RECORDED)
+    threads = []
+    for thread in session.threads:
+        found, edit_drops = _recorded_breaks(thread)
+        totals.cache_breaks += len(found)
+        totals.cache_edit_drops += edit_drops
+        totals.breaks_by_cause.update(b.cause.value for b in found.values())
+        costs: list[float | None] = []
+        t = totals.tokens
+        for call in thread.calls:
+            t.input_tokens += call.input_tokens
+            t.cache_write_5m_tokens += call.cache_write_5m_tokens
+            t.cache_write_1h_tokens += call.cache_write_1h_tokens
+            t.cache_read_tokens += call.cache_read_tokens
+            t.output_tokens += call.output_tokens
+            prompt = call.prompt_tokens
+            totals.context_tokens += prompt
+            totals.max_prompt_tokens = max(totals.max_prompt_tokens, prompt)
+            price = prices.lookup(call.model)
+            if price is None:
+                totals.unpriced_calls += 1
+                costs.append(None)
+                continue
+            r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            cost = total_usd(
+                r,
+                call.input_tokens,
+                call.cache_write_5m_tokens,
+                call.cache_write_1h_tokens,
+                call.cache_read_tokens,
+                call.output_tokens,
+            )
+            totals.cost_usd += cost
+            costs.append(cost)
+        totals.calls += len(thread.calls)
+        threads.append((costs, found))
+    return totals, threads
+
+
+def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:
+    t = totals.tokens
+    t.input_tokens += sum(sim.input_tokens)
+    t.cache_write_5m_tokens += sum(sim.cache_write_5m_tokens)
+    t.cache_write_1h_tokens += sum(sim.cache_write_1h_tokens)
+    t.cache_read_tokens += sum(sim.cache_read_tokens)
+    t.output_tokens += sum(sim.output_tokens)
+    totals.calls += len(sim.prompt_tokens)
+    totals.context_tokens += sum(sim.prompt_tokens)
+    totals.max_prompt_tokens = max(totals.max_prompt_tokens, max(sim.prompt_tokens, default=0))
+    totals.cleared_tokens += sum(sim.newly_cleared_tokens)
+    priced = [c for c in sim.cost_usd if c is not None]
+    totals.cost_usd += sum(priced)
+    totals.unpriced_calls += len(sim.cost_usd) - len(priced)
+    for i, compacted in enumerate(sim.compaction):
+        if compacted and i > 0:
+            threshold = _compaction_threshold(recorded[i], recorded[i - 1])
+            totals.compactions += 1
+            totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
+    totals.cache_breaks += len(sim.breaks)
+    totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
+    totals.cache_edit_drops += len(sim.edit_drops)
+    totals.cleared_results += sim.cleared_results
+    totals.refetch_hazards += len(sim.hazards)
+    totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
+    if sim.figures:
+        totals.acted_threads += 1
+        _keep_largest(totals.figures, sim.figures)
+
+
+def _compaction_threshold(call: CalCall, before: CalCall) -> int:
+    """The prompt size that triggered a recorded compaction: the recorded pre-compaction
+    size, but never above the last prompt actually sent before it."""
+    if call.compaction_pre_tokens is None:
+        return before.prompt_tokens
+    return min(call.compaction_pre_tokens, before.prompt_tokens)
+
+
+def _recorded_rows(
+    rows: SessionRows,
+    session: CalSession,
+    recorded: list[tuple[list[float | None], dict[int, CacheBreak]]],
+) -> None:
+    rows.start_run(RECORDED)
+    for thread, (costs, found) in zip(session.threads, recorded, strict=True):
+        calls = thread.calls
+        n = len(calls)
+        rows.add(
+            (
+                range(n),
+                [c.prompt_tokens for c in calls],
+                [c.input_tokens for c in calls],
+                [c.cache_write_5m_tokens for c in calls],
+                [c.cache_write_1h_tokens for c in calls],
+                [c.cache_read_tokens for c in calls],
+                [c.output_tokens for c in calls],
+                [0] * n,
+                [0] * n,
+            ),
+            ([c.timestamp_s for c in calls], costs),
+            ([False] * n, [False] * n, [i in found for i in range(n)]),
+            [c.model for c in calls],
+            [c.ttl for c in calls],
+            ((i, b.cause.value) for i, b in sorted(found.items())),
+        )
+
+
+def _rows(
+    out: SessionReplay, rows: SessionRows, policy: str, session: CalSession, sim: SimThread
+) -> None:
+    n = len(sim.prompt_tokens)
+    broke = [False] * n
+    for b in sim.breaks:
+        broke[b.call_index] = True
+    rows.add(
+        (
+            range(n),
+            sim.prompt_tokens,
+            sim.input_tokens,
+            sim.cache_write_5m_tokens,
+            sim.cache_write_1h_tokens,
+            sim.cache_read_tokens,
+            sim.output_tokens,
+            sim.cleared_tokens,
+            sim.newly_cleared_tokens,
+        ),
+        (sim.timestamp_s, sim.cost_usd),
+        (sim.rewrote, sim.cache_edit, broke),
+        sim.model,
+        sim.ttl,
+        ((b.call_index, b.cause.value) for b in sim.breaks),
+    )
+    for b in sim.breaks:
+        row = (
+            policy,
+            session.session_id,
+            session.project,
+            sim.thread_id,
+            b.call_index,
+            sim.timestamp_s[b.call_index],
+            sim.model[b.call_index],
+            b.previous_read_tokens,
+            b.read_tokens,
+            b.drop_tokens,
+            b.gap_seconds,
+            b.cause.value,
+            b.expected,
+        )
+        for column, value in zip(out.break_columns, row, strict=True):
+            column.append(value)
+
+
+# ---------------------------------------------------------------- a whole run
+
+
+@dataclass
+class PolicySummary:
+    name: str
+    description: str
+    totals: PolicyTotals
+
+    def savings_pct(self, reference_usd: float) -> float:
+        return 100 * (reference_usd - self.totals.cost_usd) / reference_usd if reference_usd else 0
+
+
+@dataclass
+class ReplayReport:
+    scenarios: list[Scenario]
+    recorded: PolicyTotals = field(default_factory=lambda: PolicyTotals(RECORDED))
+    policies: dict[str, PolicyTotals] = field(default_factory=dict)
+    sessions: list[SessionReplay] = field(default_factory=list)
+    fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD
+    price_table: str = ""
+    stats: LoadStats = field(default_factory=LoadStats)
+    _rows: RowsTable | None = None
+
+    def call_rows(self) -> RowsTable:
+        """Every session's per-call rows, joined once (empty unless replayed with keep_rows)."""
+        if self._rows is None:
+            names = [RECORDED, *(s.name for s in self.scenarios)]
+            parts = [s.call_rows for s in self.sessions if s.call_rows is not None]
+            self._rows = RowsTable(parts, names)
+        return self._rows
+
+    def add(self, result: SessionReplay) -> None:
+        self.recorded.merge(result.recorded)
+        for totals in result.policies:
+            self.policies.setdefault(totals.name, PolicyTotals(totals.name)).merge(totals)
+        self.sessions.append(result)
+
+    def finish(self) -> None:
+        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
+
+    @property
+    def baseline(self) -> PolicyTotals:
+        return self.policies.get(BASELINE) or PolicyTotals(BASELINE)
+
+    def summaries(self) -> list[PolicySummary]:
+        return [
+            PolicySummary(s.name, s.describe(), self.policies.get(s.name) or PolicyTotals(s.name))
+            for s in self.scenarios
+        ]
+
+    @property
+    def fidelity_overall(self) -> float:
+        weight = sum(s.fidelity_weight_tokens for s in self.sessions)
+        return sum(s.fidelity_error_tokens for s in self.sessions) / weight if weight else 0.0
+
+    @property
+    def fidelity_worst(self) -> float:
+        return max((s.fidelity_error for s in self.sessions), default=0.0)
+
+    def idle_notes(self) -> dict[str, str]:
+        """By policy name: why each policy that could clear cleared nothing over the run."""
+        notes = {}
+        for scenario in self.scenarios:
+            totals = self.policies.get(scenario.name)
+            if scenario.prunes and totals is not None and not totals.cleared_tokens:
+                notes[scenario.name] = idle_note(scenario, totals)
+        return notes
+
+    def sessions_over_threshold(self) -> list[SessionReplay]:
+        return [s for s in self.sessions if s.fidelity_error > self.fidelity_threshold]
+
+    @property
+    def calibration_fallbacks(self) -> int:
+        return sum(s.calibration_fallbacks for s in self.sessions)
+
+    @property
+    def recorded_prunes(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for s in self.sessions:
+            total.update(s.recorded_prunes)
+        return total
+
+
+def run_replay(
+    paths: Sequence[str],
+    scenarios: list[Scenario],
+    prices: PriceTable,
+    *,
+    cache_dir: Path | None,
+    keep_rows: bool = True,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    workers: int | None = None,
+    progress: ProgressFn | None = None,
+    fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
+) -> ReplayReport:
+    """Replay every session under PATHS under each scenario (scenarios[0] is the baseline)."""
+    report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
+    report.price_table = prices.version
+    fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
+    for result in map_sessions(
+        paths,
+        fn,
+        source=CalibratedSource(cache_dir),
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        progress=progress,
+        stats=report.stats,
+    ):
+        report.add(result)
+    report.finish()
+    return report

@@ -1,0 +1,421 @@
+"""Calibrated sessions cached on disk, so a second replay skips parsing and tokenizing.
+
+One file per load unit, keyed by mcsim's cache format, the loader, and every file's path,
+size and modification time: any change to a transcript makes a new key. Beside it, keyed by
+the paths alone, the unit's token estimates by content hash: Claude Code keeps appending to
+its transcripts, and a grown unit is parsed and calibrated again but only its new text is
+tokenized (the slowest step). The folder is `$MCSIM_CACHE_DIR`, else `~/.cache/mcsim`.
+
+Entries hold sizes, ids and hashes, never transcript text (what a tool call touched is kept
+as a hash: calibrate.py). They are data only, never code (no pickle): a fixed header (magic,
+kind, format version, payload size, sha256 checksum of what follows it) then the payload,
+JSON for sessions and packed integers for token estimates. A file is trusted only once its
+header and checksum match; one that does not (damaged, truncated, foreign, older), or whose
+verified payload has an unexpected shape, is ignored, counted as a `cache_entry_rebuilt`
+note on the unit's skip report, and rewritten, so a run on a garbled cache gives the figures
+a run without the cache gives. Writes go to a temporary file in the folder, then replace the
+entry at once: concurrent runs never see half an entry. A cache that cannot be read or
+written is ignored (the run recomputes), never fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate, repeat, starmap
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import orjson
+
+from mcsim.accounting.recorded import TTL_SECONDS
+from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
+from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
+from mcsim.ingest.pipeline import CallKey, Loaded, without_calls
+from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
+from mcsim.replay.calibrate import (
+    CalCall,
+    CalSession,
+    CalThread,
+    ReadClass,
+    Segment,
+    calibrate_session,
+)
+from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
+from mcsim.text import from_fs
+
+CACHE_VERSION = 8
+CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
+TOKENS_VERSION = 2
+TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
+
+# The high byte and the line ending catch a file mangled as text, as PNG's signature does.
+_MAGIC = b"\x89mcsim\r\n"
+_CHECKSUM_BYTES = hashlib.sha256().digest_size  # sha256: faster here than blake2b
+_BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
+_TOKEN_RECORD = struct.Struct(f"<{len(TokenEstimator.key('x'))}sQ")  # content hash, tokens
+_STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
+# mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
+_TMP_PREFIX = ".mcsim-tmp-"
+T = TypeVar("T")
+N = TypeVar("N", bound=tuple[Any, ...])
+
+
+class _Kind(NamedTuple):
+    """A kind of cache file: its code in the header and the format version this mcsim writes."""
+
+    code: int
+    version: int
+
+
+_SESSIONS = _Kind(1, CACHE_VERSION)
+_TOKENS = _Kind(2, TOKENS_VERSION)
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MCSIM_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "mcsim"
+
+
+def unit_key(unit: LoadUnit) -> str:
+    digest = hashlib.sha256(f"{CACHE_FORMAT}\0{unit.loader}".encode())
+    for path in unit.files:
+        try:
+            st = path.stat()
+            digest.update(f"\0{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        except OSError:
+            digest.update(f"\0{path}\0missing".encode())
+    return digest.hexdigest()
+
+
+def paths_key(unit: LoadUnit) -> str:
+    """The unit's files, whatever their content: the key of its token estimates."""
+    digest = hashlib.sha256(f"{TOKENS_FORMAT}\0{unit.loader}".encode())
+    for path in unit.files:
+        digest.update(f"\0{path.resolve()}".encode())
+    return digest.hexdigest()
+
+
+# One estimator per process: token counts are shared by every unit a worker loads.
+_ESTIMATOR: TokenEstimator | None = None
+
+
+def _estimator() -> TokenEstimator:
+    global _ESTIMATOR
+    if _ESTIMATOR is None:
+        _ESTIMATOR = TokenEstimator()
+    return _ESTIMATOR
+
+
+@dataclass(frozen=True)
+class CalibratedSource:
+    """A pipeline source of calibrated sessions, read from or written to the disk cache.
+
+    `cache_dir=None` disables the cache. A unit reloaded without calls seen elsewhere (the
+    rare cross-unit duplicate) is calibrated afresh and not cached.
+    """
+
+    cache_dir: Path | None
+
+    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[CalSession]:
+        entry = self.cache_dir / f"{unit_key(unit)}.sessions" if self.cache_dir else None
+        files = [from_fs(str(f)) for f in unit.files]
+        rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
+        if entry is not None and not exclude:
+            try:
+                cached = _read_sessions(entry)
+            except _Damaged as why:
+                rebuilt.append((entry, str(why)))
+            else:
+                if cached is not None:
+                    spelled, sessions, skips = cached
+                    names = dict(zip(spelled, files, strict=False))
+                    return Loaded(sessions, _respell(skips, names))
+        loaded = get_loader(unit.loader).load(unit, Detail.TEXT)
+        kept, dropped = without_calls(loaded.sessions, exclude)
+        estimator = _estimator()
+        tokens = self.cache_dir / f"{paths_key(unit)}.tokens" if self.cache_dir else None
+        if tokens is not None:
+            try:
+                estimator.learn(_read_tokens(tokens) or {})
+            except _Damaged as why:
+                rebuilt.append((tokens, str(why)))
+        with estimator.recording() as used:
+            calibrated = [calibrate_session(s, estimator) for s in kept]
+        if entry is not None and not exclude:
+            payload = _sessions_payload(entry.stem, files, calibrated, loaded.skips)
+            _write(entry, _SESSIONS, payload)
+        if tokens is not None:
+            _write(tokens, _TOKENS, _tokens_payload(used))
+        for path, reason in rebuilt:
+            loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", reason)
+        return Loaded(calibrated, loaded.skips, dropped)
+
+
+def _respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
+    """The skipped lines named by this run's paths: the cache may have been filled through
+    another spelling of the same files (relative, absolute, via a link)."""
+    skips.examples = [replace(e, file=names.get(e.file, e.file)) for e in skips.examples]
+    return skips
+
+
+class _Damaged(Exception):
+    """A cache file that cannot be used, and why (it is counted and rewritten)."""
+
+
+# --- the file: header, checksum, payload -----------------------------------------------------
+
+
+def _write(path: Path, kind: _Kind, payload: bytes | None) -> None:
+    """Write an entry atomically: a temporary file in the same folder, then a rename."""
+    if payload is None:
+        return
+    body = _BODY_HEADER.pack(*kind, len(payload)) + payload
+    checksum = hashlib.sha256(body).digest()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_once(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_MAGIC + checksum)
+            fh.write(body)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:  # a cache that cannot be written only costs speed
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+_SWEPT: set[Path] = set()  # folders this process has cleaned up
+
+
+def _sweep_once(folder: Path) -> None:
+    """Remove the temporary files a killed run left behind (once per folder and process)."""
+    if folder in _SWEPT:
+        return
+    _SWEPT.add(folder)
+    stale = time.time() - _STALE_TMP_SECONDS
+    for tmp in folder.glob(f"{_TMP_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if tmp.lstat().st_mtime < stale:
+                tmp.unlink()
+
+
+def _payload(path: Path, kind: _Kind) -> bytes | None:
+    """The verified payload of a cache file; None if there is no such file."""
+    try:
+        # Only a regular file: a FIFO or a device planted there would block or never end.
+        with open_regular(path) as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except NotRegularFileError as exc:
+        raise _Damaged("not an mcsim cache file") from exc
+    except OSError as exc:
+        raise _Damaged("cannot be read") from exc
+    start = len(_MAGIC) + _CHECKSUM_BYTES
+    payload_start = start + _BODY_HEADER.size
+    if not data.startswith(_MAGIC):
+        raise _Damaged("truncated" if _MAGIC.startswith(data) else "not an mcsim cache file")
+    if len(data) < payload_start:
+        raise _Damaged("truncated")
+    code, version, size = _BODY_HEADER.unpack_from(data, start)
+    if len(data) < payload_start + size:
+        raise _Damaged("truncated")
+    checksum = hashlib.sha256(memoryview(data)[start:]).digest()
+    if checksum != data[len(_MAGIC) : start]:
+        raise _Damaged("checksum mismatch")
+    if code != kind.code:
+        raise _Damaged("another kind of mcsim cache file")
+    if version != kind.version:
+        raise _Damaged("older format" if version < kind.version else "newer format")
+    return data[payload_start : payload_start + size]
+
+
+# --- token estimates: packed (content hash, tokens) records -----------------------------------
+
+
+def _tokens_payload(counts: dict[bytes, int]) -> bytes | None:
+    try:
+        return b"".join(_TOKEN_RECORD.pack(k, n) for k, n in counts.items())
+    except struct.error:  # a count past 64 bits: not worth caching
+        return None
+
+
+def _read_tokens(path: Path) -> dict[bytes, int] | None:
+    payload = _payload(path, _TOKENS)
+    if payload is None:
+        return None
+    if len(payload) % _TOKEN_RECORD.size:
+        raise _Damaged("unexpected content")
+    return dict(_TOKEN_RECORD.iter_unpack(payload))
+
+
+# --- calibrated sessions: JSON columns, checked column by column on the way back ------------
+#
+# Four tables (sessions, threads, calls, segments), each a list of columns, one per field of
+# its record; a parent's column of children holds how many consecutive rows of the next table
+# are its own. Columns make reading fast and thorough at once: each is checked in one C-level
+# pass (the type of every value, every enum value known), then rows are zipped into the
+# records, so a verified payload of an unexpected shape is damage, never a crash later on.
+
+_Column = frozenset[type] | dict[Any, Any]  # the types a column may hold, or enum by value
+_Table = tuple[_Column, ...]
+_INT: frozenset[type] = frozenset({int})
+_FLOAT: frozenset[type] = frozenset({float})
+_BOOL: frozenset[type] = frozenset({bool})
+_STR: frozenset[type] = frozenset({str})
+_LIST: frozenset[type] = frozenset({list})
+_OPT_STR: frozenset[type] = frozenset({str, type(None)})
+_OPT_INT: frozenset[type] = frozenset({int, type(None)})
+_OPT_FLOAT: frozenset[type] = frozenset({float, type(None)})
+_ITEM_KIND: _Column = {k.value: k for k in ItemKind}
+_THREAD_KIND: _Column = {k.value: k for k in ThreadKind}
+_READ_CLASS: _Column = {c.value: c for c in ReadClass}
+_TTL: _Column = {t: t for t in TTL_SECONDS}
+
+# In the field order of Segment, CalCall (with the count of its segments), CalThread (of its
+# calls), CalSession (its files, then the count of its threads) and Skip.
+_SEGMENT_COLUMNS: _Table = (_ITEM_KIND, _INT, _OPT_STR, _OPT_STR, _INT, _BOOL, _OPT_STR)
+_CALL_COLUMNS: _Table = (
+    *(_STR, _OPT_STR, _FLOAT, _STR, _INT, _INT, _INT, _INT, _INT, _OPT_STR, _OPT_STR, _TTL),
+    *(_INT, _INT, _BOOL, _OPT_INT, _READ_CLASS, _INT, _INT, _BOOL, _OPT_FLOAT, _OPT_FLOAT),
+    *(_OPT_STR, _LIST, _INT),
+)
+_THREAD_COLUMNS: _Table = (_STR, _THREAD_KIND, _INT, _INT)
+_SESSION_COLUMNS: _Table = (_STR, _STR, _OPT_STR, _LIST, _INT)
+_SKIP_COLUMNS: _Table = (_STR, _INT, _STR, _STR)
+_SEGMENTS_AT = CalCall._fields.index("segments")
+_PRUNED_IDS_AT = CalCall._fields.index("pruned_ids")
+
+
+def _sessions_payload(
+    key: str, files: list[str], sessions: list[CalSession], skips: SkipReport
+) -> bytes | None:
+    """The entry's payload; `key` (its file name) is inside, so an entry copied under another
+    unit's name is not taken for that unit's."""
+    threads = [t for s in sessions for t in s.threads]
+    calls = [c for t in threads for c in t.calls]
+    tables = [
+        _columns(
+            [[s.session_id, s.project, s.cwd, s.files, len(s.threads)] for s in sessions],
+            _SESSION_COLUMNS,
+        ),
+        _columns(
+            [[t.thread_id, t.kind, t.head_tokens, len(t.calls)] for t in threads], _THREAD_COLUMNS
+        ),
+        _columns(
+            [[*c[:_SEGMENTS_AT], len(c.segments), *c[_SEGMENTS_AT + 1 :]] for c in calls],
+            _CALL_COLUMNS,
+        ),
+        _columns([g for c in calls for g in c.segments], _SEGMENT_COLUMNS),
+    ]
+    report = [
+        skips.lines_read,
+        skips.counts,
+        skips.repaired,
+        skips.notes,
+        _columns([[e.file, e.line, e.reason, e.detail] for e in skips.examples], _SKIP_COLUMNS),
+        skips.examples_omitted,
+        skips.max_examples,
+    ]
+    try:
+        return orjson.dumps([key, files, report, *tables])
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
+        return None
+
+
+def _columns(rows: Sequence[Sequence[Any]], spec: _Table) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)] or [[] for _ in spec]
+
+
+def _read_sessions(path: Path) -> tuple[list[str], list[CalSession], SkipReport] | None:
+    payload = _payload(path, _SESSIONS)
+    if payload is None:
+        return None
+    try:
+        key, files, report, sessions, threads, calls, segments = orjson.loads(payload)
+        if key != path.stem:
+            raise _Damaged("written for another unit")
+        return _strings(files), _sessions(sessions, threads, calls, segments), _report(report)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise _Damaged("unexpected content") from exc
+
+
+def _sessions(sessions: Any, threads: Any, calls: Any, segments: Any) -> list[CalSession]:
+    segment = _checked(segments, _SEGMENT_COLUMNS)
+    call = _checked(calls, _CALL_COLUMNS)
+    call[_SEGMENTS_AT] = _groups(_tuples(Segment, segment), call[_SEGMENTS_AT])
+    call[_PRUNED_IDS_AT] = [tuple(_strings(ids)) for ids in call[_PRUNED_IDS_AT]]
+    thread = _checked(threads, _THREAD_COLUMNS)
+    # Only threads with calls are loaded, and a session starts at its first call.
+    thread[3] = _groups(_tuples(CalCall, call), thread[3], least=1)
+    session = _checked(sessions, _SESSION_COLUMNS)
+    session[3] = [tuple(_strings(files)) for files in session[3]]
+    session[4] = _groups(list(starmap(CalThread, zip(*thread, strict=True))), session[4], least=1)
+    return list(starmap(CalSession, zip(*session, strict=True)))
+
+
+def _tuples(cls: type[N], columns: list[list[Any]]) -> list[N]:
+    """NamedTuples from columns, each made in one C call (`cls._make` runs Python code)."""
+    return list(map(tuple.__new__, repeat(cls), zip(*columns, strict=True)))
+
+
+def _report(row: Any) -> SkipReport:
+    lines_read, counts, repaired, notes, examples, omitted, max_examples = row
+    if not {type(lines_read), type(omitted), type(max_examples)} <= _INT:
+        raise TypeError("not a count")
+    return SkipReport(
+        lines_read=lines_read,
+        counts=_counter(counts),
+        repaired=_counter(repaired),
+        notes=_counter(notes),
+        examples=list(starmap(Skip, zip(*_checked(examples, _SKIP_COLUMNS), strict=True))),
+        examples_omitted=omitted,
+        max_examples=max_examples,
+    )
+
+
+def _checked(columns: Any, spec: _Table) -> list[list[Any]]:
+    """The columns of a table, enums as members; TypeError or KeyError if any value is not
+    one its column allows (columns of different lengths fail when zipped, strictly)."""
+    if type(columns) is not list or len(columns) != len(spec):
+        raise ValueError("not a table")
+    for i, (column, allowed) in enumerate(zip(columns, spec, strict=True)):
+        if type(column) is not list:
+            raise TypeError("not a column")
+        if isinstance(allowed, dict):
+            columns[i] = list(map(allowed.__getitem__, column))
+        elif not set(map(type, column)) <= allowed:
+            raise TypeError("a value of an unexpected type")
+    return columns
+
+
+def _groups(items: list[T], sizes: list[int], least: int = 0) -> list[tuple[T, ...]]:
+    """`items` cut into consecutive groups of the given sizes."""
+    if (sizes and min(sizes) < least) or sum(sizes) != len(items):
+        raise ValueError("groups that do not add up")
+    return [tuple(items[end - n : end]) for n, end in zip(sizes, accumulate(sizes), strict=True)]
+
+
+def _strings(values: Any) -> list[str]:
+    if type(values) is not list or not set(map(type, values)) <= _STR:
+        raise TypeError("not a list of strings")
+    return values
+
+
+def _counter(values: Any) -> Counter[str]:
+    if type(values) is not dict or not set(map(type, values.values())) <= _INT:
+        raise TypeError("not a count by reason")
+    return Counter(values)
