@@ -1,96 +1,43 @@
-"""Replay one thread under a scenario: apply its policies, run the prompt cache, price each call.
+"""Replay one thread under a scenario, call by call: the policies decide, the context applies
+their clearings, the prompt cache serves the call, the price table prices it; at the end the
+break detector names the cause of every drop in reads.
 
 Pure and deterministic: a calibrated thread, a scenario and a price table in; simulated calls
-and cache breaks out. The model (DESIGN.md "The replay model"):
-
-* The replayed prompt of a call is the recorded prompt minus what the policy has cleared so
-  far (net of placeholders), so with no pruning it is the recorded prompt exactly.
-* The cache holds the previous call's whole prompt while it is alive: each call refreshes it
-  with its own TTL (5m, 1h, or the recorded one), measured on the recorded timestamps.
-* A rewrite (client-side clearing, API context editing) changes the prompt at an old block:
-  the read falls back to the stable head, as the real cache does. A cache edit deletes
-  tokens from the cached copy without breaking it. It takes effect on the call that carries
-  it: that call's prompt is smaller by the deleted tokens, its read is the cached copy less
-  what was deleted from it, and nothing deleted is written again (the undocumented billing
-  is modelled that way, and said so in outputs). The drop in reads it causes is not a break.
-* Time as each mechanism sees it: the cache TTL runs from request to request (a request is
-  sent with the last line written before the call); time-based pruning measures the idle
-  time from the end of the previous response to the request. At a gap equal to the TTL the
-  entry is gone.
-* Recorded anchors: what the recording shows happened for reasons outside any policy is kept.
-  A read that fell back to a shorter prefix falls back there in the replay too (shifted by
-  what was cleared before it); a miss the TTL does not explain stays a miss; a hit on the
-  whole previous prompt keeps its recorded few-token offset; a hit the recorded TTL does not
-  explain (the prefix was kept warm elsewhere) stays a hit. Misses the recorded TTL explains
-  are left to the replay's own TTL clock.
-* Pruning the recording already shows (a microcompact boundary, a cache deletion, a prompt
-  that shrank with no compaction) is not a compaction: the thread and the policies' state
-  go on, and the recorded reads around it are kept like any other.
-* Below the model's minimum cacheable length nothing is cached.
+and cache breaks out. The parts, each on one screen: `context.py` (what is in the prompt and
+what is cleared), `cache.py` (the prompt-cache model), `pricing.py`, and the detector in
+`mcsim.accounting.breaks`. Time as each mechanism sees it: the cache TTL runs from request to
+request (a request is sent with the last line written before its call); time-based pruning
+measures the idle time from the end of the previous response to the request.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
-from mcsim.accounting.prices import ModelPrice, PriceTable, base_rates_up_to, parse_model, rates_for
+from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
-from mcsim.model import CompactionKind, ItemKind, ThreadKind, Usage
+from mcsim.model import CompactionKind, ThreadKind, Usage
+from mcsim.replay.cache import PromptCache, min_cacheable_tokens
 from mcsim.replay.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
-from mcsim.replay.policies import (
-    Clearing,
-    LiveSegment,
-    Mode,
-    Policy,
-    View,
-    can_clear,
-    is_compactable,
-)
-from mcsim.replay.scenario import DEFAULT_COMPACTABLE, Scenario
+from mcsim.replay.context import Context, PreparedThread
+from mcsim.replay.policies import Mode, Policy, can_clear
+from mcsim.replay.pricing import Pricer
+from mcsim.replay.scenario import Scenario
 
-# Minimum cacheable prompt by (family, version); DOMAIN.md §3.1.
-_MIN_CACHEABLE = {
-    ("opus", "4.5"): 4096,
-    ("opus", "4.6"): 4096,
-    ("opus", "4.7"): 2048,
-    ("haiku", "4.5"): 4096,
-    ("haiku", "3.5"): 2048,
-    ("haiku", "3"): 2048,
-}
+__all__ = ["PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"]
 
-
-# Only these are ever cleared; text and attachments are tracked by their size alone.
-_CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKING})
-# Each is a message of its own (View.messages); the response before them is one more.
-_MESSAGES = frozenset({ItemKind.USER_TEXT, ItemKind.TOOL_RESULT})
-
-
-@functools.lru_cache(maxsize=256)
-def min_cacheable_tokens(model: str) -> int:
-    parsed = parse_model(model)
-    return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
-
-
-_CLAUDE_CODE = frozenset(DEFAULT_COMPACTABLE)  # the tools Claude Code's own pruning clears
 _MICROCOMPACT = CompactionKind.MICROCOMPACT.value
 _CACHE_DELETION = CompactionKind.CACHE_DELETION.value
-
-
-def _times(calls: Sequence[CalCall]) -> tuple[list[float], list[float]]:
-    """Per call, when its request was sent and when its response was done."""
-    sent = [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls]
-    done = [c.timestamp_s if c.done_s is None else c.done_s for c in calls]
-    return sent, done
-
-
-def placeholder_tokens(text: str) -> int:
-    """Tokens a placeholder costs (about 4 characters a token; they are a few tokens each)."""
-    return (len(text) + 3) // 4 if text else 0
+_PARTIAL = ReadClass.PARTIAL
+Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
+# One call as the policies leave it: TTL, prompt, tokens cleared so far, newly cleared,
+# rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the recorded
+# fall-back read in replayed tokens.
+_Row = tuple[str, int, int, int, bool, bool, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,79 +131,6 @@ class SimThread:
         ]
 
 
-class PreparedThread:
-    """A thread's clearable items as live segments, made once and shared by every scenario
-    replayed on the thread (each replay starts by marking them all uncleared again)."""
-
-    def __init__(self, thread: CalThread) -> None:
-        self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
-        self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
-        self.messages: list[int] = []  # per call: messages in the conversation (View.messages)
-        # resource -> calls (in order) whose items include a tool call touching it
-        self.uses: dict[str, list[int]] = {}
-        # per call: index of the next compaction after it (len(calls) if none)
-        self.next_compaction: list[int] = []
-        self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
-        self._compactable = {}
-        position = messages = 0
-        start = thread.head_tokens  # where the next item starts in the recorded prompt
-        for call in thread.calls:
-            if call.compaction:
-                start = thread.head_tokens
-            # A compaction restarts the conversation; otherwise the last call's response is in.
-            messages = 0 if call.compaction or not self.segments else messages + 1
-            messages += sum(seg.kind in _MESSAGES for seg in call.segments)
-            self.messages.append(messages)
-            lives: list[LiveSegment] = []
-            for seg in call.segments:
-                if seg.kind in _CLEARABLE:
-                    lives.append(
-                        LiveSegment(
-                            position,
-                            len(self.segments),
-                            seg.kind,
-                            seg.tokens,
-                            seg.tool_name,
-                            seg.tool_use_id,
-                            seg.turn,
-                            start,
-                            resource=seg.resource,
-                        )
-                    )
-                position += 1
-                start += seg.tokens
-            start += call.adjustment_tokens
-            for seg in call.segments:
-                if seg.kind is ItemKind.TOOL_USE and seg.resource:
-                    self.uses.setdefault(seg.resource, []).append(len(self.segments))
-            self.segments.append(lives)
-            self.results.append([s for s in lives if s.kind is ItemKind.TOOL_RESULT])
-
-        upcoming = len(thread.calls)
-        for i in range(len(thread.calls) - 1, -1, -1):
-            self.next_compaction.append(upcoming)
-            if thread.calls[i].compaction:
-                upcoming = i
-        self.next_compaction.reverse()
-
-    def compactable(
-        self, allowed: frozenset[str], excluded: frozenset[str]
-    ) -> list[list[LiveSegment]]:
-        key = (allowed, excluded)
-        if key not in self._compactable:
-            self._compactable[key] = [
-                [s for s in results if is_compactable(s.tool_name, allowed, excluded)]
-                for results in self.results
-            ]
-        return self._compactable[key]
-
-    def reset(self) -> None:
-        for lives in self.segments:
-            for seg in lives:
-                seg.cleared = seg.edited = seg.recorded = False
-                seg.saved = 0
-
-
 def prunes(thread: CalThread, scenario: Scenario) -> bool:
     """Whether any of the scenario's policies acts on this thread (none act on a sub-agent
     when the scenario is main-thread-only)."""
@@ -285,14 +159,23 @@ def simulate_thread(
         policies = []
     else:
         policies = [p for p in scenario.build() if can_clear(type(p))]
+    context = None
     if policies:
         prepared = prepared or PreparedThread(thread)
         prepared.reset()
-    return _Replay(thread, scenario, policies, prices, prepared, unpruned).run()
+        context = Context(thread, scenario, prepared)
+    return _Replay(thread, scenario, policies, prices, context, unpruned).run()
+
+
+def _times(calls: Sequence[CalCall]) -> tuple[list[float], list[float]]:
+    """Per call, when its request was sent and when its response was done."""
+    sent = [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls]
+    done = [c.timestamp_s if c.done_s is None else c.done_s for c in calls]
+    return sent, done
 
 
 class _Replay:
-    """The mutable state of one thread's replay."""
+    """One scenario's replay of one thread."""
 
     def __init__(
         self,
@@ -300,256 +183,105 @@ class _Replay:
         scenario: Scenario,
         policies: list[Policy],
         prices: PriceTable,
-        prepared: PreparedThread | None,
+        context: Context | None,  # None: no policy acts, nothing is tracked
         unpruned: SimThread | None = None,
     ) -> None:
         self.thread = thread
-        self.unpruned = unpruned
         self.scenario = scenario
         self.policies = policies
         self.prices = prices
-        self.prepared = prepared
-        self.compactable_per_call = (
-            prepared.compactable(scenario.compactable_tools, scenario.exclude_tools)
-            if prepared is not None
-            else []
-        )
-        self.segments: list[LiveSegment] = []
-        self.results: list[LiveSegment] = []
-        self.compactable: list[LiveSegment] = []
-        self.saved = 0  # tokens currently removed from the prompt
-        self.edited: list[LiveSegment] = []  # deleted by cache edits (some may be back)
-        self.recorded_upto = 0  # results[:recorded_upto] were looked at for recorded pruning
+        self.context = context
+        self.unpruned = unpruned
+        self.cache = PromptCache(thread.head_tokens)
+        self.pricer = Pricer(prices)
+        self.sent, self.done = _times(thread.calls)
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
-        self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
-        main = thread.kind is ThreadKind.MAIN
-        self.view = View(0, 0.0, None, 0, "", main, False, [], [], [], False)
-        self.view.excluded_tools = scenario.exclude_tools  # for kinds that ignore `compactable`
-        self._show_lists()
+        self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
+        self.head = thread.head_tokens
 
     def run(self) -> SimThread:
-        thread = self.thread
-        calls = thread.calls
-        n = len(calls)
-        fixed_ttl = None if self.scenario.ttl == "recorded" else self.scenario.ttl
-        head = thread.head_tokens
-        policies = self.policies
-        price_of: dict[str, tuple[ModelPrice | None, float]] = {}
-        out_ttl: list[str] = []
-        out_in: list[int] = []
-        out_w5: list[int] = []
-        out_w1: list[int] = []
-        out_read: list[int] = []
-        out_prompt: list[int] = []
-        out_cost: list[float | None] = []
-        out_cleared: list[int] = []
-        out_newly: list[int] = []
-        out_rewrote: list[bool] = []
-        out_edit: list[bool] = []
-        sent, done = _times(calls)
-        cache_valid = 0  # tokens of the cached prefix that still match the prompt
-        cache_intact = False  # the cache holds the whole previous prompt
-        prev_sent: float | None = None
-        prev_ttl_s = 300.0
-        # Locals for the loop: it runs for every call of every policy.
-        first, partial, external_miss, full = (
-            ReadClass.FIRST,
-            ReadClass.PARTIAL,
-            ReadClass.EXTERNAL_MISS,
-            ReadClass.FULL,
-        )
-        ttl_seconds = TTL_SECONDS
+        calls = self.thread.calls
         # Calls [0, same) are identical to the unpruned replay (nothing cleared yet): only the
         # policies run there, and `decided` is their decision for call `same`.
-        same = 0
-        decided: tuple[bool, bool, int] | None = None
+        same, decided = 0, None
         if self.unpruned is not None:
-            same, decided = self._until_first_clearing(sent, done)
-            for before in calls[same - 1 :: -1] if same else ():
-                if before.prompt_tokens >= min_cacheable_tokens(before.model):
-                    cache_valid, cache_intact = before.prompt_tokens, True
-                    break
+            same, decided = self._until_first_clearing()
             if same:
-                prev_sent = sent[same - 1]
-                prev_ttl_s = TTL_SECONDS[fixed_ttl or calls[same - 1].ttl]
-        for i in range(same, n):
-            call = calls[i]
-            gap = sent[i] - prev_sent if prev_sent is not None else None
-            recorded_prompt = (
-                call.input_tokens
-                + call.cache_write_5m_tokens
-                + call.cache_write_1h_tokens
-                + call.cache_read_tokens
-            )
-            if decided is not None:
-                (rewrote, edited, newly), decided = decided, None
-            else:
-                if call.compaction:
-                    self._reset()
-                rewrote = edited = False
-                newly = 0
-                if policies:  # without policies nothing is ever cleared: no item tracking
-                    self._add_segments(i)
-                    idle = sent[i] - done[i - 1] if i else None
-                    rewrote, edited, newly = self._decide(i, call, idle, recorded_prompt)
-            ttl = fixed_ttl or call.ttl
-            minimum = min_cacheable_tokens(call.model)
-            prompt = recorded_prompt - self.saved
-            if prompt < head and prompt < recorded_prompt:  # estimates never clear the head
-                prompt = min(head, recorded_prompt)
-
-            # The cache (see the module docstring).
-            uncached = min(call.input_tokens, prompt)
-            if prompt < minimum:
-                read = write = 0
-                uncached = prompt
-            else:
-                kind = call.read_class
-                alive = gap is not None and (
-                    gap < prev_ttl_s
-                    # a recorded hit the recorded TTL does not explain: kept warm elsewhere
-                    or ((kind is full or kind is partial) and gap >= ttl_seconds[calls[i - 1].ttl])
-                )
-                valid = cache_valid if alive else 0
-                intact = alive and cache_intact
-                if edited:  # the server deleted these from its cached copy for this call
-                    valid = max(valid - self.edit_cached, 0)
-                if rewrote and valid > head:
-                    valid, intact = head, False
-                if kind is first:
-                    valid, intact = call.read_anchor, False  # warm from elsewhere (shared head)
-                elif kind is partial:
-                    anchor = self._to_replay(call.read_anchor)
-                    # Read after the TTL ran out: that prefix was kept warm elsewhere.
-                    valid, intact = (min(valid, anchor) if alive else anchor), False
-                elif kind is external_miss:
-                    valid, intact = 0, False
-                read = valid + call.read_delta if intact and kind is full else valid
-                read = max(0, min(read, prompt - uncached))
-                write = prompt - uncached - read
-                cache_valid, cache_intact = prompt, True
-            write_1h = write if ttl == "1h" else 0
-
-            model = call.model
-            if model not in price_of:
-                price = self.prices.lookup(model)
-                price_of[model] = (price, base_rates_up_to(price) if price else 0)
-            price, plain_below = price_of[model]
-            if price is None:
-                cost = None
-            else:
-                if prompt <= plain_below and not call.speed and not call.inference_geo:
-                    r = price.rates  # no long-context rule can apply, no multiplier
-                else:
-                    r, _ = rates_for(
-                        price, prompt, call.timestamp_s, call.speed, call.inference_geo
-                    )
-                cost = (
-                    uncached * r.input
-                    + (write - write_1h) * r.cache_write_5m
-                    + write_1h * r.cache_write_1h
-                    + read * r.cache_read
-                    + call.output_tokens * r.output
-                ) * 1e-6
-            out_ttl.append(ttl)
-            out_in.append(uncached)
-            out_w5.append(write - write_1h)
-            out_w1.append(write_1h)
-            out_read.append(read)
-            out_prompt.append(prompt)
-            out_cost.append(cost)
-            out_cleared.append(self.saved)
-            out_newly.append(newly)
-            out_rewrote.append(rewrote)
-            out_edit.append(edited)
-            prev_sent, prev_ttl_s = sent[i], ttl_seconds[ttl]
-
-        copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
-        if same:  # the calls before the first clearing, as the unpruned replay made them
-            ref = self.unpruned
-            assert ref is not None
-            copies: list[tuple[list[Any], list[Any]]] = [
-                (out_ttl, ref.ttl),
-                (out_in, ref.input_tokens),
-                (out_w5, ref.cache_write_5m_tokens),
-                (out_w1, ref.cache_write_1h_tokens),
-                (out_read, ref.cache_read_tokens),
-                (out_prompt, ref.prompt_tokens),
-                (out_cost, ref.cost_usd),
-                (out_cleared, ref.cleared_tokens),
-                (out_newly, ref.newly_cleared_tokens),
-                (out_rewrote, ref.rewrote),
-                (out_edit, ref.cache_edit),
-            ]
-            for column, unpruned in copies:
-                column[:0] = unpruned[:same]
-            copied = [b for b in (*ref.breaks, *ref.edit_drops) if b.call_index < same]
-        models = [c.model for c in calls]
-        compactions = [c.compaction for c in calls]
-        ttl_s = [TTL_SECONDS[t] for t in out_ttl]
-        # The recording's own pruning is announced to the detector like a policy's.
-        rewrites = [r or c.pruned == _MICROCOMPACT for r, c in zip(out_rewrote, calls, strict=True)]
-        edits = [e or c.pruned == _CACHE_DELETION for e, c in zip(out_edit, calls, strict=True)]
-        found = detect_breaks_columns(
-            sent, models, out_read, ttl_s, compactions, rewrites, edits, start=same
+                self._resume_cache(same)
+        # The calls from `same` on: the policies decide and the context applies it, call by
+        # call; the cache then serves the prompts in order, and the calls are priced.
+        if self.context is None:  # no policy acts: the recorded prompts, nothing cleared
+            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor = self._as_recorded()
+        else:
+            rows = [self._call(same, decided)] if same < len(calls) else []
+            rows += [self._call(i, None) for i in range(same + 1, len(calls))]
+            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor = [
+                list(c) for c in zip(*rows, strict=True)
+            ] or [[] for _ in range(8)]
+        uncached, read, w5, w1 = self.cache.serve(
+            calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor
         )
-        breaks = [b for b in (*copied, *found) if b.is_break]
-        edit_drops = [b for b in (*copied, *found) if not b.is_break]
-        hazards = tuple(self._hazards(out_prompt, out_ttl)) if self.policies else ()
-        return SimThread(
-            thread.thread_id,
-            thread.kind,
-            [c.timestamp_s for c in calls],
-            models,
-            out_ttl,
-            out_in,
-            out_w5,
-            out_w1,
-            out_read,
-            [c.output_tokens for c in calls],
-            out_prompt,
-            out_cost,
-            out_cleared,
-            out_newly,
-            out_rewrote,
-            out_edit,
-            compactions,
-            tuple(breaks),
-            hazards,
-            len(self.cleared_log),
-            tuple(edit_drops),
-            tuple(p.figures() for p in policies),
+        cost = self.pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
+        columns = [ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edited]
+        if same:
+            columns = [[*copied, *c] for copied, c in zip(self._copied(same), columns, strict=True)]
+        return self._thread(same, columns)
+
+    def _call(self, i: int, decided: Decision | None) -> _Row:
+        """The story of one call as the policies tell it: what they clear before it (or had
+        decided, for the first call that differs from the unpruned replay), the prompt that
+        is left, and what the cache must know of it (cache.py serves it, pricing.py bills
+        it)."""
+        call = self.thread.calls[i]
+        context = self.context
+        recorded_prompt = (  # call.prompt_tokens, without a property call: this runs a lot
+            call.input_tokens
+            + call.cache_write_5m_tokens
+            + call.cache_write_1h_tokens
+            + call.cache_read_tokens
         )
+        assert context is not None
+        rewrote, edited, newly = decided or self._before(i, call, recorded_prompt)
+        saved = context.saved
+        prompt = recorded_prompt - saved
+        if prompt < self.head and prompt < recorded_prompt:  # estimates never clear the head
+            prompt = min(self.head, recorded_prompt)
+        anchor = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
+        deleted = self.edit_cached if edited else 0
+        return self.fixed_ttl or call.ttl, prompt, saved, newly, rewrote, edited, deleted, anchor
 
-    def _until_first_clearing(
-        self, sent: list[float], done: list[float]
-    ) -> tuple[int, tuple[bool, bool, int] | None]:
-        """Run only the policies until one clears: (that call's index, its decision), or
-        (the number of calls, None) when none ever does."""
-        for i, call in enumerate(self.thread.calls):
-            if call.compaction:
-                self._reset()
-            self._add_segments(i)
-            idle = sent[i] - done[i - 1] if i else None
-            decision = self._decide(i, call, idle, call.prompt_tokens)
-            if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
-                return i, decision
-        return len(self.thread.calls), None
+    def _as_recorded(self) -> list[list[Any]]:
+        """`_call`'s rows as columns, for a thread no policy acts on."""
+        calls, fixed = self.thread.calls, self.fixed_ttl
+        n = len(calls)
+        return [
+            [fixed or c.ttl for c in calls],
+            [c.prompt_tokens for c in calls],
+            [0] * n,
+            [0] * n,
+            [False] * n,
+            [False] * n,
+            [0] * n,
+            [c.read_anchor for c in calls],
+        ]
 
-    def _decide(
-        self, i: int, call: CalCall, idle: float | None, recorded_prompt: int
-    ) -> tuple[bool, bool, int]:
-        """Run the policy stack before a call: (rewrote, cache-edited, tokens newly cleared).
-        Both take effect on this call; `edit_cached` is what its cache edits deleted from
-        the cached copy (items of earlier calls)."""
+    def _before(self, i: int, call: CalCall, recorded_prompt: int) -> Decision:
+        """Before call `i`: a compaction restarts the context, the call's items arrive, and
+        the policy stack decides. A rewrite or a cache edit takes effect on this call;
+        `edit_cached` is what its cache edits deleted from the cached copy."""
+        context = self.context
+        assert context is not None
+        if call.compaction:
+            self._restart()
+        context.add(i)
         rewrote = edited = False
         newly = 0
         self.edit_cached = 0
-        view = self.view  # one per thread, updated in place: a View per call costs a lot
+        view = context.view
         view.call_index = i
         view.timestamp_s = call.timestamp_s
-        view.gap_seconds = idle
-        view.prompt_tokens = recorded_prompt - self.saved
+        view.gap_seconds = self.sent[i] - self.done[i - 1] if i else None  # idle time
+        view.prompt_tokens = recorded_prompt - context.saved
         view.model = call.model
         view.thinking_in_prompt = thinking_in_prompt(call.model)
         view.rewritten = False
@@ -557,12 +289,9 @@ class _Replay:
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
-            net, cached = self._clear(clearing, i)
-            if clearing.mode is Mode.REWRITE:
-                net -= self._drop_cache_edits()
+            net, cached = context.apply(clearing, i)
             newly += net
-            self.saved += net
-            view.prompt_tokens = recorded_prompt - self.saved
+            view.prompt_tokens = recorded_prompt - context.saved
             if clearing.mode is Mode.REWRITE:
                 rewrote = view.rewritten = True
                 for other in self.policies:
@@ -573,109 +302,97 @@ class _Replay:
                 edited = True
         return rewrote, edited, newly
 
-    def _add_segments(self, i: int) -> None:
-        prepared = self.prepared
-        assert prepared is not None
-        self.segments.extend(prepared.segments[i])
-        self.results.extend(prepared.results[i])
-        self.compactable.extend(self.compactable_per_call[i])
-        self.view.messages = prepared.messages[i]
-        call = self.thread.calls[i]
-        if call.pruned_ids or call.pruned_tokens:
-            self._recorded_pruning(call, i)
-
-    def _recorded_pruning(self, call: CalCall, i: int) -> None:
-        """The recording cleared results itself before this call: its prompt is already
-        without them, so they save nothing more, whatever a policy did to them. First the
-        results it names, then the oldest results Claude Code may clear (both of its
-        mechanisms clear oldest first) while what it removed is not accounted for (a rest
-        under half a result is the calibration's rounding, not a result)."""
-        left = call.pruned_tokens
-        if call.pruned_ids:
-            ids = set(call.pruned_ids)
-            for seg in self.results:
-                if seg.tool_use_id in ids and seg.call_index < i and not seg.recorded:
-                    left -= seg.tokens
-                    self._gone(seg)
-        results = self.results
-        while left > 0 and self.recorded_upto < len(results):
-            seg = results[self.recorded_upto]
-            if seg.call_index >= i:
-                break
-            if not seg.recorded and is_compactable(seg.tool_name, _CLAUDE_CODE, frozenset()):
-                if 2 * left < seg.tokens:
-                    break
-                left -= seg.tokens
-                self._gone(seg)
-            self.recorded_upto += 1
-
-    def _gone(self, seg: LiveSegment) -> None:
-        """A result the recording cleared: whatever a policy saved on it, it saves no more."""
-        self.saved -= seg.saved
-        seg.cleared, seg.edited, seg.recorded, seg.saved = True, False, True, 0
-
-    def _reset(self) -> None:
+    def _restart(self) -> None:
         """A compaction: the old conversation is gone, and so is the policies' state."""
-        self.segments = []
-        self.results = []
-        self.compactable = []
-        self.saved = 0
-        self.edit_cached = 0
-        self.edited = []
-        self.recorded_upto = 0
-        self._show_lists()
+        if self.context is not None:
+            self.context.restart()
         for policy in self.policies:
             policy.reset()
 
-    def _show_lists(self) -> None:
-        self.view.segments = self.segments
-        self.view.results = self.results
-        self.view.compactable = self.compactable
+    def _until_first_clearing(self) -> tuple[int, Decision | None]:
+        """Run only the policies until one clears: (that call's index, its decision), or
+        (the number of calls, None) when none ever does."""
+        calls = self.thread.calls
+        for i, call in enumerate(calls):
+            decision = self._before(i, call, call.prompt_tokens)
+            if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
+                return i, decision
+        return len(calls), None
 
-    def _clear(self, clearing: Clearing, i: int) -> tuple[int, int]:
-        """Mark segments cleared (a rewrite) or deleted (a cache edit): the net tokens they
-        stop costing (a placeholder stays), in all and among the items of earlier calls
-        (those in the cached prefix)."""
-        cost = placeholder_tokens(clearing.placeholder)
-        rewrite = clearing.mode is Mode.REWRITE
-        net = earlier = 0
-        for seg in (*clearing.segments, *clearing.inputs):
-            if seg.cleared or (seg.edited and not rewrite):
-                continue
-            saved = max(seg.tokens - cost, 0)
-            if seg.edited:  # deleted from the cache, now replaced in the messages too
-                seg.edited, seg.cleared = False, True
-                net += saved - seg.saved
-                seg.saved = saved
-                continue
-            seg.cleared, seg.edited, seg.saved = rewrite, not rewrite, saved
-            net += saved
-            if seg.call_index < i:
-                earlier += saved
-            if not rewrite:
-                self.edited.append(seg)
-            if seg.kind is ItemKind.TOOL_RESULT:
-                self.cleared_log.append((seg, i))
-        return net, earlier
+    def _resume_cache(self, same: int) -> None:
+        """The cache as the copied calls [0, same) left it."""
+        calls = self.thread.calls
+        cached = next(
+            (c.prompt_tokens for c in calls[same - 1 :: -1]
+             if c.prompt_tokens >= min_cacheable_tokens(c.model)),
+            None,
+        )  # fmt: skip
+        last = calls[same - 1]
+        ttl = TTL_SECONDS[self.fixed_ttl or last.ttl]
+        self.cache.resume(cached, self.sent[same - 1], ttl, last.ttl)
 
-    def _drop_cache_edits(self) -> int:
-        """A rewrite drops the cache edits sent so far (Claude Code resets their state): what
-        they deleted and the rewrite did not clear is sent again. The tokens that come back."""
-        back = 0
-        for seg in self.edited:
-            if seg.edited:
-                seg.edited = False
-                back += seg.saved
-                seg.saved = 0
-        self.edited = []
-        return back
+    def _copied(self, same: int) -> list[list[Any]]:
+        """The unpruned replay's calls [0, same), as columns in `_Row` order."""
+        ref = self.unpruned
+        assert ref is not None
+        columns = (
+            ref.ttl, ref.input_tokens, ref.cache_write_5m_tokens, ref.cache_write_1h_tokens,
+            ref.cache_read_tokens, ref.prompt_tokens, ref.cost_usd, ref.cleared_tokens,
+            ref.newly_cleared_tokens, ref.rewrote, ref.cache_edit,
+        )  # fmt: skip
+        return [column[:same] for column in columns]
+
+    def _thread(self, same: int, columns: list[list[Any]]) -> SimThread:
+        """The replayed thread, with its breaks and re-fetch hazards."""
+        thread, calls = self.thread, self.thread.calls
+        ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edit = columns
+        models = [c.model for c in calls]
+        compactions = [c.compaction for c in calls]
+        # The recording's own pruning is announced to the detector like a policy's.
+        rewrites = [r or c.pruned == _MICROCOMPACT for r, c in zip(rewrote, calls, strict=True)]
+        edits = [e or c.pruned == _CACHE_DELETION for e, c in zip(edit, calls, strict=True)]
+        found = detect_breaks_columns(
+            self.sent, models, read, [TTL_SECONDS[t] for t in ttl], compactions, rewrites, edits,
+            start=same,
+        )  # fmt: skip
+        copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
+        if same and self.unpruned is not None:
+            ref = self.unpruned
+            copied = [b for b in (*ref.breaks, *ref.edit_drops) if b.call_index < same]
+        drops = (*copied, *found)
+        context = self.context
+        return SimThread(
+            thread.thread_id,
+            thread.kind,
+            [c.timestamp_s for c in calls],
+            models,
+            ttl,
+            uncached,
+            w5,
+            w1,
+            read,
+            [c.output_tokens for c in calls],
+            prompt,
+            cost,
+            saved,
+            newly,
+            rewrote,
+            edit,
+            compactions,
+            tuple(b for b in drops if b.is_break),
+            tuple(self._hazards(prompt, ttl)) if context is not None else (),
+            len(context.cleared_log) if context is not None else 0,
+            tuple(b for b in drops if not b.is_break),
+            tuple(p.figures() for p in self.policies),
+        )
 
     def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
         """Cleared results whose resource was used again before the next compaction."""
-        prepared = self.prepared
-        assert prepared is not None
+        context = self.context
+        assert context is not None
+        prepared = context.prepared
         out = []
-        for seg, i in self.cleared_log:
+        for seg, i in context.cleared_log:
             resource = seg.resource
             if resource is None:
                 continue
@@ -693,8 +410,3 @@ class _Replay:
                 cost = (seg.tokens * write + prompts[j] * price.rates.cache_read) * 1e-6
             out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
         return out
-
-    def _to_replay(self, recorded_position: int) -> int:
-        """A position in the recorded prompt, in the replayed prompt (less what was cleared)."""
-        removed = sum(s.saved for s in self.segments if s.saved and s.start < recorded_position)
-        return max(recorded_position - removed, 0)

@@ -1,0 +1,143 @@
+"""The prompt-cache model of one replayed thread (DOMAIN.md §3.1, DESIGN.md "The replay model").
+
+The cache holds the previous call's whole prompt while it is alive. Each call refreshes it
+with its own TTL (5m, 1h, or the recorded one); the TTL runs from request to request, and at
+a gap equal to the TTL the entry is gone. What one call reads:
+
+* a rewrite of old messages changes the prompt at an old block: the read falls back to the
+  stable head (system prompt and tools), as the real cache does;
+* a cache edit deletes tokens from the cached copy without breaking it, on the call that
+  carries it: the read is the cached copy less what was deleted from it;
+* recorded anchors, what the recording shows happened for reasons outside any policy: a read
+  that fell back to a shorter prefix falls back there too (shifted by what was cleared before
+  it); a miss the TTL does not explain stays a miss; a hit on the whole previous prompt keeps
+  its recorded few-token offset; a hit the recorded TTL does not explain (the prefix was kept
+  warm elsewhere) stays a hit. Misses the recorded TTL explains are left to this clock;
+* below the model's minimum cacheable length nothing is cached.
+
+Everything else (what was cleared, prices) is the caller's; this is the cache alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from mcsim.accounting.prices import parse_model
+from mcsim.accounting.recorded import TTL_SECONDS
+from mcsim.replay.calibrate import CalCall, ReadClass
+
+# Minimum cacheable prompt by (family, version); DOMAIN.md §3.1.
+_MIN_CACHEABLE = {
+    ("opus", "4.5"): 4096,
+    ("opus", "4.6"): 4096,
+    ("opus", "4.7"): 2048,
+    ("haiku", "4.5"): 4096,
+    ("haiku", "3.5"): 2048,
+    ("haiku", "3"): 2048,
+}
+
+_TTL_SECONDS = TTL_SECONDS
+_FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
+    ReadClass.FIRST,
+    ReadClass.PARTIAL,
+    ReadClass.EXTERNAL_MISS,
+    ReadClass.FULL,
+)
+
+
+@functools.lru_cache(maxsize=256)
+def min_cacheable_tokens(model: str) -> int:
+    parsed = parse_model(model)
+    return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
+
+
+class PromptCache:
+    """One thread's cache: how much of the last prompt is cached, and its clock."""
+
+    __slots__ = ("head", "intact", "recorded_ttl_s", "sent", "ttl_s", "valid")
+
+    def __init__(self, head: int) -> None:
+        self.head = head  # system prompt + tools: where a changed prefix falls back to
+        self.valid = 0  # tokens of the cached prefix that still match the prompt
+        self.intact = False  # the cache holds the whole previous prompt
+        self.sent: float | None = None  # when the previous request was sent
+        self.ttl_s = 300.0  # the lifetime the previous request gave the entry
+        self.recorded_ttl_s = 300.0  # ... and the one it had in the recording
+
+    def resume(self, cached: int | None, sent: float, ttl_s: float, recorded_ttl: str) -> None:
+        """The cache as calls replayed elsewhere left it (the unpruned replay's, copied):
+        `cached` is the last prompt it cached (None: none), the rest the last call's."""
+        self.valid, self.intact = (cached, True) if cached is not None else (0, False)
+        self.sent, self.ttl_s, self.recorded_ttl_s = sent, ttl_s, TTL_SECONDS[recorded_ttl]
+
+    def serve(
+        self,
+        calls: Sequence[CalCall],
+        prompts: Sequence[int],
+        sent: Sequence[float],
+        ttls: Sequence[str],
+        rewrote: Sequence[bool],
+        deleted: Sequence[int],
+        anchors: Sequence[int],
+    ) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Uncached, read, and written tokens (5-minute and 1-hour entries) of consecutive
+        calls, each sending its prompt at its time with its TTL ("5m" or "1h"), and the cache
+        they leave. Per call, `rewrote`: old
+        messages changed before it; `deleted`: tokens its cache edit removed from the cached
+        copy; `anchors`: the recorded fall-back read in replayed tokens (read class PARTIAL).
+        One loop over the thread (a call per call would cost a tenth of the replay)."""
+        head, valid, intact = self.head, self.valid, self.intact
+        previous, lifetime, recorded_lifetime = self.sent, self.ttl_s, self.recorded_ttl_s
+        out_uncached: list[int] = []
+        out_read: list[int] = []
+        out_5m: list[int] = []
+        out_1h: list[int] = []
+        seconds = _TTL_SECONDS
+        for call, prompt, now, ttl, rewrite, gone, anchor in zip(
+            calls, prompts, sent, ttls, rewrote, deleted, anchors, strict=True
+        ):
+            gap = None if previous is None else now - previous
+            recorded_before = recorded_lifetime
+            previous, lifetime_before, lifetime = now, lifetime, seconds[ttl]
+            recorded_lifetime = seconds[call.ttl]
+            if prompt < min_cacheable_tokens(call.model):
+                out_uncached.append(prompt)  # nothing is cached; what was stays as it was
+                out_read.append(0)
+                out_5m.append(0)
+                out_1h.append(0)
+                continue
+            uncached = min(call.input_tokens, prompt)
+            kind = call.read_class
+            alive = gap is not None and (
+                gap < lifetime_before
+                # a recorded hit the recorded TTL does not explain: kept warm elsewhere
+                or ((kind is _FULL or kind is _PARTIAL) and gap >= recorded_before)
+            )
+            reusable = valid if alive else 0
+            whole = alive and intact
+            if gone:  # the server deleted these from its cached copy for this call
+                reusable = max(reusable - gone, 0)
+            if rewrite and reusable > head:
+                reusable, whole = head, False
+            if kind is _FIRST:
+                reusable, whole = call.read_anchor, False  # warm from elsewhere (a shared head)
+            elif kind is _PARTIAL:
+                # A read after the TTL ran out: that prefix was kept warm elsewhere.
+                reusable, whole = (min(reusable, anchor) if alive else anchor), False
+            elif kind is _EXTERNAL_MISS:
+                reusable, whole = 0, False
+            read = reusable + call.read_delta if whole and kind is _FULL else reusable
+            read = max(0, min(read, prompt - uncached))
+            valid, intact = prompt, True
+            out_uncached.append(uncached)
+            out_read.append(read)
+            if ttl == "1h":
+                out_5m.append(0)
+                out_1h.append(prompt - uncached - read)
+            else:
+                out_5m.append(prompt - uncached - read)
+                out_1h.append(0)
+        self.valid, self.intact = valid, intact
+        self.sent, self.ttl_s, self.recorded_ttl_s = previous, lifetime, recorded_lifetime
+        return out_uncached, out_read, out_5m, out_1h

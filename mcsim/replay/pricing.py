@@ -1,0 +1,59 @@
+"""What one replayed call costs: the price table's rates for its model and size, applied to
+the call's uncached input, cache writes (5m or 1h), cache reads and recorded output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcsim.accounting.prices import ModelPrice, PriceTable, base_rates_up_to, rates_for
+from mcsim.replay.calibrate import CalCall
+
+
+class Pricer:
+    """Prices calls against one table, looking each model up once."""
+
+    __slots__ = ("_models", "table")
+
+    def __init__(self, table: PriceTable) -> None:
+        self.table = table
+        # model -> (its price or None, the prompt size up to which base rates apply)
+        self._models: dict[str, tuple[ModelPrice | None, float]] = {}
+
+    def costs(
+        self,
+        calls: Sequence[CalCall],
+        prompts: Sequence[int],
+        uncached: Sequence[int],
+        writes_5m: Sequence[int],
+        writes_1h: Sequence[int],
+        reads: Sequence[int],
+    ) -> list[float | None]:
+        """USD per call (None: the model is not in the table), for a thread's columns."""
+        out: list[float | None] = []
+        models = self._models
+        for call, prompt, fresh, w5, w1, read in zip(
+            calls, prompts, uncached, writes_5m, writes_1h, reads, strict=True
+        ):
+            known = models.get(call.model)
+            if known is None:
+                price = self.table.lookup(call.model)
+                known = models[call.model] = (price, base_rates_up_to(price) if price else 0)
+            price, plain_below = known
+            if price is None:
+                out.append(None)
+                continue
+            if prompt <= plain_below and not call.speed and not call.inference_geo:
+                r = price.rates  # no long-context rule can apply, no multiplier
+            else:
+                r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            out.append(
+                (
+                    fresh * r.input
+                    + w5 * r.cache_write_5m
+                    + w1 * r.cache_write_1h
+                    + read * r.cache_read
+                    + call.output_tokens * r.output
+                )
+                * 1e-6
+            )
+        return out
