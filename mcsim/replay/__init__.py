@@ -5,9 +5,11 @@
     session_cache.py calibrated sessions cached on disk, so a second run skips stages 1-3a
     scenario.py      policy files: YAML in, validated scenarios out
     policies/        one module per policy kind, behind a registry
-    cache.py         the prompt-cache model (TTL clock, prefix and head fall-back, edits)
     context.py       the replayed context: clearings applied, the recording's own pruning
-    simulate.py      one thread's replay, call by call (the pure core)
+    cache.py         the prompt-cache model (TTL clock, prefix and head fall-back, edits)
+    pricing.py       replayed calls billed against the price table
+    simulate.py      one thread's replay: the policies decide call by call, the cache
+                     serves, the calls are priced, the detector names every break
     refetch.py       what a cleared result would have cost to fetch again
     rows.py          per-call rows, packed as columns in the workers
     run.py           a whole run: every session under every scenario (`run_replay`)
