@@ -438,6 +438,7 @@ def replay(
       mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
     """
     from mcsim.accounting.prices import load_table
+    from mcsim.accounting.recorded import savings_pct
     from mcsim.outputs.charts import ChartProcess
     from mcsim.outputs.replay_tables import (
         replay_json,
@@ -479,7 +480,7 @@ def replay(
     checks = [
         (
             f"policy {s.name}",
-            100 * (base - s.totals.net_cost_usd) / base if base else 0.0,
+            savings_pct(s.totals.net_cost_usd, base),
             s.totals.refetch_risk,
         )
         for s in report.summaries()

@@ -367,3 +367,15 @@ def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     assert second.exit_code == 0, second.output
     assert len(list((tmp_path / "cache").glob("*.sessions"))) == 2  # the old entry and the new
     assert json.loads(second.stdout)["policies"] == json.loads(first.stdout)["policies"]
+
+
+def test_savings_of_equal_costs_summed_in_another_order_are_zero() -> None:
+    from mcsim.accounting.recorded import savings_pct
+
+    parts = [0.1, 0.2, 0.3, 1e-3, 7.77]
+    forward, backward = sum(parts), sum(reversed(parts))
+    assert forward != backward  # 8.371 in two orders: the last bits differ
+    assert savings_pct(forward, backward) == 0.0 and savings_pct(backward, forward) == 0.0
+    assert savings_pct(9.0, 10.0) == pytest.approx(10.0)  # a real saving stays
+    assert savings_pct(11.0, 10.0) == pytest.approx(-10.0)
+    assert savings_pct(5.0, 0.0) == 0.0

@@ -27,6 +27,19 @@ from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Us
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
+def savings_pct(cost_usd: float, reference_usd: float) -> float:
+    """How much cheaper `cost_usd` is than `reference_usd`, in percent (negative: dearer).
+
+    Two totals of the same calls summed in another order differ in the last bits; a
+    difference under a billionth of the reference is that, not a saving, and is 0."""
+    if not reference_usd:
+        return 0.0
+    difference = reference_usd - cost_usd
+    if abs(difference) <= 1e-9 * abs(reference_usd):
+        return 0.0
+    return 100 * difference / reference_usd
+
+
 def recorded_ttl(usage: Usage, previous: str | None) -> str:
     """The TTL a call wrote with: from the 5m/1h split; 5m when the split is absent; the
     thread's previous TTL when the split is present but nothing was written."""

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.charts import ChartProcess
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
@@ -60,8 +61,7 @@ def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-def _pct(value: float, reference: float) -> float:
-    return 100 * (reference - value) / reference if reference else 0.0
+_pct = savings_pct
 
 
 def _unexpected(t: PolicyTotals) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE
 from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
@@ -83,8 +84,7 @@ def _row(
     }
 
 
-def _pct(value: float, reference: float) -> float:
-    return 100 * (reference - value) / reference if reference else 0.0
+_pct = savings_pct
 
 
 def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:

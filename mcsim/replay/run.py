@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for, total_usd
-from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals
+from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals, savings_pct
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.model import CompactionKind
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
@@ -418,7 +418,7 @@ class PolicySummary:
     totals: PolicyTotals
 
     def savings_pct(self, reference_usd: float) -> float:
-        return 100 * (reference_usd - self.totals.cost_usd) / reference_usd if reference_usd else 0
+        return savings_pct(self.totals.cost_usd, reference_usd)
 
 
 @dataclass

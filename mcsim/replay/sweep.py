@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import UsageError
 from mcsim.replay.policies import REGISTRY
 from mcsim.replay.run import PolicyTotals, ReplayReport
@@ -238,8 +239,8 @@ def outcomes(report: ReplayReport, variants: Sequence[Variant]) -> list[Outcome]
     out = []
     for v in variants:
         t = report.policies.get(v.scenario.name) or PolicyTotals(v.scenario.name)
-        savings = 100 * (base - t.cost_usd) / base if base else 0.0
-        net = 100 * (base - t.net_cost_usd) / base if base else 0.0
+        savings = savings_pct(t.cost_usd, base)
+        net = savings_pct(t.net_cost_usd, base)
         out.append(Outcome(v, t, savings, net))
     return out
 
