@@ -209,14 +209,14 @@ def _replay_options(fn: F) -> F:
             "policy_file",
             required=True,
             # A directory is refused by load_policy_file, in one line like every bad file.
-            type=click.Path(path_type=Path),
-            help="YAML policy file (see `mcsim policies` and policies/ for examples).",
+            # Kept as typed (not a Path): `./claude-code` is a path, `claude-code` a preset.
+            help="YAML policy file, or a built-in preset's name (see `mcsim policies`).",
         ),
         click.option(
             "--out",
             "out_dir",
             type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
-            help="Run directory to write (default: reports/<time>-<policy file name>).",
+            help="Run directory to write (default: reports/<UTC time>-<policy or preset name>).",
         ),
         click.option(
             "--cache-dir",
@@ -419,7 +419,7 @@ def replay(
     force: bool,
     as_json: bool,
     workers: int | None,
-    policy_file: Path,
+    policy_file: str,
     out_dir: Path | None,
     cache_dir: Path | None,
     no_cache: bool,
@@ -435,7 +435,7 @@ def replay(
 
     \b
     Example:
-      mcsim replay ~/.claude/projects --policy policies/claude-code.yaml
+      mcsim replay ~/.claude/projects --policy claude-code
     """
     from mcsim.accounting.prices import load_table
     from mcsim.accounting.recorded import savings_pct
@@ -446,14 +446,16 @@ def replay(
         run_record,
         write_replay_outputs,
     )
+    from mcsim.replay.presets import resolve_policy
     from mcsim.replay.scenario import load_policy_file
     from mcsim.replay.session_cache import default_cache_dir
 
     dates = _dates(since, until)
-    scenarios = load_policy_file(policy_file)
+    source = resolve_policy(policy_file)
+    scenarios = load_policy_file(source.path)
     prices = load_table(prices_path)
     cache = None if no_cache else (cache_dir or default_cache_dir())
-    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
+    out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
         report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
@@ -464,7 +466,7 @@ def replay(
             "prices": str(prices_path) if prices_path else None,
             "fidelity_threshold": fidelity_threshold,
         }
-        run = run_record(report, list(paths), policy_file, options)
+        run = run_record(report, list(paths), source.path, options, source.preset)
         write_replay_outputs(report, out_dir, force, run, charts)
     finally:
         charts.close()
@@ -521,7 +523,7 @@ def sweep(
     force: bool,
     as_json: bool,
     workers: int | None,
-    policy_file: Path,
+    policy_file: str,
     out_dir: Path | None,
     cache_dir: Path | None,
     no_cache: bool,
@@ -539,30 +541,33 @@ def sweep(
 
     \b
     Example:
-      mcsim sweep ~/.claude/projects --policy policies/claude-code.yaml --name claude-code \
+      mcsim sweep ~/.claude/projects --policy claude-code --name claude-code \
         --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
     """
     from mcsim.accounting.prices import load_table
     from mcsim.outputs.replay_tables import run_record
     from mcsim.outputs.sweep_tables import sweep_json, sweep_text, write_sweep_outputs
+    from mcsim.replay.presets import resolve_policy
     from mcsim.replay.scenario import baseline, load_policy_file
     from mcsim.replay.session_cache import default_cache_dir
     from mcsim.replay.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
 
     dates = _dates(since, until)
-    scenarios = load_policy_file(policy_file)
-    base = pick_policy(scenarios, policy_name, str(policy_file))
+    source = resolve_policy(policy_file)
+    scenarios = load_policy_file(source.path)
+    label = f"preset {source.preset}" if source.preset else str(source.path)
+    base = pick_policy(scenarios, policy_name, label)
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
     cache = None if no_cache else (cache_dir or default_cache_dir())
-    out_dir = _run_dir(out_dir, policy_file, force, paths, cache)
+    out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
                        keep_rows=False)  # fmt: skip
     results = outcomes(report, variants)
     rec = recommend(results, max_risk / 100)
     options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
-    run = run_record(report, list(paths), policy_file, options)
+    run = run_record(report, list(paths), source.path, options, source.preset)
     run["recommendation"] = sweep_json(report, results, rec, str(out_dir))["recommendation"]
     write_sweep_outputs(report, results, rec, out_dir, force, run)
     if as_json:
@@ -605,15 +610,26 @@ def report(run_dir: Path, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the kinds as JSON.")
-def policies(as_json: bool) -> None:
-    """List the built-in policy kinds with their parameters, defaults and meanings.
+@click.option("--json", "as_json", is_flag=True, help="Print the kinds and presets as JSON.")
+@click.option("--show", metavar="NAME", help="Print a preset's YAML, to start your own from.")
+def policies(as_json: bool, show: str | None) -> None:
+    """List the built-in policy kinds with their parameters, defaults and meanings, and the
+    presets that `--policy NAME` accepts.
 
     \b
     Example:
       mcsim policies
+      mcsim policies --show claude-code > my-policy.yaml
     """
     from mcsim.replay.policies import REGISTRY
+    from mcsim.replay.presets import preset_names, preset_policies, preset_text
+
+    if show is not None:
+        text = preset_text(show)
+        with _stdout():
+            click.echo(text, nl=False)  # the file's exact text
+        return
+    presets = [{"name": n, "policies": preset_policies(n)} for n in preset_names()]
 
     kinds: list[dict[str, Any]] = [
         {
@@ -624,7 +640,7 @@ def policies(as_json: bool) -> None:
         for cls in REGISTRY.values()
     ]
     if as_json:
-        _print_json({"kinds": kinds})
+        _print_json({"kinds": kinds, "presets": presets})
         return
     for kind in kinds:
         _echo(f"{kind['kind']}: {kind['summary']}")
@@ -635,6 +651,9 @@ def policies(as_json: bool) -> None:
         "Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
         "compactable_tools, exclude_tools, main_thread_only."
     )
+    _echo("Presets (--policy NAME; see one with --show NAME):")
+    for preset in presets:
+        _echo(f"    {preset['name']}: {', '.join(preset['policies'])}")
 
 
 def main() -> None:

@@ -198,13 +198,19 @@ def breaks_frame(report: ReplayReport) -> Any:
 
 
 def run_record(
-    report: ReplayReport, paths: list[str], policy_file: Path, options: dict[str, Any]
+    report: ReplayReport,
+    paths: list[str],
+    policy_file: Path,
+    options: dict[str, Any],
+    preset: str | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to reproduce the run."""
+    """Everything needed to reproduce the run; `preset` names the built-in preset that
+    `policy_file` is (null for a user's file), its text and hash are recorded either way."""
     policy_bytes = policy_file.read_bytes()
     return {
         **run_header(paths, report.stats),
         "policy_file": str(policy_file),
+        "policy_preset": preset,
         "policy_file_sha256": hashlib.sha256(policy_bytes).hexdigest(),
         "policy_file_text": policy_bytes.decode("utf-8", "replace"),
         "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],

@@ -5,6 +5,7 @@
     session_cache.py calibrated sessions cached on disk, so a second run skips stages 1-3a
     scenario.py      policy files: YAML in, validated scenarios out
     policies/        one module per policy kind, behind a registry
+    presets/         the built-in policy files (`--policy claude-code`), package data
     context.py       the replayed context: clearings applied, the recording's own pruning
     cache.py         the prompt-cache model (TTL clock, prefix and head fall-back, edits)
     pricing.py       replayed calls billed against the price table
