@@ -201,6 +201,16 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
+def _timezone(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, Any]:
+    """An IANA zone name, with its tzinfo."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        return value, ZoneInfo(value)
+    except (ValueError, OSError, KeyError):  # ZoneInfoNotFoundError is a KeyError
+        raise click.BadParameter(f"unknown time zone {value!r}", ctx, param) from None
+
+
 def _replay_options(fn: F) -> F:
     """Options shared by the commands that replay: policy file, cache, run directory, gates."""
     options = [
@@ -340,6 +350,27 @@ def _gate(
     type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
     help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
 )
+@click.option(
+    "--by",
+    type=click.Choice(["day", "week", "month", "model", "project", "session"]),
+    default="session",
+    show_default=True,
+    help="Rows by this key, with a TOTAL row. day/week/month follow each call's own time "
+    "(a session over midnight splits) in --timezone; weeks start on Monday (ISO weeks).",
+)
+@click.option(
+    "--timezone",
+    "tz_name",
+    default="UTC",
+    show_default=True,
+    callback=_timezone,
+    help="IANA time zone (e.g. Europe/Paris) for --by day/week/month.",
+)
+@click.option(
+    "--project",
+    help="Only project folders whose name matches this glob (fnmatch: * ? [..]; "
+    "case-sensitive); others are not read.",
+)
 def inspect(
     paths: tuple[str, ...],
     since: datetime | None,
@@ -349,6 +380,9 @@ def inspect(
     force: bool,
     as_json: bool,
     workers: int | None,
+    by: str,
+    tz_name: tuple[str, Any],
+    project: str | None,
 ) -> None:
     """Account recorded usage: calls, tokens by kind, cost, cache hit ratio, cache breaks.
 
@@ -361,9 +395,9 @@ def inspect(
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
     from mcsim.accounting.prices import load_table
-    from mcsim.accounting.recorded import inspect_usage
+    from mcsim.accounting.recorded import group_usage, inspect_usage, needs_calls
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-    from mcsim.outputs.terminal import inspect_json, inspect_text
+    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_text
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
@@ -377,20 +411,26 @@ def inspect(
             until_s=until_s,
             workers=workers,
             progress=progress,
-            keep_calls=out_dir is not None,  # only calls.parquet needs every call
+            keep_calls=out_dir is not None or needs_calls(by),  # calls.parquet, --by day
+            project=project,
         )
     if out_dir is not None and report.sessions:  # an input with no call writes nothing
         options = {
             "since": str(since) if since else None,
             "until": str(until) if until else None,
             "prices": str(prices_path) if prices_path else None,
+            **({"project": project} if project is not None else {}),
         }
         run = inspect_run_record(report, list(paths), options)
         write_inspect_tables(report, out_dir, force, run)
+    rows = group_usage(report, by, tz_name[1])
     if as_json:
-        _print_json(inspect_json(report, str(out_dir) if out_dir and report.sessions else None))
+        out = str(out_dir) if out_dir and report.sessions else None
+        _print_json(inspect_json(report, out, (by, tz_name[0], rows)))
     else:
-        _echo(inspect_text(report))
+        _echo(
+            inspect_text(report) if by == "session" else grouped_text(report, by, tz_name[0], rows)
+        )
         if out_dir is not None and report.sessions:
             _echo(
                 f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "

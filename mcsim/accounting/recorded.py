@@ -8,8 +8,9 @@ truth later replays are compared with.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, tzinfo
 from functools import partial
 
 from mcsim.accounting.breaks import (
@@ -87,6 +88,34 @@ class TokenTotals:
         return self.cache_read_tokens / prompt if prompt else 0.0
 
 
+@dataclass
+class UsageGroup:
+    """Usage summed over the calls sharing a key (a day, a model, a session...)."""
+
+    key: str
+    project: str = ""  # the session's project, for `session` groups only
+    calls: int = 0
+    sessions: int = 0  # how many sessions have calls in the group
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    cost_usd: float = 0.0  # priced calls only; see unpriced_calls
+    unpriced_calls: int = 0
+
+    def add_call(self, usage: Usage, cost: CallCost | None) -> None:
+        self.calls += 1
+        self.tokens.add(usage)
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost_usd += cost.total_usd
+
+    def merge(self, other: UsageGroup) -> None:
+        self.calls += other.calls
+        self.sessions += other.sessions
+        self.tokens.merge(other.tokens)
+        self.cost_usd += other.cost_usd
+        self.unpriced_calls += other.unpriced_calls
+
+
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """One recorded call with its price and cache analysis."""
@@ -138,6 +167,7 @@ class SessionSummary:
     split_mismatch_calls: int = 0
     cache_edit_drops: int = 0  # read drops the recording's own cache edits explain
     recorded_prunes: int = 0  # microcompact boundaries and cache deletions in the recording
+    by_model: tuple[UsageGroup, ...] = ()  # per model, by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +192,7 @@ def analyse_session(
     unpriced: Counter[str] = Counter()
     compactions = prunes = cache_edit_drops = 0
     split_mismatch = 0
-    models: set[str] = set()
+    models: dict[str, UsageGroup] = {}
     start = end = session.threads[0].calls[0].timestamp_s
     for thread in session.threads:
         ttls: list[str] = []
@@ -186,7 +216,9 @@ def analyse_session(
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
             tokens.add(call.usage)
-            models.add(call.model)
+            models.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
+                call.usage, price
+            )
             start = min(start, call.timestamp_s)
             end = max(end, call.timestamp_s)
             if price is None:
@@ -246,6 +278,7 @@ def analyse_session(
         split_mismatch_calls=split_mismatch,
         cache_edit_drops=cache_edit_drops,
         recorded_prunes=prunes,
+        by_model=tuple(models[m] for m in sorted(models)),
     )
     return SessionAnalysis(summary, records, breaks)
 
@@ -269,6 +302,7 @@ class InspectReport:
     split_mismatch_calls: int = 0
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
+    by_model: dict[str, UsageGroup] = field(default_factory=dict)
 
     @property
     def call_count(self) -> int:
@@ -288,6 +322,8 @@ class InspectReport:
         self.unpriced_calls += analysis.summary.unpriced_calls
         self.unpriced_models.update(dict(analysis.summary.unpriced_models))
         self.split_mismatch_calls += analysis.summary.split_mismatch_calls
+        for group in analysis.summary.by_model:
+            self.by_model.setdefault(group.key, UsageGroup(group.key)).merge(group)
 
     def finish(self) -> None:
         """Order everything by time so outputs do not depend on load order."""
@@ -304,6 +340,7 @@ class InspectReport:
         self.breaks.sort(
             key=lambda b: (order[(b.project, b.session_id)], b.timestamp_s, b.thread_id)
         )
+        self.by_model = dict(sorted(self.by_model.items()))
 
 
 def inspect_usage(
@@ -315,11 +352,13 @@ def inspect_usage(
     workers: int | None = None,
     progress: ProgressFn | None = None,
     keep_calls: bool = True,
+    project: str | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
     `keep_calls=False` leaves `report.calls` empty, which makes large runs faster when only
-    sessions, breaks and totals are wanted.
+    sessions, breaks and totals are wanted (`group_usage` by a time needs the calls).
+    `project`: an fnmatch glob on the project folder name; other projects are not read.
     """
     report = InspectReport(price_table=prices.version)
     analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
@@ -332,7 +371,68 @@ def inspect_usage(
         workers=workers,
         progress=progress,
         stats=report.stats,
+        project=project,
     ):
         report.add(analysis)
     report.finish()
     return report
+
+
+# The keys `group_usage` groups by; the time ones need the report's calls.
+GROUP_KEYS = ("day", "week", "month", "model", "project", "session")
+TIME_KEYS = frozenset({"day", "week", "month"})
+
+
+def needs_calls(by: str) -> bool:
+    """Whether grouping by BY needs the per-call records (inspect_usage's keep_calls)."""
+    return by in TIME_KEYS
+
+
+def period(timestamp_s: float, by: str, tz: tzinfo) -> str:
+    """The day (2026-01-31), week (the date of its Monday: ISO weeks) or month (2026-01) a
+    call falls in, on the clock of TZ."""
+    local = datetime.fromtimestamp(timestamp_s, tz).date()
+    if by == "day":
+        return local.isoformat()
+    if by == "week":
+        return (local - timedelta(days=local.weekday())).isoformat()
+    if by == "month":
+        return local.isoformat()[:7]
+    raise ValueError(f"not a time grouping: {by}")
+
+
+def group_usage(report: InspectReport, by: str, tz: tzinfo) -> list[UsageGroup]:
+    """The report's usage in rows by BY (one of GROUP_KEYS): sessions in report order, times
+    ascending (each call counts in its own day, so a session can span two), models and projects
+    by name. Every grouping adds up to the report's totals. TZ only matters for the times."""
+    if by == "session":
+        return [_of_session(s, s.project) for s in report.sessions]
+    if by == "model":
+        return list(report.by_model.values())
+    if by == "project":
+        groups: dict[str, UsageGroup] = {}
+        for s in report.sessions:
+            groups.setdefault(s.project, UsageGroup(s.project)).merge(_of_session(s))
+        return [groups[k] for k in sorted(groups)]
+    if by not in TIME_KEYS:
+        raise ValueError(f"cannot group by {by!r}; one of {', '.join(GROUP_KEYS)}")
+    if report.sessions and not report.calls:
+        raise ValueError("grouping by a time needs the calls: inspect_usage(keep_calls=True)")
+    return _by_time(report.calls, by, tz)
+
+
+def _of_session(s: SessionSummary, project: str = "") -> UsageGroup:
+    tokens = replace(s.tokens)  # a copy: groups are added to
+    return UsageGroup(s.session_id, project, s.calls, 1, tokens, s.cost_usd, s.unpriced_calls)
+
+
+def _by_time(calls: Iterable[CallRecord], by: str, tz: tzinfo) -> list[UsageGroup]:
+    groups: dict[str, UsageGroup] = {}
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for r in calls:
+        key = period(r.call.timestamp_s, by, tz)
+        groups.setdefault(key, UsageGroup(key)).add_call(r.call.usage, r.cost)
+        seen.setdefault(key, set()).add((r.project, r.session_id))
+    for key, group in groups.items():
+        group.sessions = len(seen[key])
+    return [groups[k] for k in sorted(groups)]

@@ -13,6 +13,7 @@ seen, so the first unit in the fixed order wins and nothing is counted twice.
 
 from __future__ import annotations
 
+import fnmatch
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -46,6 +47,9 @@ class LoadStats:
     unrecognised_files: int = 0
     duplicate_calls: int = 0
     sessions_outside_dates: int = 0
+    files_skipped_by_project: int = 0
+    # skipped-line examples left out because their file only holds sessions outside the dates
+    examples_outside_dates: int = 0
     skips: SkipReport = field(default_factory=SkipReport)
     inputs: list[tuple[str, int]] = field(default_factory=list)  # (path, bytes) of every file
 
@@ -61,6 +65,9 @@ class HasCalls(Protocol):
 
     @property
     def start_s(self) -> float | None: ...
+
+    @property
+    def files(self) -> tuple[str, ...]: ...
 
 
 S = TypeVar("S", bound=HasCalls)
@@ -127,11 +134,14 @@ class _UnitOutput(Generic[T]):
     skips: SkipReport
     outside_dates: int = 0
     excluded_calls: int = 0
+    examples_outside_dates: int = 0
 
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     loaded = job.source(job.unit, job.exclude)
     out: _UnitOutput[T] = _UnitOutput([], loaded.skips, excluded_calls=loaded.excluded_calls)
+    inside: set[str] = set()  # files holding a session within the dates
+    outside: set[str] = set()
     for session in loaded.sessions:
         STOP.check()  # in a worker STOP is not installed: only the serial run checks
         start = session.start_s
@@ -140,9 +150,24 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
             job.until_s is not None and start > job.until_s
         ):
             out.outside_dates += 1
+            outside.update(session.files)
             continue
+        inside.update(session.files)
         out.results.append((session.call_keys, session.call_counts, job.fn(session)))
+    out.examples_outside_dates = _drop_examples(out.skips, outside - inside)
     return out
+
+
+def _drop_examples(skips: SkipReport, files: set[str]) -> int:
+    """Leave out the skipped-line examples from FILES (those whose sessions are all outside
+    --since/--until); the counts by reason still cover every line read. A file without any
+    session (wholly broken, say) cannot be dated, so its examples stay. How many were left out."""
+    if not files:
+        return 0
+    kept = [e for e in skips.examples if e.file not in files]
+    dropped = len(skips.examples) - len(kept)
+    skips.examples = kept
+    return dropped
 
 
 def _identity(session: Session) -> Session:
@@ -159,8 +184,12 @@ def map_sessions(
     workers: int | None = None,
     progress: ProgressFn | None = None,
     stats: LoadStats | None = None,
+    project: str | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
+
+    `project` is an fnmatch glob (case-sensitive) on the project folder name: units of other
+    projects are not read at all.
 
     `source` turns each unit into sessions (default: the raw loaded sessions with item
     sizes). `fn` and `source` run in worker processes, so they must be picklable (module-level
@@ -170,11 +199,17 @@ def map_sessions(
     stats = stats if stats is not None else LoadStats()
     found = discover(paths, since_s)
     units = plan_units(found.files)
+    files = set(found.files)
+    if project is not None:
+        other = {f for u in units if not project_matches(u, project) for f in u.files}
+        units = [u for u in units if project_matches(u, project)]
+        stats.files_skipped_by_project = len(other)
+        files -= other
     planned = {f for u in units for f in u.files}
     stats.files = len(planned)
     stats.files_skipped_by_date = found.skipped_by_date
-    stats.unrecognised_files = len(found.files) - len(planned)
-    for path in sorted(set(found.files) - planned):
+    stats.unrecognised_files = len(files) - len(planned)
+    for path in sorted(files - planned):
         stats.skips.add(from_fs(str(path)), 0, "unrecognised_file", "not a known transcript format")
     for path, what in found.not_regular:
         stats.skips.add(from_fs(str(path)), 0, "not_regular_file", what)
@@ -185,6 +220,12 @@ def map_sessions(
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
     jobs = [_Job(u, src, fn, since_s, until_s) for u in units]
     return _collect(jobs, workers, progress, stats)
+
+
+def project_matches(unit: LoadUnit, pattern: str) -> bool:
+    """Whether a unit's project folder name (Session.project) matches an fnmatch glob,
+    case-sensitively on every platform."""
+    return fnmatch.fnmatchcase(from_fs(Path(unit.key).name), pattern)
 
 
 def _collect(
@@ -201,6 +242,7 @@ def _collect(
             stats.duplicate_calls += output.excluded_calls
         stats.skips.merge(output.skips)
         stats.sessions_outside_dates += output.outside_dates
+        stats.examples_outside_dates += output.examples_outside_dates
         done += job.unit.size_bytes
         if progress is not None:
             progress(done, total)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mcsim.accounting.recorded import InspectReport, SessionSummary, TokenTotals
+from mcsim.accounting.recorded import InspectReport, SessionSummary, TokenTotals, UsageGroup
 from mcsim.ingest.pipeline import LoadStats
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, width
 
@@ -69,12 +69,31 @@ def skipped_json(stats: LoadStats) -> dict[str, Any]:
         "notes_by_reason": dict(sorted(skips.notes.items())),
         "examples": skip_examples_json(stats),
         "examples_omitted": skips.examples_omitted,
+        "examples_outside_dates": stats.examples_outside_dates,
     }
 
 
-def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str, Any]:
-    stats = report.stats
+def group_json(group: UsageGroup) -> dict[str, Any]:
     return {
+        "key": group.key,
+        **({"project": group.project} if group.project else {}),
+        "calls": group.calls,
+        "sessions": group.sessions,
+        **_tokens_json(group.tokens),
+        "cost_usd": round(group.cost_usd, 6),
+        "unpriced_calls": group.unpriced_calls,
+        "cache_hit_ratio": round(group.tokens.cache_hit_ratio, 6),
+    }
+
+
+def inspect_json(
+    report: InspectReport,
+    out_dir: str | None = None,
+    grouped: tuple[str, str, list[UsageGroup]] | None = None,
+) -> dict[str, Any]:
+    """`grouped`: (by, timezone, rows) of group_usage, listed under "groups" when given."""
+    stats = report.stats
+    doc = {
         "totals": {
             "sessions": len(report.sessions),
             "calls": report.call_count,
@@ -85,6 +104,7 @@ def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str,
             "cache_breaks": len(report.breaks),
             "breaks_by_cause": report.breaks_by_cause,
             "split_mismatch_calls": report.split_mismatch_calls,
+            "by_model": {m: group_json(g) for m, g in report.by_model.items()},
         },
         "unpriced_models": dict(sorted(report.unpriced_models.items())),
         "price_table": report.price_table,
@@ -93,6 +113,7 @@ def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str,
             "bytes": stats.bytes,
             "files_skipped_by_date": stats.files_skipped_by_date,
             "sessions_outside_dates": stats.sessions_outside_dates,
+            "files_skipped_by_project": stats.files_skipped_by_project,
             "duplicate_calls_across_projects": stats.duplicate_calls,
         },
         "sessions": [_session_json(s) for s in report.sessions],
@@ -118,6 +139,10 @@ def inspect_json(report: InspectReport, out_dir: str | None = None) -> dict[str,
         "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
+    if grouped is not None:
+        by, tz, rows = grouped
+        doc["groups"] = {"by": by, "timezone": tz, "rows": [group_json(g) for g in rows]}
+    return doc
 
 
 def _k(n: int) -> str:
@@ -201,6 +226,40 @@ def inspect_text(report: InspectReport) -> str:
     return "\n".join(lines)
 
 
+_GROUP_TITLES = {"day": "day", "week": "week (Mon)", "month": "month", "model": "model",
+                 "project": "project"}  # fmt: skip
+
+
+def grouped_text(report: InspectReport, by: str, tz: str, rows: list[UsageGroup]) -> str:
+    """The usage table by day, week, month, model or project (`inspect_text` is by session),
+    with the report's totals, warnings and notes."""
+    title = _GROUP_TITLES[by] + (f" ({tz})" if by in ("day", "week", "month") else "")
+    headers = [title, "sessions", "calls", "input", "write 5m", "write 1h", "read", "output",
+               "cost $", "hit %"]  # fmt: skip
+
+    def cells(key: str, sessions: int, calls: int, t: TokenTotals, cost: str) -> list[str]:
+        return [key, str(sessions), str(calls), _k(t.input_tokens), _k(t.cache_write_5m_tokens),
+                _k(t.cache_write_1h_tokens), _k(t.cache_read_tokens), _k(t.output_tokens), cost,
+                f"{100 * t.cache_hit_ratio:.1f}"]  # fmt: skip
+
+    body = [
+        cells(
+            printable(_short_model(g.key) if by == "model" else g.key, limit=NAME_LIMIT),
+            g.sessions,
+            g.calls,
+            g.tokens,
+            f"{g.cost_usd:.4f}" + ("*" if g.unpriced_calls else ""),
+        )
+        for g in rows
+    ]
+    body.append(["" for _ in headers])
+    body.append(cells("TOTAL", len(report.sessions), report.call_count, report.tokens,
+                      f"{report.cost_usd:.4f}"))  # fmt: skip
+    lines = table(headers, body, right=set(range(1, len(headers))))
+    lines.extend(warnings_text(report))
+    return "\n".join(lines)
+
+
 def warnings_text(report: InspectReport) -> list[str]:
     """Lines about anything that was not counted or priced, for stderr or the summary."""
     out = []
@@ -251,6 +310,16 @@ def load_notes(stats: LoadStats) -> list[str]:
         out.append(
             f"note: {stats.sessions_outside_dates} sessions starting outside --since/--until "
             "were left out"
+            + (
+                f" (and {stats.examples_outside_dates} examples of skipped lines in their files)"
+                if stats.examples_outside_dates
+                else ""
+            )
+        )
+    if stats.files_skipped_by_project:
+        out.append(
+            f"note: {stats.files_skipped_by_project} files of projects not matching --project "
+            "were not read"
         )
     if stats.duplicate_calls:
         out.append(
