@@ -231,8 +231,8 @@ def _replay_options(fn: F) -> F:
         click.option(
             "--cache-dir",
             type=click.Path(file_okay=False, path_type=Path),
-            help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or "
-            "~/.cache/mcsim).",
+            help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or the "
+            "platform's user cache folder, ~/.cache/mcsim on Linux).",
         ),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache."),
         click.option(
@@ -632,7 +632,12 @@ def sweep(
 @cli.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
-def report(run_dir: Path, as_json: bool) -> None:
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="Replace user names, home folders and working folders by pseudonyms (user1, cwd1).",
+)
+def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     """Write report.html and report.md into a replay or sweep run directory: a cost review
     for readers who will not run mcsim (charts embedded; opens with no network).
 
@@ -642,11 +647,56 @@ def report(run_dir: Path, as_json: bool) -> None:
     """
     from mcsim.outputs.report import build_report
 
-    html_path, md_path = build_report(run_dir)
+    html_path, md_path = build_report(run_dir, redact)
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
     else:
         _echo(f"wrote {printable(html_path)} and {printable(md_path)}")
+
+
+@cli.group()
+def cache() -> None:
+    """The session cache folder: what it holds, and emptying it. It keeps itself under
+    $MCSIM_CACHE_MAX_SIZE (default 2GB), removing the least recently used entries first."""
+
+
+_CACHE_DIR = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The cache folder (default: $MCSIM_CACHE_DIR or the platform's user cache folder).",
+)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} bytes"
+
+
+@cache.command("info")
+@_CACHE_DIR
+def cache_info(cache_dir: Path | None) -> None:
+    """Where the cache is, how many entries it holds, their size, oldest and newest use."""
+    from mcsim.replay.session_cache import cache_files, default_cache_dir, max_cache_bytes
+
+    folder = cache_dir or default_cache_dir()
+    files, cap = cache_files(folder), max_cache_bytes()
+    _echo(f"location: {printable(folder)}")
+    _echo(f"entries: {len(files)}")
+    _echo(f"size: {_size(sum(f.size for f in files))} (cap {_size(cap)})")
+    for label, f in (("oldest", files[:1]), ("newest", files[-1:])):
+        when = datetime.fromtimestamp(f[0].mtime, UTC).strftime("%Y-%m-%d %H:%M UTC") if f else "-"
+        _echo(f"{label}: {when}")
+
+
+@cache.command("clear")
+@_CACHE_DIR
+def cache_clear(cache_dir: Path | None) -> None:
+    """Remove mcsim's entries from the cache folder (nothing else in it is touched)."""
+    from mcsim.replay.session_cache import clear_cache, default_cache_dir
+
+    folder = cache_dir or default_cache_dir()
+    removed = clear_cache(folder)
+    freed = _size(sum(f.size for f in removed))
+    _echo(f"removed {len(removed)} entries from {printable(folder)}, freed {freed}")
 
 
 @cli.command()

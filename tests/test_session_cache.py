@@ -172,8 +172,9 @@ def _set(doc: list[Any], path: tuple[int, ...], value: Any) -> None:
     doc[path[-1]] = value
 
 
-# Payload: [key, files, skip report, sessions, threads, calls, segments], each table a list of
-# columns in its record's field order (calibrate.py); the skip report starts with lines read.
+# Payload: [[name, stamp], files, skip report, sessions, threads, calls, segments], each table
+# a list of columns in its record's field order (calibrate.py); the skip report starts with
+# lines read.
 @pytest.mark.parametrize(
     ("path", "value"),
     [

@@ -27,6 +27,7 @@ import orjson
 
 from mcsim.errors import McsimError, UsageError
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular, read_regular
+from mcsim.outputs.redact import Redactor
 from mcsim.outputs.run_dir import RUN_JSON_MAX_BYTES, umask
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
 
@@ -108,8 +109,9 @@ class Section:
     charts: tuple[str, ...] = ()
 
 
-def build_report(run_dir: Path) -> tuple[Path, Path]:
-    """Write report.html and report.md into `run_dir` (a replay or sweep run directory).
+def build_report(run_dir: Path, redact: bool = False) -> tuple[Path, Path]:
+    """Write report.html and report.md into `run_dir` (a replay or sweep run directory);
+    `redact` replaces user names, home folders and working folders by pseudonyms (redact.py).
 
     Everything is read before anything is written; a run directory that cannot be read is
     a UsageError, a report that cannot be written an McsimError, and neither leaves a
@@ -126,11 +128,15 @@ def build_report(run_dir: Path) -> tuple[Path, Path]:
         raise UsageError(f"{run_file}: not valid JSON") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{run_file}: not a run.json written by mcsim (not a JSON object)")
+    redactor = Redactor() if redact else None
+    if redactor is not None:
+        redactor.learn(doc)
+        doc = redactor.doc(doc)
     run = Fields(doc)
     kind = "sweep" if os.path.lexists(run_dir / "sweep.parquet") else "replay"
     if kind == "replay" and not os.path.lexists(run_dir / "summary.parquet"):
         raise UsageError(f"{run_dir}: neither summary.parquet nor sweep.parquet is there")
-    sections = _sections(run, run_dir, kind)
+    sections = _sections(run, run_dir, kind, redactor)
     title = f"Prompt-cache and pruning cost review ({kind})"
     html_path, md_path = run_dir / "report.html", run_dir / "report.md"
     pages = {
@@ -221,7 +227,20 @@ def _usd(x: float) -> str:
     return f"${x:,.2f}" if abs(x) >= 1 else f"${x:,.4f}"
 
 
-def _sections(run: Fields, run_dir: Path, kind: str) -> list[Section]:
+def _redacted(table: Any, redactor: Redactor | None) -> Any:
+    """The table with every text cell redacted (policy and variant names may hold paths)."""
+    import polars as pl
+
+    if redactor is None:
+        return table
+    return table.with_columns(
+        pl.Series(name, list(map(redactor, table[name].to_list())), dtype=pl.String)
+        for name, dtype in table.schema.items()
+        if dtype == pl.String
+    )
+
+
+def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) -> list[Section]:
     a = run.obj("analysed")
     rec = run.obj("recorded")
     fid = run.obj("fidelity")
@@ -279,10 +298,11 @@ def _sections(run: Fields, run_dir: Path, kind: str) -> list[Section]:
         )
     )
     if kind == "replay":
-        summary = _table(run_dir / "summary.parquet", _POLICY_COLUMNS)
+        summary = _redacted(_table(run_dir / "summary.parquet", _POLICY_COLUMNS), redactor)
         out.append(_policy_section(summary, run.obj("cleared_nothing").strings()))
     else:
-        out.append(_sweep_section(run, _table(run_dir / "sweep.parquet", _SWEEP_COLUMNS)))
+        sweep = _redacted(_table(run_dir / "sweep.parquet", _SWEEP_COLUMNS), redactor)
+        out.append(_sweep_section(run, sweep))
     over = fid.size("sessions_over_threshold")
     out.append(
         Section(

@@ -25,7 +25,7 @@ from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.scenario import BASELINE, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
-from mcsim.replay.session_cache import CalibratedSource
+from mcsim.replay.session_cache import CalibratedSource, enforce_cap, max_cache_bytes
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
 FIDELITY_RUN = "_fidelity"
@@ -506,6 +506,7 @@ def run_replay(
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline)."""
+    cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
     fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
@@ -521,4 +522,6 @@ def run_replay(
     ):
         report.add(result)
     report.finish()
+    if cache_dir is not None:
+        enforce_cap(cache_dir, cap)
     return report

@@ -1,10 +1,20 @@
 """Calibrated sessions cached on disk, so a second replay skips parsing and tokenizing.
 
-One file per load unit, keyed by mcsim's cache format, the loader, and every file's path,
-size and modification time: any change to a transcript makes a new key. Beside it, keyed by
-the paths alone, the unit's token estimates by content hash: Claude Code keeps appending to
-its transcripts, and a grown unit is parsed and calibrated again but only its new text is
-tokenized (the slowest step). The folder is `$MCSIM_CACHE_DIR`, else `~/.cache/mcsim`.
+One file per load unit, named by mcsim's cache format, the loader and the paths of the unit's
+files; inside it, a stamp of every file's size and modification time: an entry whose stamp
+no longer matches (a transcript changed) is a miss, and the new entry replaces it under the
+same name, so a transcript that grows leaves one entry, not one per size it had. Beside it,
+also named by the paths alone, the unit's token estimates by content hash: Claude Code keeps
+appending to its transcripts, and a grown unit is parsed and calibrated again but only its
+new text is tokenized (the slowest step). The folder is `--cache-dir`, else
+`$MCSIM_CACHE_DIR`, else the platform's user cache folder (platformdirs: `~/.cache/mcsim` on
+Linux, `~/Library/Caches/mcsim` on macOS, `%LOCALAPPDATA%\\mcsim\\Cache` on Windows).
+
+The folder keeps itself small: an entry read is touched (its modification time is the time
+it was last used), and after each run the least recently used of mcsim's files are removed
+until they fit the cap (`$MCSIM_CACHE_MAX_SIZE`, default 2 GB). mcsim's files are told by
+their names (64 hex digits then `.sessions` or `.tokens`, or the temporary prefix) and, for
+entries, their magic bytes: the cap and `mcsim cache clear` never touch anything else there.
 
 Entries hold sizes, ids and hashes, never transcript text (what a tool call touched is kept
 as a hash: calibrate.py). They are data only, never code (no pickle): a fixed header (magic,
@@ -23,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import stat
 import struct
 import tempfile
 import time
@@ -34,8 +46,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
+from platformdirs import user_cache_dir
 
 from mcsim.accounting.recorded import TTL_SECONDS
+from mcsim.errors import UsageError
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.pipeline import CallKey, Loaded, without_calls
@@ -51,7 +65,7 @@ from mcsim.replay.calibrate import (
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 from mcsim.text import from_fs
 
-CACHE_VERSION = 8
+CACHE_VERSION = 9
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -64,6 +78,9 @@ _TOKEN_RECORD = struct.Struct(f"<{len(TokenEstimator.key('x'))}sQ")  # content h
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
 _TMP_PREFIX = ".mcsim-tmp-"
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens)")
+DEFAULT_MAX_BYTES = 2_000_000_000
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
 N = TypeVar("N", bound=tuple[Any, ...])
 
@@ -81,10 +98,25 @@ _TOKENS = _Kind(2, TOKENS_VERSION)
 
 def default_cache_dir() -> Path:
     env = os.environ.get("MCSIM_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "mcsim"
+    return Path(env) if env else Path(user_cache_dir("mcsim", appauthor=False))
+
+
+def max_cache_bytes() -> int:
+    """The cap on the cache folder's size: `$MCSIM_CACHE_MAX_SIZE` (bytes, or with a unit:
+    500MB, 2GB, 1.5GiB), else 2 GB; a value that is not a size is a UsageError."""
+    env = os.environ.get("MCSIM_CACHE_MAX_SIZE", "").strip()
+    if not env:
+        return DEFAULT_MAX_BYTES
+    match = _SIZE.fullmatch(env)
+    if match is None:
+        raise UsageError(f"MCSIM_CACHE_MAX_SIZE: {env!r} is not a size (e.g. 500MB, 2GB)")
+    number, unit, binary = match.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** " kmgt".index(unit.lower() or " "))
 
 
 def unit_key(unit: LoadUnit) -> str:
+    """The stamp of the unit's files as they are now (path, size, modification time)."""
     digest = hashlib.sha256(f"{CACHE_FORMAT}\0{unit.loader}".encode())
     for path in unit.files:
         try:
@@ -95,9 +127,10 @@ def unit_key(unit: LoadUnit) -> str:
     return digest.hexdigest()
 
 
-def paths_key(unit: LoadUnit) -> str:
-    """The unit's files, whatever their content: the key of its token estimates."""
-    digest = hashlib.sha256(f"{TOKENS_FORMAT}\0{unit.loader}".encode())
+def paths_key(unit: LoadUnit, fmt: str = TOKENS_FORMAT) -> str:
+    """The unit's files, whatever their content: the name of its entry and of its token
+    estimates (each with its own format)."""
+    digest = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
     for path in unit.files:
         digest.update(f"\0{path.resolve()}".encode())
     return digest.hexdigest()
@@ -125,12 +158,15 @@ class CalibratedSource:
     cache_dir: Path | None
 
     def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[CalSession]:
-        entry = self.cache_dir / f"{unit_key(unit)}.sessions" if self.cache_dir else None
+        entry = stamp = None
+        if self.cache_dir is not None:
+            name, stamp = paths_key(unit, CACHE_FORMAT), unit_key(unit)
+            entry = self.cache_dir / f"{name}.sessions"
         files = [from_fs(str(f)) for f in unit.files]
         rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
-        if entry is not None and not exclude:
+        if entry is not None and stamp is not None and not exclude:
             try:
-                cached = _read_sessions(entry)
+                cached = _read_sessions(entry, stamp)
             except _Damaged as why:
                 rebuilt.append((entry, str(why)))
             else:
@@ -149,8 +185,8 @@ class CalibratedSource:
                 rebuilt.append((tokens, str(why)))
         with estimator.recording() as used:
             calibrated = [calibrate_session(s, estimator) for s in kept]
-        if entry is not None and not exclude:
-            payload = _sessions_payload(entry.stem, files, calibrated, loaded.skips)
+        if entry is not None and stamp is not None and not exclude:
+            payload = _sessions_payload([entry.stem, stamp], files, calibrated, loaded.skips)
             _write(entry, _SESSIONS, payload)
         if tokens is not None:
             _write(tokens, _TOKENS, _tokens_payload(used))
@@ -213,11 +249,14 @@ def _sweep_once(folder: Path) -> None:
 
 
 def _payload(path: Path, kind: _Kind) -> bytes | None:
-    """The verified payload of a cache file; None if there is no such file."""
+    """The verified payload of a cache file; None if there is no such file. The file is
+    touched: its modification time says when it was last used (the cap evicts by it)."""
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
         with open_regular(path) as fh:
             data = fh.read()
+            with contextlib.suppress(OSError):
+                os.utime(path)
     except FileNotFoundError:
         return None
     except NotRegularFileError as exc:
@@ -301,10 +340,11 @@ _PRUNED_IDS_AT = CalCall._fields.index("pruned_ids")
 
 
 def _sessions_payload(
-    key: str, files: list[str], sessions: list[CalSession], skips: SkipReport
+    key: list[str], files: list[str], sessions: list[CalSession], skips: SkipReport
 ) -> bytes | None:
-    """The entry's payload; `key` (its file name) is inside, so an entry copied under another
-    unit's name is not taken for that unit's."""
+    """The entry's payload; `key` (its file name, then the stamp of the files it was made
+    from) is inside, so an entry copied under another unit's name is not taken for that
+    unit's, and one made from an older state of the files is not taken for the new one."""
     threads = [t for s in sessions for t in s.threads]
     calls = [c for t in threads for c in t.calls]
     tables = [
@@ -340,14 +380,17 @@ def _columns(rows: Sequence[Sequence[Any]], spec: _Table) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)] or [[] for _ in spec]
 
 
-def _read_sessions(path: Path) -> tuple[list[str], list[CalSession], SkipReport] | None:
+def _read_sessions(path: Path, stamp: str) -> tuple[list[str], list[CalSession], SkipReport] | None:
+    """The entry's content; None if there is none, or it was made from other file states."""
     payload = _payload(path, _SESSIONS)
     if payload is None:
         return None
     try:
         key, files, report, sessions, threads, calls, segments = orjson.loads(payload)
-        if key != path.stem:
+        if type(key) is not list or len(key) != 2 or key[0] != path.stem:
             raise _Damaged("written for another unit")
+        if key[1] != stamp:
+            return None  # the transcripts changed since: replaced, not an error
         return _strings(files), _sessions(sessions, threads, calls, segments), _report(report)
     except (ValueError, TypeError, KeyError) as exc:
         raise _Damaged("unexpected content") from exc
@@ -419,3 +462,73 @@ def _counter(values: Any) -> Counter[str]:
     if type(values) is not dict or not set(map(type, values.values())) <= _INT:
         raise TypeError("not a count by reason")
     return Counter(values)
+
+
+# --- the folder: what is mcsim's, how big it is, the cap ---------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    path: Path
+    size: int
+    mtime: float
+
+
+def cache_files(folder: Path) -> list[CacheFile]:
+    """mcsim's own files in the cache folder, least recently used first: entries (named as
+    mcsim names them and starting with its magic bytes) and temporary files (its prefix).
+    Anything else there, a link or a folder of the same name included, is not mcsim's."""
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith(_TMP_PREFIX) or _ENTRY_NAME.fullmatch(name)):
+            continue
+        path = folder / name
+        try:
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if not name.startswith(_TMP_PREFIX):
+                with open_regular(path) as fh:
+                    if fh.read(len(_MAGIC)) != _MAGIC:
+                        continue
+        except (OSError, NotRegularFileError):
+            continue
+        found.append(CacheFile(path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda f: (f.mtime, f.path.name))
+
+
+def clear_cache(folder: Path) -> list[CacheFile]:
+    """Remove mcsim's own files from the cache folder; the ones removed."""
+    removed = []
+    for f in cache_files(folder):
+        with contextlib.suppress(FileNotFoundError):
+            try:
+                f.path.unlink()
+            except OSError as exc:
+                raise UsageError(f"{f.path}: cannot be removed ({exc.strerror or exc})") from None
+            removed.append(f)
+    return removed
+
+
+def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
+    """Remove the least recently used of mcsim's files until they fit `max_bytes`; the ones
+    removed (a file that cannot be removed is left, never fatal)."""
+    files = cache_files(folder)
+    total = sum(f.size for f in files)
+    removed = []
+    for f in files:
+        if total <= max_bytes:
+            break
+        try:
+            f.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= f.size
+        removed.append(f)
+    return removed

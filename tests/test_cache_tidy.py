@@ -1,0 +1,150 @@
+"""The session cache keeps itself tidy (one entry per file set, a size cap evicting the least
+recently used first, `mcsim cache info/clear`), and reports can be redacted for sharing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, SAMPLES
+
+from mcsim.accounting.prices import default_table
+from mcsim.cli import cli
+from mcsim.errors import UsageError
+from mcsim.replay.run import run_replay
+from mcsim.replay.scenario import load_policy_file
+from mcsim.replay.session_cache import enforce_cap, max_cache_bytes
+
+SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
+PROJECTS = SAMPLES / "claude" / "projects"
+PIPELINE = PROJECTS / "-home-dev-data-pipeline"
+
+
+def _replay(path: Path, cache: Path) -> None:
+    run_replay([str(path)], SCENARIOS, default_table(), cache_dir=cache, keep_rows=False,
+               workers=1)  # fmt: skip
+
+
+def _names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+def test_a_transcript_that_keeps_growing_keeps_one_entry(tmp_path: Path) -> None:
+    project = tmp_path / "in" / "-home-dev-data-pipeline"
+    shutil.copytree(PIPELINE, project)
+    cache = tmp_path / "cache"
+    _replay(project, cache)
+    first = _names(cache)
+    assert len(first) == 2  # one .sessions entry and one .tokens file for the one unit
+    for text in (
+        b'{"type": "summary", "summary": "a"}\n',
+        b'{"type": "summary", "summary": "b"}\n',
+    ):
+        with next(project.glob("*.jsonl")).open("ab") as fh:
+            fh.write(text)
+        _replay(project, cache)
+        _replay(project, cache)  # a warm run on the grown file: still the same two files
+        assert _names(cache) == first
+
+
+def test_cache_clear_removes_only_mcsims_entries(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _replay(SAMPLES, cache)
+    entries = _names(cache)
+    assert len(entries) == 4  # two projects: an entry and a tokens file each
+    freed = sum((cache / n).stat().st_size for n in entries)
+    (cache / "notes.txt").write_text("mine")
+    lookalike = "0" * 64 + ".sessions"  # named like an entry, but not one of mcsim's
+    (cache / lookalike).write_text("mine too")
+    info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
+    assert info.exit_code == 0, info.output
+    assert "entries: 4\n" in info.output
+    assert f"size: {freed:,} bytes" in info.output  # the samples' entries are under 100 kB
+    result = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"removed 4 entries from {cache}, freed {freed:,} bytes\n"
+    assert _names(cache) == {"notes.txt", lookalike}
+    assert (cache / "notes.txt").read_text() == "mine"
+
+
+def _tokens_last(name: str) -> bool:
+    return name.endswith(".tokens")
+
+
+def test_the_cap_evicts_the_least_recently_used_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    _replay(PIPELINE, cache)
+    pipeline = sorted(_names(cache), key=_tokens_last)  # its [entry, tokens]
+    _replay(SAMPLES, cache)
+    shop = sorted(_names(cache) - set(pipeline), key=_tokens_last)
+    assert len(shop) == 2
+    # Last used, oldest first: pipeline's entry, pipeline's tokens, shop's entry, shop's tokens.
+    for t, name in enumerate([*pipeline, *shop], start=1):
+        os.utime(cache / name, (t * 1000, t * 1000))
+    sizes = {n: (cache / n).stat().st_size for n in _names(cache)}
+    total = sum(sizes.values())
+
+    removed = enforce_cap(cache, total - sizes[pipeline[0]])  # room for all but the oldest
+    assert [f.path.name for f in removed] == [pipeline[0]]
+    assert _names(cache) == {pipeline[1], *shop}
+
+    # Reading an entry makes it recently used: a replay of the pipeline project alone reads
+    # its tokens (its entry was evicted) and writes its entry again, both now; with a cap one
+    # byte under everything, shop's entry (t=3000) is now the least recently used.
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", str(total - 1))
+    _replay(PIPELINE, cache)
+    assert _names(cache) == {*pipeline, shop[1]}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", 2_000_000_000), ("12", 12), ("500MB", 500_000_000), ("2g", 2_000_000_000),
+     ("1.5GiB", 1_610_612_736), ("3 KB", 3_000)],
+)  # fmt: skip
+def test_the_cap_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: int
+) -> None:
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", value)
+    assert max_cache_bytes() == expected
+
+
+def test_a_cap_that_is_not_a_size_is_one_line_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", "lots")
+    with pytest.raises(UsageError, match="MCSIM_CACHE_MAX_SIZE: 'lots' is not a size"):
+        _replay(SAMPLES, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_redacted_report_names_no_user(tmp_path: Path) -> None:
+    project = tmp_path / "in" / "-Users-alice-src-app"
+    project.mkdir(parents=True)
+    for source in PIPELINE.glob("*.jsonl"):
+        text = source.read_text().replace(
+            '"cwd":"/home/dev/data-pipeline"', '"cwd":"/Users/alice/src/app"'
+        )
+        assert '"cwd":"/Users/alice/src/app"' in text
+        (project / source.name).write_text(text)
+    run = tmp_path / "run"
+    args = ["replay", str(tmp_path / "in"), "--policy", str(REPO / "policies" / "all.yaml")]
+    result = CliRunner().invoke(cli, [*args, "--no-cache", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    pages = [run / "report.html", run / "report.md"]
+
+    result = CliRunner().invoke(cli, ["report", str(run), "--redact"])
+    assert result.exit_code == 0, result.output
+    for page in pages:
+        text = page.read_text()
+        assert "alice" not in text.lower()
+        assert "-Users-user1-src-app" in text
+
+    result = CliRunner().invoke(cli, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    for page in pages:
+        assert "-Users-alice-src-app" in page.read_text()
