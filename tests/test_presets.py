@@ -213,4 +213,6 @@ def test_declared_dependencies_are_what_mcsim_imports() -> None:
     assert declared >= PLUGINS
     imported = {IMPORT_NAMES.get(d, d) for d in declared - PLUGINS}
     assert imported == _third_party_imports()
-    assert imported == {"click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson"}
+    assert imported == {
+        "click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson", "platformdirs",
+    }  # fmt: skip
