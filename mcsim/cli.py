@@ -581,7 +581,7 @@ def sweep(
 
     \b
     Example:
-      mcsim sweep ~/.claude/projects --policy claude-code --name claude-code \
+      mcsim sweep ~/.claude/projects --policy claude-code --name claude-code \\
         --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
     """
     from mcsim.accounting.prices import load_table

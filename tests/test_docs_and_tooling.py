@@ -83,6 +83,12 @@ def test_every_command_has_help_with_an_example() -> None:
         result = CliRunner().invoke(cli, [command, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout, command
+        example = result.stdout.split("Example:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        # Each line as typed: a command, or the continuation of one ending in a backslash
+        # (a backslash-newline in a docstring used to join them with a run of spaces).
+        for before, line in zip(["mcsim", *example], example, strict=False):
+            assert line.strip().startswith("mcsim") or before.endswith("\\"), (command, line)
+            assert "   " not in line.strip(), (command, line)
 
 
 def _run(*args: str) -> None:
