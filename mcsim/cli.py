@@ -25,7 +25,7 @@ import orjson
 from mcsim import __version__
 from mcsim.errors import McsimError
 from mcsim.processes import STOP, Stopped
-from mcsim.text import MESSAGE_LIMIT, printable
+from mcsim.text import MESSAGE_LIMIT, fit_lines, printable, terminal_width
 
 # mcsim.replay.sweep.DEFAULT_MAX_RISK in percent; not imported here: `inspect` starts light.
 MAX_RISK_DEFAULT_PCT = 50.0
@@ -181,7 +181,8 @@ def _discard_stdout() -> None:
 
 def _echo(text: str) -> None:
     with _stdout():
-        click.echo(text)  # flushes: a failure is met here, not at exit
+        # On a terminal, long lines wrap at its width (tables fit it already); piped, as is.
+        click.echo(fit_lines(text, terminal_width()))  # flushes: a failure is met here
 
 
 def _print_json(doc: dict[str, Any]) -> None:

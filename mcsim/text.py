@@ -11,6 +11,9 @@ Parquet; only what a person reads goes through here.
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+import textwrap
 import unicodedata
 from typing import Any
 
@@ -170,3 +173,32 @@ def shown(value: Any) -> str:
     if isinstance(value, int) and abs(value) >= 10**SHOWN_CHARS:
         return f"a number of more than {SHOWN_CHARS} digits"
     return escaped(repr(value))
+
+
+def terminal_width() -> int | None:
+    """The columns of the terminal standard output is, or None when it is not one: piped
+    output stays plain and stable, whatever the width."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):  # no stdout, or a closed one
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def fit_lines(text: str, columns: int | None) -> str:
+    """`text` with each line longer than `columns` wrapped at spaces, continuation lines
+    indented (None: as it is). A word longer than a line (a file path) is broken."""
+    if columns is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if width(line) <= columns:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        out.extend(
+            textwrap.wrap(line.lstrip(" "), columns, initial_indent=lead,
+                          subsequent_indent=lead + "  ", break_on_hyphens=False) or [line]
+        )  # fmt: skip
+    return "\n".join(out)

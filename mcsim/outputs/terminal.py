@@ -7,7 +7,7 @@ from typing import Any
 
 from mcsim.accounting.recorded import InspectReport, SessionSummary, TokenTotals, UsageGroup
 from mcsim.ingest.pipeline import LoadStats
-from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, width
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, terminal_width, width
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
 TERMINAL_EXAMPLES = 5
@@ -154,21 +154,51 @@ def _k(n: int) -> str:
     return str(n)
 
 
-def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+def table(headers: list[str], rows: list[list[str]], right: set[int], key: int = 1) -> list[str]:
     """Aligned columns; every cell goes through printable(), so no caller can forget a value
-    read from disk, and widths are the terminal columns of what is shown. Callers shorten."""
-    shown = [[printable(c) for c in r] for r in [headers, *rows]]
-    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
+    read from disk, and widths are the terminal columns of what is shown. Callers shorten.
 
+    On a terminal too narrow for the whole table, the columns come in blocks that fit, one
+    under the other, each led by the `key` first columns (the row's names, shortened with an
+    ellipsis to at most half the width). Nothing else is cut: a number is never shortened.
+    (rich's Table, tried first, fits 80 columns by cutting numbers to "12.2…" and dropping
+    the name column.) Piped output is the whole table, whatever its width."""
+    shown = [[printable(c) for c in r] for r in [headers, *rows]]
+    columns = terminal_width()
+    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
+    if columns is None or _span(widths) <= columns:
+        return _block(shown, widths, right, list(range(len(headers))))
+    room = max(8, (columns // 2 - 2 * (key - 1)) // key)  # for each name column
+    for r in shown[1:]:
+        r[:key] = [printable(c, limit=room) for c in r[:key]]
+    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
+    blocks: list[list[int]] = [list(range(key))]
+    for i in range(key, len(headers)):
+        if len(blocks[-1]) > key and _span([widths[j] for j in [*blocks[-1], i]]) > columns:
+            blocks.append(list(range(key)))
+        blocks[-1].append(i)
+    lines: list[str] = []
+    for block in blocks:
+        lines += [*([""] if lines else []), *_block(shown, widths, right, block)]
+    return lines
+
+
+def _span(widths: list[int]) -> int:
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _block(
+    shown: list[list[str]], widths: list[int], right: set[int], which: list[int]
+) -> list[str]:
     def fmt(cells: list[str]) -> str:
         return "  ".join(
-            " " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            " " * (widths[i] - width(cells[i])) + cells[i]
+            if i in right
+            else cells[i] + " " * (widths[i] - width(cells[i]))
+            for i in which
         ).rstrip()
 
-    lines = [fmt(shown[0]), fmt(["-" * w for w in widths])]
-    lines += [fmt(r) for r in shown[1:]]
-    return lines
+    return [fmt(shown[0]), fmt(["-" * w for w in widths]), *(fmt(r) for r in shown[1:])]
 
 
 def _short_model(model: str) -> str:
@@ -218,7 +248,7 @@ def inspect_text(report: InspectReport) -> str:
             str(len(report.breaks)),
         ]
     )
-    lines = table(headers, rows, right=set(range(3, 13)) - {4})
+    lines = table(headers, rows, right=set(range(3, 13)) - {4}, key=2)
     if report.breaks:
         causes = ", ".join(f"{k} {v}" for k, v in report.breaks_by_cause.items())
         lines.append(f"cache breaks by cause: {causes}")
