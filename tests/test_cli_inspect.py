@@ -39,7 +39,11 @@ def test_out_writes_parquet_that_reads_back(
     breaks = pl.read_parquet(out / "breaks.parquet")
     assert sessions.height == 8 and calls.height == 355 and breaks.height == 12
     for frame in (sessions, calls, breaks):
-        assert frame["schema_version"].unique().to_list() == [1]
+        assert frame["schema_version"].unique().to_list() == [2]
+    # A list column of each session's models, sorted (the generated 1.0.90 session has two).
+    assert sessions.schema["models"] == pl.List(pl.String)
+    legacy = sessions.filter(pl.col("session_id").str.starts_with("aca1c40a"))
+    assert legacy["models"].to_list() == [["claude-opus-4-1-20250805", "claude-sonnet-4-20250514"]]
     assert calls["cache_read_tokens"].sum() == 17_891_534
     assert calls["cost_usd"].sum() == pytest.approx(14.0820, abs=1e-4)
     assert calls["is_break"].sum() == 12

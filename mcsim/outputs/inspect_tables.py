@@ -26,7 +26,7 @@ def sessions_frame(report: InspectReport) -> Any:
             "end": _utc(s.end_s),
             "calls": s.calls,
             "threads": s.threads,
-            "models": ",".join(s.models),
+            "models": list(s.models),
             "input_tokens": s.tokens.input_tokens,
             "cache_write_5m_tokens": s.tokens.cache_write_5m_tokens,
             "cache_write_1h_tokens": s.tokens.cache_write_1h_tokens,
@@ -114,7 +114,7 @@ def breaks_frame(report: InspectReport) -> Any:
 
 SESSIONS_SCHEMA: dict[str, str] = {
     "session_id": "str", "project": "str", "cwd": "str", "start": TS, "end": TS,
-    "calls": "int", "threads": "int", "models": "str", "input_tokens": "int",
+    "calls": "int", "threads": "int", "models": "list[str]", "input_tokens": "int",
     "cache_write_5m_tokens": "int", "cache_write_1h_tokens": "int", "cache_read_tokens": "int",
     "output_tokens": "int", "cost_usd": "float", "unpriced_calls": "int",
     "cache_hit_ratio": "float", "cache_breaks": "int", "cache_edit_drops": "int",

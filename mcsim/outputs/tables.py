@@ -11,7 +11,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2 (2026-12-01): inspect's sessions.parquet `models` is a list column, no longer a
+# comma-separated string; replay's tables gained cache_edit_drops (summary) and inspect's
+# sessions cache_edit_drops and recorded_prunes.
+SCHEMA_VERSION = 2
 TS = "datetime"
 
 
@@ -24,6 +27,7 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
         "int": pl.Int64,
         "float": pl.Float64,
         "bool": pl.Boolean,
+        "list[str]": pl.List(pl.String),
         TS: pl.Datetime("ms", "UTC"),
     }
     full: dict[str, Any] = {"schema_version": pl.Int32, **{k: dtypes[v] for k, v in schema.items()}}
