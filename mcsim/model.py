@@ -124,6 +124,11 @@ class Call:
     pruned: Compaction | None = None  # the recording itself pruned since the previous call
 
     @property
+    def request_s(self) -> float:
+        """When the request was sent (the cache TTL runs from request to request)."""
+        return self.timestamp_s if self.sent_s is None else self.sent_s
+
+    @property
     def key(self) -> tuple[str, str | None]:
         return (self.message_id, self.request_id)
 

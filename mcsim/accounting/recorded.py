@@ -200,7 +200,7 @@ def analyse_session(
             ttls.append(recorded_ttl(call.usage, ttls[-1] if ttls else None))
         observations = [
             CallObservation(
-                _sent(c),
+                c.request_s,
                 c.model,
                 c.usage.cache_read_tokens,
                 TTL_SECONDS[ttl],
@@ -233,7 +233,7 @@ def analyse_session(
                 split_mismatch += 1
             brk = found.get(i)
             if keep_calls:
-                gap = _sent(call) - _sent(thread.calls[i - 1]) if i else None
+                gap = call.request_s - thread.calls[i - 1].request_s if i else None
                 records.append(
                     CallRecord(
                         session.session_id,
@@ -281,11 +281,6 @@ def analyse_session(
         by_model=tuple(models[m] for m in sorted(models)),
     )
     return SessionAnalysis(summary, records, breaks)
-
-
-def _sent(call: Call) -> float:
-    """When a call's request was sent (the cache TTL runs from request to request)."""
-    return call.sent_s if call.sent_s is not None else call.timestamp_s
 
 
 @dataclass

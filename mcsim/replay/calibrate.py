@@ -106,6 +106,16 @@ class CalCall(NamedTuple):
             + self.cache_read_tokens
         )
 
+    @property
+    def request_s(self) -> float:
+        """When the request was sent (as model.Call.request_s)."""
+        return self.timestamp_s if self.sent_s is None else self.sent_s
+
+    @property
+    def response_end_s(self) -> float:
+        """When the response was complete: its last line."""
+        return self.timestamp_s if self.done_s is None else self.done_s
+
 
 @dataclass(frozen=True, slots=True)
 class CalThread:
@@ -273,13 +283,6 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
 
 
-def request_gap(call: Call, prev: Call) -> float:
-    """Seconds between two requests: the cache TTL runs from request to request."""
-    now = call.sent_s if call.sent_s is not None else call.timestamp_s
-    then = prev.sent_s if prev.sent_s is not None else prev.timestamp_s
-    return now - then
-
-
 def _hashed(resource: str | None) -> str | None:
     """A resource as a hash: the simulation only compares resources, and calibrated sessions
     are cached on disk, where a Bash command (a token in a curl header) must not be kept."""
@@ -326,7 +329,7 @@ def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[Read
         return ReadClass.FIRST, 0, read
     previous = prev.usage.prompt_tokens
     if read == 0:
-        gap = request_gap(call, prev)
+        gap = call.request_s - prev.request_s
         expired = gap >= TTL_SECONDS[prev_ttl]  # at the TTL itself the entry is gone
         return (ReadClass.TTL_MISS if expired else ReadClass.EXTERNAL_MISS), 0, 0
     if read >= previous - FULL_HIT_TOLERANCE:

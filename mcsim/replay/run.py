@@ -241,7 +241,7 @@ def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
     calls = thread.calls
     micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
     drops = detect_breaks_columns(
-        [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls],
+        [c.request_s for c in calls],
         [c.model for c in calls],
         [c.cache_read_tokens for c in calls],
         [TTL_SECONDS[c.ttl] for c in calls],

@@ -169,9 +169,7 @@ def simulate_thread(
 
 def _times(calls: Sequence[CalCall]) -> tuple[list[float], list[float]]:
     """Per call, when its request was sent and when its response was done."""
-    sent = [c.timestamp_s if c.sent_s is None else c.sent_s for c in calls]
-    done = [c.timestamp_s if c.done_s is None else c.done_s for c in calls]
-    return sent, done
+    return [c.request_s for c in calls], [c.response_end_s for c in calls]
 
 
 class _Replay:

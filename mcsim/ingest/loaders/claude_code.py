@@ -75,6 +75,11 @@ _IGNORED_TYPES = frozenset(
 )
 _CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 _SYNTHETIC_MODEL = "<synthetic>"
+# system line subtype -> what it records, and the key of its metadata
+_BOUNDARIES = {
+    "compact_boundary": (CompactionKind.BOUNDARY, "compactMetadata"),
+    "microcompact_boundary": (CompactionKind.MICROCOMPACT, "microcompactMetadata"),
+}
 # No real response comes near this: it is 100x the largest context window.
 MAX_TOKENS_PER_CALL = 100_000_000
 # Times outside these years are damage, and would not survive conversion to UTC dates.
@@ -539,20 +544,12 @@ class _LineReader:
 
     def _system(self, obj: dict[str, Any], node: _Node) -> None:
         subtype = obj.get("subtype")
-        if subtype == "compact_boundary":
-            meta = obj.get("compactMetadata")
+        if isinstance(subtype, str) and subtype in _BOUNDARIES:  # (a list is not hashable)
+            kind, key = _BOUNDARIES[subtype]
+            meta = obj.get(key)
             meta = meta if isinstance(meta, dict) else {}
-            node.compaction = Compaction(
-                CompactionKind.BOUNDARY,
-                _optional_timestamp(obj.get("timestamp")),
-                trigger=_optional_str(meta.get("trigger")),
-                pre_tokens=_optional_int(meta.get("preTokens")),
-            )
-        elif subtype == "microcompact_boundary":
-            meta = obj.get("microcompactMetadata")
-            meta = meta if isinstance(meta, dict) else {}
-            node.compaction = Compaction(
-                CompactionKind.MICROCOMPACT,
+            node.compaction = Compaction(  # saved tokens and ids: only pruning reads them
+                kind,
                 _optional_timestamp(obj.get("timestamp")),
                 trigger=_optional_str(meta.get("trigger")),
                 pre_tokens=_optional_int(meta.get("preTokens")),
