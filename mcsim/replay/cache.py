@@ -37,7 +37,6 @@ _MIN_CACHEABLE = {
     ("haiku", "3"): 2048,
 }
 
-_TTL_SECONDS = TTL_SECONDS
 _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
     ReadClass.FIRST,
     ReadClass.PARTIAL,
@@ -93,7 +92,7 @@ class PromptCache:
         out_read: list[int] = []
         out_5m: list[int] = []
         out_1h: list[int] = []
-        seconds = _TTL_SECONDS
+        seconds = TTL_SECONDS  # a local: the loop runs for every call
         for call, prompt, now, ttl, rewrite, gone, anchor in zip(
             calls, prompts, sent, ttls, rewrote, deleted, anchors, strict=True
         ):

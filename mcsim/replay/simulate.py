@@ -13,7 +13,6 @@ measures the idle time from the end of the previous response to the request.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,11 +166,6 @@ def simulate_thread(
     return _Replay(thread, scenario, policies, prices, context, unpruned).run()
 
 
-def _times(calls: Sequence[CalCall]) -> tuple[list[float], list[float]]:
-    """Per call, when its request was sent and when its response was done."""
-    return [c.request_s for c in calls], [c.response_end_s for c in calls]
-
-
 class _Replay:
     """One scenario's replay of one thread."""
 
@@ -185,14 +179,14 @@ class _Replay:
         unpruned: SimThread | None = None,
     ) -> None:
         self.thread = thread
-        self.scenario = scenario
         self.policies = policies
         self.prices = prices
         self.context = context
         self.unpruned = unpruned
         self.cache = PromptCache(thread.head_tokens)
         self.pricer = Pricer(prices)
-        self.sent, self.done = _times(thread.calls)
+        self.sent = [c.request_s for c in thread.calls]  # when each request was sent
+        self.done = [c.response_end_s for c in thread.calls]  # ... and its response complete
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
         self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
         self.head = thread.head_tokens
