@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError
@@ -186,7 +185,9 @@ def _echo(text: str) -> None:
 
 
 def _print_json(doc: dict[str, Any]) -> None:
-    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    from mcsim.outputs.run_dir import json_bytes
+
+    data = json_bytes(doc)
     data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), data)
     with _stdout():
         sys.stdout.buffer.write(data + b"\n")

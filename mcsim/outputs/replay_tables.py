@@ -306,16 +306,16 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             {
                 "name": name,
                 "description": description,
-                "cost_usd": round(t.cost_usd, 6),
-                "savings_vs_recorded_pct": round(_pct(t.cost_usd, report.recorded.cost_usd), 4),
-                "savings_vs_baseline_pct": round(_pct(t.cost_usd, report.baseline.cost_usd), 4),
+                "cost_usd": t.cost_usd,
+                "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
+                "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),
                 "cleared_tokens": t.cleared_tokens,
                 "cache_breaks": t.cache_breaks,
                 "cache_edit_drops": t.cache_edit_drops,
                 "unexpected_breaks": _unexpected(t),
                 "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
-                "cache_hit_ratio": round(t.tokens.cache_hit_ratio, 6),
-                "mean_context_tokens": round(t.context_tokens / t.calls, 1) if t.calls else 0,
+                "cache_hit_ratio": t.tokens.cache_hit_ratio,
+                "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0,
                 "max_prompt_tokens": t.max_prompt_tokens,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
@@ -325,16 +325,16 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             for name, description, t in _policy_rows(report)[1:]
         ],
         "recorded": {
-            "cost_usd": round(report.recorded.cost_usd, 6),
+            "cost_usd": report.recorded.cost_usd,
             "calls": report.recorded.calls,
             "cache_breaks": report.recorded.cache_breaks,
             "cache_edit_drops": report.recorded.cache_edit_drops,
-            "cache_hit_ratio": round(report.recorded.tokens.cache_hit_ratio, 6),
+            "cache_hit_ratio": report.recorded.tokens.cache_hit_ratio,
             "prunes": dict(sorted(report.recorded_prunes.items())),
         },
         "fidelity": {
-            "overall_error": round(report.fidelity_overall, 6),
-            "worst_session_error": round(report.fidelity_worst, 6),
+            "overall_error": report.fidelity_overall,
+            "worst_session_error": report.fidelity_worst,
             "threshold": report.fidelity_threshold,
             "sessions_over_threshold": [
                 {"session_id": s.session_id, "project": s.project, "error": s.fidelity_error}

@@ -71,8 +71,38 @@ def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
     }
 
 
+# Decimals a JSON number keeps, by the unit its key names (README, "Output schema"): dollars
+# to 6 (cents to 4: a Haiku call's output costs from $0.000005), percent to 4 (the precision of
+# a fraction to 6), seconds to the millisecond, token means to 1; every other float is a
+# fraction (ratios, risks, errors) to 6.
+_DECIMALS = (("_usd", 6), ("_pct", 4), ("_seconds", 3), ("_tokens", 1))
+_FRACTION_DECIMALS = 6
+
+
+def _decimals(key: str) -> int:
+    return next((n for suffix, n in _DECIMALS if key.endswith(suffix)), _FRACTION_DECIMALS)
+
+
+def rounded(value: Any, decimals: int = _FRACTION_DECIMALS) -> Any:
+    """`value` with every float rounded by the unit its key names (a list's items by the
+    list's key); -0.0 becomes 0.0. What every JSON document mcsim prints or writes goes
+    through, so one unit reads the same everywhere."""
+    if isinstance(value, float):
+        return round(value, decimals) + 0.0  # + 0.0: no -0.0
+    if isinstance(value, dict):
+        return {k: rounded(v, _decimals(str(k))) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, decimals) for v in value]
+    return value
+
+
+def json_bytes(doc: dict[str, Any]) -> bytes:
+    """A JSON document as mcsim writes it: indented, numbers `rounded`."""
+    return orjson.dumps(rounded(doc), option=orjson.OPT_INDENT_2)
+
+
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    path.write_bytes(json_bytes(doc) + b"\n")
 
 
 def is_run_dir(folder: Path) -> bool:

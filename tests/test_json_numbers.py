@@ -1,0 +1,78 @@
+"""JSON numbers keep the decimals their unit allows, the same in every document mcsim writes:
+dollars 6 (cents to 4), percent 4, seconds 3, token means 1, fractions 6."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from conftest import REPO, SAMPLES
+
+from mcsim.cli import cli
+from mcsim.outputs.run_dir import rounded
+
+
+def test_rounded_by_the_unit_in_the_key() -> None:
+    doc = {
+        "cost_usd": 1.27193744999,
+        "net_savings_vs_baseline_pct": 4.068755697,
+        "gap_seconds": 321.61749,
+        "mean_context_tokens": 48_213.66667,
+        "refetch_risk": 0.4039408866995074,
+        "rows": [{"cost_usd": 0.0000004}, {"cost_usd": -0.0000004}],
+        "by": {"claude-x": {"cache_hit_ratio": 0.99999949}},
+        "calls": 7,
+        "name": "a_usd",
+    }
+    assert rounded(doc) == {
+        "cost_usd": 1.271937,
+        "net_savings_vs_baseline_pct": 4.0688,
+        "gap_seconds": 321.617,
+        "mean_context_tokens": 48_213.7,
+        "refetch_risk": 0.403941,
+        "rows": [{"cost_usd": 0.0}, {"cost_usd": 0.0}],
+        "by": {"claude-x": {"cache_hit_ratio": 0.999999}},
+        "calls": 7,
+        "name": "a_usd",
+    }
+    assert str(rounded({"cost_usd": -0.0000004})["cost_usd"]) == "0.0"  # no -0.0
+
+
+def _too_precise(value: Any, decimals: int, path: str, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            allowed = next(
+                (n for s, n in (("_usd", 6), ("_pct", 4), ("_seconds", 3)) if key.endswith(s)),
+                1 if key.endswith("_tokens") else 6,
+            )
+            _too_precise(item, allowed, f"{path}.{key}", out)
+    elif isinstance(value, list):
+        for item in value:
+            _too_precise(item, decimals, f"{path}[]", out)
+    elif isinstance(value, float) and round(value, decimals) != value:
+        out.append(f"{path}={value!r}")
+
+
+def test_every_document_of_a_replay_and_a_sweep(tmp_path: Path) -> None:
+    runner = CliRunner()
+    policy = str(REPO / "policies" / "all.yaml")
+    docs = []
+    for command, extra in (
+        ("replay", []),
+        ("sweep", ["--name", "claude-code", "--grid", "cached_microcompact.keep_recent=2,5"]),
+    ):
+        out = tmp_path / command
+        args = [command, str(SAMPLES), "--policy", policy, "--out", str(out), "--json"]
+        result = runner.invoke(cli, [*args, "--no-cache", *extra])
+        assert result.exit_code == 0, result.output
+        docs += [json.loads(result.stdout), json.loads((out / "run.json").read_text())]
+    result = runner.invoke(cli, ["inspect", str(SAMPLES), "--json", "--by", "day"])
+    docs.append(json.loads(result.stdout))
+    bad: list[str] = []
+    for doc in docs:
+        _too_precise(doc, 6, "", bad)
+    assert bad == []
+    # The refetch figures were printed with 16 digits before (4.068755697620452).
+    assert "net_savings_vs_baseline_pct" in docs[0]["policies"][1]
