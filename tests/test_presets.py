@@ -216,6 +216,7 @@ def test_declared_dependencies_are_what_mcsim_imports() -> None:
     assert imported == _third_party_imports()
     assert imported == {
         "click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson", "platformdirs",
+        "rich",
     }  # fmt: skip
 
 

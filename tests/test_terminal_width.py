@@ -68,3 +68,26 @@ def test_long_names_get_an_ellipsis_and_notes_wrap(monkeypatch: pytest.MonkeyPat
     assert max(len(line) for line in wrapped) <= 20
     assert "".join(wrapped).replace(" ", "") == path.replace(" ", "")
     assert fit_lines("short\nlines", None) == "short\nlines"
+
+
+def test_blocks_are_balanced_and_names_are_shown_not_obeyed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 10-column name and ten 8-column figures, two apart: 10 + 10 * (8 + 2) = 110 columns.
+    # At 80, as many as fit first would give blocks of 7 and 3 figures (10 + 7 * 10 = 80);
+    # the same two blocks, evenly cut, hold 5 and 5.
+    monkeypatch.setattr(terminal, "terminal_width", lambda: 80)
+    headers = ["name", *(f"c{i}" for i in range(1, 11))]
+    rows = [["[bold]x[/]", *["1234.567"] * 10], ["plain-name", *["1"] * 10]]
+    lines = terminal.table(headers, rows, right=set(range(1, 11)))
+    heads = [line.split() for line in lines if line.startswith("name")]
+    assert heads == [
+        ["name", "c1", "c2", "c3", "c4", "c5"],
+        ["name", "c6", "c7", "c8", "c9", "c10"],
+    ]
+    assert all(len(line) == 60 for line in lines if line.startswith("[bold]x[/]"))
+    assert lines[1] == "─" * 60  # rich's rule under the header
+    # Piped: the whole table on one line per row, the plain rule, nothing drawn by rich.
+    monkeypatch.setattr(terminal, "terminal_width", lambda: None)
+    piped = terminal.table(headers, rows, right=set(range(1, 11)))
+    assert len(piped) == 4 and len(piped[2]) == 110 and set(piped[1]) == {"-", " "}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -158,29 +160,51 @@ def table(headers: list[str], rows: list[list[str]], right: set[int], key: int =
     """Aligned columns; every cell goes through printable(), so no caller can forget a value
     read from disk, and widths are the terminal columns of what is shown. Callers shorten.
 
-    On a terminal too narrow for the whole table, the columns come in blocks that fit, one
-    under the other, each led by the `key` first columns (the row's names, shortened with an
-    ellipsis to at most half the width). Nothing else is cut: a number is never shortened.
-    (rich's Table, tried first, fits 80 columns by cutting numbers to "12.2…" and dropping
-    the name column.) Piped output is the whole table, whatever its width."""
+    Piped, the whole table in plain columns, whatever its width: a stable format for scripts.
+    On a terminal, rich draws it; when the terminal is too narrow for the whole table, the
+    columns come in blocks that fit, one under the other, each led by the `key` first columns
+    (the row's names, shortened in the middle with an ellipsis to at most half the width, so
+    the distinct end of a project folder's name stays). Nothing else is cut: a number is never
+    shortened. The blocks are chosen here because rich's Table alone, tried first, fits 80
+    columns by cutting numbers to "12.2…" and dropping the name column."""
     shown = [[printable(c) for c in r] for r in [headers, *rows]]
     columns = terminal_width()
     widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
-    if columns is None or _span(widths) <= columns:
+    if columns is None:
         return _block(shown, widths, right, list(range(len(headers))))
-    room = max(8, (columns // 2 - 2 * (key - 1)) // key)  # for each name column
-    for r in shown[1:]:
-        r[:key] = [printable(c, limit=room) for c in r[:key]]
-    widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
-    blocks: list[list[int]] = [list(range(key))]
-    for i in range(key, len(headers)):
-        if len(blocks[-1]) > key and _span([widths[j] for j in [*blocks[-1], i]]) > columns:
-            blocks.append(list(range(key)))
-        blocks[-1].append(i)
+    blocks: list[list[int]] = [list(range(len(headers)))]
+    if _span(widths) > columns:
+        room = max(8, (columns // 2 - 2 * (key - 1)) // key)  # for each name column
+        for r in shown[1:]:
+            r[:key] = [printable(c, limit=room) for c in r[:key]]
+        widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
+        blocks = _blocks(widths, key, columns)
     lines: list[str] = []
     for block in blocks:
-        lines += [*([""] if lines else []), *_block(shown, widths, right, block)]
+        lines += [*([""] if lines else []), *_rich_block(shown, right, block, columns)]
     return lines
+
+
+def _blocks(widths: list[int], key: int, columns: int) -> list[list[int]]:
+    """The columns after the `key` first ones cut into as few blocks as fit `columns` (each
+    led by the key columns), the cuts placed so the widest block is as narrow as can be: two
+    blocks of five columns rather than nine and one."""
+    names, rest = list(range(key)), list(range(key, len(widths)))
+
+    def span(part: Sequence[int]) -> int:
+        return _span([widths[i] for i in [*names, *part]])
+
+    greedy: list[list[int]] = [[]]  # as many columns per block as fit: the fewest blocks
+    for i in rest:
+        if greedy[-1] and span([*greedy[-1], i]) > columns:
+            greedy.append([])
+        greedy[-1].append(i)
+    best = greedy  # also what stays when one column alone is wider than the terminal
+    for cuts in itertools.combinations(range(1, len(rest)), len(greedy) - 1):
+        parts = [rest[a:b] for a, b in itertools.pairwise((0, *cuts, len(rest)))]
+        if max(map(span, parts)) < max(map(span, best)):
+            best = parts  # narrower (so fits, if the fewest blocks can)
+    return [[*names, *part] for part in best]
 
 
 def _span(widths: list[int]) -> int:
@@ -199,6 +223,28 @@ def _block(
         ).rstrip()
 
     return [fmt(shown[0]), fmt(["-" * w for w in widths]), *(fmt(r) for r in shown[1:])]
+
+
+def _rich_block(
+    shown: list[list[str]], right: set[int], which: list[int], columns: int
+) -> list[str]:
+    """The columns `which` of a table drawn by rich: a header, a rule, the rows; columns two
+    apart as in `_block`. Cells are Text, so a name holding "[bold]" is shown, not obeyed."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i in which:
+        grid.add_column(Text(shown[0][i]), justify="right" if i in right else "left", no_wrap=True)
+    for r in shown[1:]:
+        grid.add_row(*(Text(r[i]) for i in which))
+    console = Console(file=io.StringIO(), width=columns, color_system=None, legacy_windows=False)
+    console.print(grid)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]
 
 
 def _short_model(model: str) -> str:
