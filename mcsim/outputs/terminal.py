@@ -242,9 +242,9 @@ def _rich_block(
         grid.add_column(Text(shown[0][i]), justify="right" if i in right else "left", no_wrap=True)
     for r in shown[1:]:
         grid.add_row(*(Text(r[i]) for i in which))
-    console = Console(file=io.StringIO(), width=columns, color_system=None, legacy_windows=False)
-    console.print(grid)
-    return [line.rstrip() for line in console.file.getvalue().splitlines()]
+    drawn = io.StringIO()
+    Console(file=drawn, width=columns, color_system=None, legacy_windows=False).print(grid)
+    return [line.rstrip() for line in drawn.getvalue().splitlines()]
 
 
 def _short_model(model: str) -> str:
