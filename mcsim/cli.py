@@ -578,8 +578,9 @@ def sweep(
     """Replay many variants of one policy over a parameter grid and recommend one.
 
     Writes sweep.parquet (per variant, and per variant x session), savings_curve.png,
-    risk_tradeoff.png and run.json, and prints every variant with the recommendation: the
-    highest savings net of re-fetches whose re-fetch risk stays under --max-risk.
+    risk_tradeoff.png and run.json, and prints every variant with a 95% interval (bootstrap
+    over sessions, seed 0) and the recommendation: the highest savings net of re-fetches
+    whose re-fetch risk stays under --max-risk, or a more conservative variant within noise.
 
     \b
     Example:

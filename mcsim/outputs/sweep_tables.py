@@ -1,7 +1,15 @@
-"""What a sweep writes and prints: sweep.parquet, two charts, run.json, a table, JSON."""
+"""What a sweep writes and prints: sweep.parquet, two charts, run.json, a table, JSON.
+
+sweep.parquet has the fixed columns of SWEEP_SCHEMA and then one typed column per swept key,
+named `param_` + the key as given to --grid (`param_ttl`, `param_cached_microcompact.
+keep_recent`): the prefix keeps a parameter from ever colliding with a fixed column. Its type
+is the parameter's (int, float, bool; text for `ttl` and for parameters that also take a word
+or a list), its value the validated one.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +19,7 @@ from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE
 from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.run import PolicyTotals, ReplayReport
-from mcsim.replay.sweep import Outcome, Recommendation, Variant, pareto_front
+from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
 from mcsim.text import printable
 
 SWEEP_SCHEMA: dict[str, str] = {
@@ -23,6 +31,10 @@ SWEEP_SCHEMA: dict[str, str] = {
     "cost_usd": "float",
     "savings_vs_baseline_pct": "float",
     "net_savings_vs_baseline_pct": "float",
+    # The 95% bootstrap interval of the net savings (variant rows; null on session rows and
+    # when there is no interval: fewer than two sessions).
+    "net_savings_low_pct": "float",
+    "net_savings_high_pct": "float",
     "cleared_tokens": "int",
     "cache_breaks": "int",
     "cleared_results": "int",
@@ -41,7 +53,12 @@ def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommend
     """One row per variant (level `variant`) and per variant x session (level `session`)."""
     best = rec.best.variant.name if rec.best else None
     base_cost = report.baseline.cost_usd
-    rows = [_row("variant", o.variant, None, None, o.totals, base_cost, best) for o in results]
+    rows = []
+    for o in results:
+        row = _row("variant", o.variant, None, None, o.totals, base_cost, best)
+        row["net_savings_low_pct"] = _or_none(o.low_pct)
+        row["net_savings_high_pct"] = _or_none(o.high_pct)
+        rows.append(row)
     names = {o.variant.scenario.name: o.variant for o in results}
     for s in report.sessions:
         base = next((p for p in s.policies if p.name == "baseline"), None)
@@ -52,7 +69,16 @@ def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommend
                 rows.append(
                     _row("session", variant, s.session_id, s.project, t, session_base, best)
                 )
-    return frame(rows, SWEEP_SCHEMA)
+    swept = results[0].variant.swept if results else ()
+    return frame(rows, {**SWEEP_SCHEMA, **{param_column(k.key): k.kind for k in swept}})
+
+
+def param_column(key: str) -> str:
+    return f"param_{key}"
+
+
+def _or_none(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def _row(
@@ -65,7 +91,12 @@ def _row(
     best: str | None,
 ) -> dict[str, Any]:
     """One sweep.parquet row: a variant's totals over the run, or over one session."""
+    swept = {
+        param_column(k.key): value if value is None or k.kind != "str" else str(value)
+        for k, value in zip(variant.swept, variant.checked, strict=True)
+    }
     return {
+        **swept,
         "level": level,
         "variant": variant.name,
         "params": _params_text(variant),
@@ -81,6 +112,8 @@ def _row(
         "refetch_risk": t.refetch_risk,
         "refetch_cost_usd": t.refetch_cost_usd,
         "recommended": variant.name == best,
+        "net_savings_low_pct": None,
+        "net_savings_high_pct": None,
     }
 
 
@@ -106,13 +139,23 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         line = ax.plot(
             xs, [o.savings_pct for o in members], marker="o", label=f"{label}: as simulated"
         )
-        ax.plot(
+        net = [o.net_savings_pct for o in members]
+        spread = not any(math.isnan(o.low_pct) for o in members)
+        ax.errorbar(
             xs,
-            [o.net_savings_pct for o in members],
+            net,
+            # The 95% bootstrap interval over sessions, when there is one.
+            yerr=[
+                [n - o.low_pct for n, o in zip(net, members, strict=True)],
+                [o.high_pct - n for n, o in zip(net, members, strict=True)],
+            ]
+            if spread
+            else None,
             linestyle="--",
             marker=".",
+            capsize=3,
             color=line[0].get_color(),
-            label=f"{label}: net of re-fetches",
+            label=f"{label}: net of re-fetches" + (" (95% interval)" if spread else ""),
         )
     if rec.best is not None:
         _mark(ax, _axis_value(dict(rec.best.variant.params)[x_key]), rec.best)
@@ -201,6 +244,9 @@ def variant_json(o: Outcome) -> dict[str, Any]:
         "cost_usd": round(t.cost_usd, 6),
         "savings_vs_baseline_pct": round(o.savings_pct, 4),
         "net_savings_vs_baseline_pct": round(o.net_savings_pct, 4),
+        "net_savings_interval_pct": None
+        if math.isnan(o.low_pct)
+        else [round(o.low_pct, 4), round(o.high_pct, 4)],
         "cleared_tokens": t.cleared_tokens,
         "cache_breaks": t.cache_breaks,
         "refetch_risk": round(t.refetch_risk, 6),
@@ -219,7 +265,9 @@ def sweep_json(
             "name": rec.best.variant.name if rec.best else None,
             "reason": rec.reason,
             "runner_up": dict(rec.runner_up.variant.params) if rec.runner_up else None,
+            "passed_over": dict(rec.passed_over.variant.params) if rec.passed_over else None,
         },
+        "bootstrap": _bootstrap_json(results),
         "baseline": {"cost_usd": round(report.baseline.cost_usd, 6)},
         "recorded": {"cost_usd": round(report.recorded.cost_usd, 6)},
         "fidelity": {
@@ -233,6 +281,19 @@ def sweep_json(
     }
 
 
+def _bootstrap_json(results: Sequence[Outcome]) -> dict[str, Any] | None:
+    spread = results[0].spread if results else None
+    if spread is None:
+        return None
+    return {
+        "sessions": spread.sessions,
+        "resamples": spread.resamples,
+        "seed": spread.seed,
+        "level_pct": LEVEL,
+        "note": spread.describe(),
+    }
+
+
 def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> str:
     from mcsim.outputs.terminal import load_notes, table
 
@@ -241,29 +302,36 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         "cost $",
         "savings",
         "net of re-fetch",
+        f"{LEVEL}% interval",
         "cleared",
         "re-fetch risk",
         "breaks",
         "",
     ]
-    best = rec.best.variant.name if rec.best else None
-    runner = rec.runner_up.variant.name if rec.runner_up else None
+    marks = {
+        o.variant.name: mark
+        for o, mark in (
+            (rec.runner_up, "<- runner-up"),
+            (rec.passed_over, "<- highest, within noise"),
+            (rec.best, "<- recommended"),
+        )
+        if o is not None
+    }
     rows = [
         [
             o.variant.name,
             f"{o.totals.cost_usd:.4f}",
             f"{o.savings_pct:+.2f}%",
             f"{o.net_savings_pct:+.2f}%",
+            "-" if math.isnan(o.low_pct) else f"{o.low_pct:+.2f}..{o.high_pct:+.2f}%",
             f"{o.totals.cleared_tokens:,}",
             f"{100 * o.totals.refetch_risk:.0f}%",
             str(o.totals.cache_breaks),
-            "<- recommended"
-            if o.variant.name == best
-            else ("<- runner-up" if o.variant.name == runner else ""),
+            marks.get(o.variant.name, ""),
         ]
         for o in results
     ]
-    lines = table(headers, rows, right={1, 2, 3, 4, 5, 6})
+    lines = table(headers, rows, right={1, 2, 3, 4, 5, 6, 7})
     lines.append(
         f"baseline (no pruning) ${report.baseline.cost_usd:.4f}; recorded "
         f"${report.recorded.cost_usd:.4f}; {len(report.sessions)} sessions; fidelity "

@@ -14,7 +14,9 @@ from typing import Any
 # 2 (2026-12-01): inspect's sessions.parquet `models` is a list column, no longer a
 # comma-separated string; replay's tables gained cache_edit_drops (summary) and inspect's
 # sessions cache_edit_drops and recorded_prunes.
-SCHEMA_VERSION = 2
+# 3 (2026-12-01): sweep.parquet gained net_savings_low_pct / net_savings_high_pct (the 95%
+# bootstrap interval) and one typed `param_<key>` column per swept key.
+SCHEMA_VERSION = 3
 TS = "datetime"
 
 

@@ -5,7 +5,27 @@
 
 Every variant is one more scenario of the same replay, so all of them share one load of the
 cached calibrated sessions and run on all cores. The recommendation is the variant with the
-highest savings net of re-fetches whose re-fetch risk stays under a limit.
+highest savings net of re-fetches whose re-fetch risk stays under a limit, unless a more
+conservative variant is within noise of it.
+
+Uncertainty. Each variant's net savings carries a 95% interval from a bootstrap over
+sessions: `DEFAULT_RESAMPLES` (1000) resamples of the session indices drawn with replacement
+(numpy `default_rng(DEFAULT_SEED)`, seed 0, so a sweep is reproducible), and for each resample
+the net savings of every variant as a ratio of sums, 1 - sum(net cost) / sum(baseline cost),
+as the headline figure is computed. The interval is the 2.5th to 97.5th percentile of those
+(numpy's default linear interpolation). With fewer than two sessions there is no spread: the
+interval is NaN and the reason says "one session: no interval".
+
+The recommendation. Among variants with re-fetch risk at most the limit, the best is the one
+with the highest net savings. It is "clearly ahead" of another when, on the same resamples,
+the lower end of the 95% interval of (best - other) is above 0: a paired comparison, not two
+overlapping intervals. A variant is more conservative than the best when it clears less or
+later: each parameter declares which way is conservative (`Param.conservative`: a higher
+keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least as conservative
+on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
+`ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
+that the best is not clearly ahead of, the most conservative (lowest re-fetch risk, then
+furthest in the declared directions) is recommended instead, and the reason says so.
 """
 
 from __future__ import annotations
@@ -14,8 +34,11 @@ import itertools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import UsageError
@@ -30,6 +53,9 @@ DEFAULT_MAX_RISK = 0.50
 # Each variant is one more full replay of every session (about 0.1 s each on a real corpus):
 # a grid past this is a typo (1..1000000000) rather than a plan.
 MAX_VARIANTS = 1000
+DEFAULT_RESAMPLES = 1000  # bootstrap resamples over sessions for the intervals
+DEFAULT_SEED = 0
+LEVEL = 95  # percent: the intervals run from the 2.5th to the 97.5th percentile
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?::(\d+))?$")
 
 
@@ -44,9 +70,20 @@ class Axis:
 
 
 @dataclass(frozen=True)
+class Swept:
+    """A swept key as sweep.parquet types it and as the recommendation compares it."""
+
+    key: str
+    kind: str  # the column's type: "int", "float", "bool" or "str"
+    conservative: int = 0  # Param.conservative: +1 higher clears less, -1 lower, 0 neither
+
+
+@dataclass(frozen=True)
 class Variant:
-    params: tuple[tuple[str, Any], ...]
+    params: tuple[tuple[str, Any], ...]  # the values as given
     scenario: Scenario
+    swept: tuple[Swept, ...] = ()
+    checked: tuple[Any, ...] = ()  # the values as validated, in the order of `params`
 
     @property
     def name(self) -> str:
@@ -143,14 +180,27 @@ def build_variants(base: Scenario, axes: Sequence[Axis]) -> list[Variant]:
                 f"parameter ({name}): give it once"
             )
     values = [_checked(base, target, axis) for target, axis in zip(targets, axes, strict=True)]
+    swept = tuple(_swept(base, target, key) for target, key in zip(targets, keys, strict=True))
     variants = []
     for combo in itertools.product(*values):
         scenario = base
         for (layer_index, param), (_, value) in zip(targets, combo, strict=True):
             scenario = _set(scenario, layer_index, param, value)
         params = tuple((key, given) for key, (given, _) in zip(keys, combo, strict=True))
-        variants.append(Variant(params, replace(scenario, name=_name(params))))
+        checked = tuple(value for _, value in combo)
+        variants.append(Variant(params, replace(scenario, name=_name(params)), swept, checked))
     return variants
+
+
+def _swept(base: Scenario, target: tuple[int, str], key: str) -> Swept:
+    layer_index, param = target
+    if layer_index < 0:
+        return Swept(key, "str")
+    spec = next(p for p in REGISTRY[base.layers[layer_index].kind].params if p.name == param)
+    # A parameter that also takes a word ("all") or a list is a text column.
+    plain = spec.kind if not spec.choices and isinstance(spec.kind, type) else None
+    kind = {int: "int", float: "float", bool: "bool"}.get(plain, "str")  # type: ignore[arg-type]
+    return Swept(key, kind, spec.conservative)
 
 
 def _name(params: tuple[tuple[str, Any], ...]) -> str:
@@ -220,11 +270,47 @@ def _set(scenario: Scenario, layer_index: int, param: str, value: Any) -> Scenar
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How the intervals were drawn: over how many sessions, resamples and with which seed."""
+
+    sessions: int
+    resamples: int
+    seed: int
+
+    @property
+    def has_interval(self) -> bool:
+        return self.sessions >= 2 and self.resamples >= 1
+
+    def describe(self) -> str:
+        if not self.has_interval:
+            return "one session: no interval" if self.sessions == 1 else "no sessions: no interval"
+        return f"{self.sessions:,} sessions, {self.resamples:,} resamples, seed {self.seed}"
+
+
+@dataclass(frozen=True)
 class Outcome:
     variant: Variant
     totals: PolicyTotals
     savings_pct: float  # vs the baseline, as simulated
     net_savings_pct: float  # vs the baseline, re-fetches paid
+    low_pct: float = math.nan  # the 95% interval of net_savings_pct (NaN: no interval)
+    high_pct: float = math.nan
+    # The net savings on each bootstrap resample (None: not drawn); the paired comparisons of
+    # `recommend` use the same resamples for every variant.
+    draws: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
+    spread: Spread | None = None
+
+    def interval_text(self) -> str:
+        """'+12.30% net (95% interval +9.80..+14.10 over 412 sessions, ...)'."""
+        head = f"{self.net_savings_pct:+.2f}% net"
+        if self.spread is None:
+            return head
+        if not self.spread.has_interval:
+            return f"{head} ({self.spread.describe()})"
+        return (
+            f"{head} ({LEVEL}% interval {self.low_pct:+.2f}..{self.high_pct:+.2f} over "
+            f"{self.spread.describe()})"
+        )
 
 
 @dataclass(frozen=True)
@@ -232,21 +318,108 @@ class Recommendation:
     best: Outcome | None
     runner_up: Outcome | None
     reason: str
+    # The variant with the highest net savings, when a more conservative one within noise of
+    # it is recommended instead (`best`); None otherwise.
+    passed_over: Outcome | None = None
 
 
-def outcomes(report: ReplayReport, variants: Sequence[Variant]) -> list[Outcome]:
+def resample_counts(sessions: int, resamples: int, seed: int) -> npt.NDArray[np.int64]:
+    """How often each session is drawn in each resample (resamples x sessions): `sessions`
+    indices drawn with replacement per resample, by numpy's default_rng(seed)."""
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, sessions, size=(resamples, sessions))
+    counts = np.zeros((resamples, sessions), dtype=np.int64)
+    np.add.at(counts, (np.arange(resamples)[:, None], drawn), 1)
+    return counts
+
+
+def net_savings_draws(
+    counts: npt.NDArray[np.int64],
+    baseline: npt.NDArray[np.float64],
+    net: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Net savings in percent per resample and variant (resamples x variants), each a ratio of
+    sums: 1 - sum(net cost) / sum(baseline cost) over the resample's sessions. `baseline` holds
+    one cost per session, `net` one per session and variant. A resample whose baseline costs
+    nothing saves 0%, as `savings_pct` says of a free run."""
+    base = counts @ baseline
+    cost = counts @ net
+    safe = np.where(base > 0, base, 1.0)
+    return np.where(base[:, None] > 0, 100 * (1 - cost / safe[:, None]), 0.0)
+
+
+def interval(draws: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of `draws` along the first axis."""
+    low, high = np.percentile(draws, [(100 - LEVEL) / 2, (100 + LEVEL) / 2], axis=0)
+    return float(low), float(high)
+
+
+def outcomes(
+    report: ReplayReport,
+    variants: Sequence[Variant],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[Outcome]:
+    """Each variant's totals, savings and (over two sessions or more) bootstrap interval."""
     base = report.baseline.cost_usd
+    names = [v.scenario.name for v in variants]
+    column = {name: i for i, name in enumerate(names)}
+    spread = Spread(len(report.sessions), resamples, seed)
+    draws = None
+    if spread.has_interval:
+        baseline = np.zeros(spread.sessions)
+        net = np.zeros((spread.sessions, len(variants)))
+        for i, session in enumerate(report.sessions):
+            for t in session.policies:
+                if t.name == BASELINE:
+                    baseline[i] = t.cost_usd
+                elif t.name in column:
+                    net[i, column[t.name]] = t.net_cost_usd
+        draws = net_savings_draws(resample_counts(spread.sessions, resamples, seed), baseline, net)
     out = []
-    for v in variants:
+    for j, v in enumerate(variants):
         t = report.policies.get(v.scenario.name) or PolicyTotals(v.scenario.name)
         savings = savings_pct(t.cost_usd, base)
-        net = savings_pct(t.net_cost_usd, base)
-        out.append(Outcome(v, t, savings, net))
+        net_pct = savings_pct(t.net_cost_usd, base)
+        mine = None if draws is None else draws[:, j]
+        low, high = (math.nan, math.nan) if mine is None else interval(mine)
+        out.append(Outcome(v, t, savings, net_pct, low, high, mine, spread))
     return out
 
 
+def _leaning(o: Outcome) -> tuple[float, ...]:
+    """The variant's values in their conservative directions (higher: more conservative);
+    -inf for a value that is not a number ("all", None) or a key with no direction."""
+    out = []
+    for swept, value in zip(o.variant.swept, o.variant.checked, strict=True):
+        number = isinstance(value, int | float)
+        out.append(
+            swept.conservative * float(value) if number and swept.conservative else -math.inf
+        )
+    return tuple(out)
+
+
+def more_conservative(o: Outcome, than: Outcome) -> bool:
+    """Whether `o` clears less or later than `than` (see the module docstring)."""
+    directed = [i for i, s in enumerate(o.variant.swept) if s.conservative]
+    mine, theirs = _leaning(o), _leaning(than)
+    if any(mine[i] < theirs[i] or math.isinf(mine[i]) for i in directed):
+        return False
+    if any(mine[i] > theirs[i] for i in directed):
+        return True
+    return o.totals.refetch_risk < than.totals.refetch_risk
+
+
+def paired_interval(best: Outcome, other: Outcome) -> tuple[float, float] | None:
+    """The 95% interval of best - other net savings on the same resamples (None: no draws)."""
+    if best.draws is None or other.draws is None:
+        return None
+    return interval(best.draws - other.draws)
+
+
 def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
-    """The highest net savings among variants whose re-fetch risk is at most `max_risk`."""
+    """The highest net savings among variants whose re-fetch risk is at most `max_risk`, or
+    the most conservative of those it is not clearly ahead of."""
     allowed = [o for o in results if o.totals.refetch_risk <= max_risk]
     ranked = sorted(allowed, key=lambda o: (-o.net_savings_pct, o.totals.refetch_risk))
     if not ranked:
@@ -255,10 +428,32 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
         if safest is not None:
             reason += f"; the lowest is {safest.variant.name} at {safest.totals.refetch_risk:.0%}"
         return Recommendation(None, None, reason)
-    best = ranked[0]
+    top = ranked[0]
+    within: list[tuple[Outcome, tuple[float, float]]] = []
+    for o in ranked[1:]:
+        paired = paired_interval(top, o)
+        if paired is not None and paired[0] <= 0 and more_conservative(o, top):
+            within.append((o, paired))
+    if within:
+        pick, (low, high) = min(
+            within,
+            key=lambda w: (w[0].totals.refetch_risk, tuple(-x for x in _leaning(w[0]))),
+        )
+        difference = top.net_savings_pct - pick.net_savings_pct
+        reason = (
+            f"{pick.variant.name} is within noise of {top.variant.name} (difference "
+            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}) and clears "
+            f"less: recommended; {pick.interval_text()}, re-fetch risk "
+            f"{pick.totals.refetch_risk:.0%} ({pick.totals.refetch_hazards} hazards); "
+            f"{top.variant.name}: {top.interval_text().split(' (')[0]}, risk "
+            f"{top.totals.refetch_risk:.0%}"
+        )
+        runner = next((o for o in ranked if o is not pick), None)
+        return Recommendation(pick, runner, reason, passed_over=top)
+    best = top
     runner = ranked[1] if len(ranked) > 1 else None
     reason = (
-        f"highest savings net of re-fetches ({best.net_savings_pct:+.2f}% vs no pruning; "
+        f"highest savings net of re-fetches ({best.interval_text()} vs no pruning; "
         f"{best.savings_pct:+.2f}% as simulated) among {len(ranked)} of {len(results)} "
         f"variants with re-fetch risk at most {max_risk:.0%} (its risk: "
         f"{best.totals.refetch_risk:.0%}, {best.totals.refetch_hazards} hazards)"
@@ -268,6 +463,12 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
             f"; runner-up {runner.variant.name} at {runner.net_savings_pct:+.2f}% net, "
             f"risk {runner.totals.refetch_risk:.0%}"
         )
+        paired = paired_interval(best, runner)
+        if paired is not None:
+            reason += (
+                f", behind by {best.net_savings_pct - runner.net_savings_pct:+.2f} points "
+                f"({LEVEL}% interval {paired[0]:+.2f}..{paired[1]:+.2f})"
+            )
     return Recommendation(best, runner, reason)
 
 

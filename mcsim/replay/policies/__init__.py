@@ -40,6 +40,10 @@ class Param:
     # Numbers only. Far above any useful setting (counts, tokens, minutes): a bound keeps
     # infinities and thousand-digit numbers out of the replay and out of error messages.
     maximum: float = 1_000_000_000
+    # Which way the value makes the policy more conservative (clear less, or later): +1 when a
+    # higher value does (keep_recent, a longer gap, a higher trigger), -1 when a lower value
+    # does, 0 when neither (a sweep then falls back on re-fetch risk to compare variants).
+    conservative: int = 0
 
 
 @dataclass(slots=True)

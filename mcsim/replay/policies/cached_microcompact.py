@@ -37,8 +37,15 @@ class CachedMicrocompact(Policy):
     kind = "cached_microcompact"
     summary = "Delete old tool results from the server's cache without breaking the prefix."
     params = (
-        Param("trigger_threshold", int, 12, "registered results that trigger deletion", minimum=1),
-        Param("keep_recent", int, 5, "newest results kept", minimum=1),
+        Param(
+            "trigger_threshold",
+            int,
+            12,
+            "registered results that trigger deletion",
+            minimum=1,
+            conservative=1,
+        ),
+        Param("keep_recent", int, 5, "newest results kept", minimum=1, conservative=1),
     )
 
     figure_names = ("saw_main_thread", "most_registered")

@@ -43,6 +43,7 @@ class ClearThinking(Policy):
             minimum=1,
             choices=("all",),
             api_type="thinking_turns",
+            conservative=1,
         ),
     )
     renamed: ClassVar[dict[str, str]] = {

@@ -45,7 +45,14 @@ class ClearToolUses(Policy):
     kind = "clear_tool_uses"
     summary = "API context editing: past a prompt size, clear all but the newest tool uses."
     params = (
-        Param("trigger_input_tokens", int, 100_000, "prompt size that triggers it", minimum=0),
+        Param(
+            "trigger_input_tokens",
+            int,
+            100_000,
+            "prompt size that triggers it",
+            minimum=0,
+            conservative=1,
+        ),
         Param(
             "trigger_tool_uses",
             int,
@@ -53,6 +60,7 @@ class ClearToolUses(Policy):
             "or: tool uses still in the prompt that trigger it",
             minimum=1,
             optional=True,
+            conservative=1,
         ),
         Param(
             "keep",
@@ -61,6 +69,7 @@ class ClearToolUses(Policy):
             "newest tool uses kept (of any tool, excluded ones too)",
             minimum=0,
             api_type="tool_uses",
+            conservative=1,
         ),
         Param(
             "clear_at_least",
@@ -70,6 +79,7 @@ class ClearToolUses(Policy):
             minimum=0,
             optional=True,
             api_type="input_tokens",
+            conservative=1,
         ),
         Param("exclude_tools", list, [], "tools never cleared"),
         Param(

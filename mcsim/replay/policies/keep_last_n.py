@@ -31,10 +31,17 @@ class KeepLastN(Policy):
     kind = "keep_last_n"
     summary = "Keep the newest n tool results, mask older ones (every `polling` calls)."
     params = (
-        Param("n", int, 5, "newest tool results kept", minimum=1),
-        Param("min_messages", int, 0, "start once the conversation has more messages", 0),
-        Param("polling", int, 1, "mask only every this many calls", minimum=1),
-        Param("keep_first", bool, False, "never mask the first tool result"),
+        Param("n", int, 5, "newest tool results kept", minimum=1, conservative=1),
+        Param(
+            "min_messages",
+            int,
+            0,
+            "start once the conversation has more messages",
+            0,
+            conservative=1,
+        ),
+        Param("polling", int, 1, "mask only every this many calls", minimum=1, conservative=1),
+        Param("keep_first", bool, False, "never mask the first tool result", conservative=1),
     )
 
     figure_names = ("most_messages", "most_results")

@@ -28,8 +28,15 @@ class TimeBasedMicrocompact(Policy):
     kind = "time_based_microcompact"
     summary = "After an idle gap, clear all but the newest compactable tool results."
     params = (
-        Param("gap_threshold_minutes", float, 60.0, "idle gap that triggers it", minimum=0),
-        Param("keep_recent", int, 5, "newest compactable results kept", minimum=1),
+        Param(
+            "gap_threshold_minutes",
+            float,
+            60.0,
+            "idle gap that triggers it",
+            minimum=0,
+            conservative=1,
+        ),
+        Param("keep_recent", int, 5, "newest compactable results kept", minimum=1, conservative=1),
     )
 
     figure_names = ("saw_main_thread", "longest_gap_s", "most_after_gap")
