@@ -241,17 +241,15 @@ def variant_json(o: Outcome) -> dict[str, Any]:
     return {
         "name": o.variant.name,
         "params": dict(o.variant.params),
-        "cost_usd": round(t.cost_usd, 6),
-        "savings_vs_baseline_pct": round(o.savings_pct, 4),
-        "net_savings_vs_baseline_pct": round(o.net_savings_pct, 4),
-        "net_savings_interval_pct": None
-        if math.isnan(o.low_pct)
-        else [round(o.low_pct, 4), round(o.high_pct, 4)],
+        "cost_usd": t.cost_usd,
+        "savings_vs_baseline_pct": o.savings_pct,
+        "net_savings_vs_baseline_pct": o.net_savings_pct,
+        "net_savings_interval_pct": None if math.isnan(o.low_pct) else [o.low_pct, o.high_pct],
         "cleared_tokens": t.cleared_tokens,
         "cache_breaks": t.cache_breaks,
-        "refetch_risk": round(t.refetch_risk, 6),
+        "refetch_risk": t.refetch_risk,
         "refetch_hazards": t.refetch_hazards,
-        "refetch_cost_usd": round(t.refetch_cost_usd, 6),
+        "refetch_cost_usd": t.refetch_cost_usd,
     }
 
 
@@ -268,11 +266,11 @@ def sweep_json(
             "passed_over": dict(rec.passed_over.variant.params) if rec.passed_over else None,
         },
         "bootstrap": _bootstrap_json(results),
-        "baseline": {"cost_usd": round(report.baseline.cost_usd, 6)},
-        "recorded": {"cost_usd": round(report.recorded.cost_usd, 6)},
+        "baseline": {"cost_usd": report.baseline.cost_usd},
+        "recorded": {"cost_usd": report.recorded.cost_usd},
         "fidelity": {
-            "overall_error": round(report.fidelity_overall, 6),
-            "worst_session_error": round(report.fidelity_worst, 6),
+            "overall_error": report.fidelity_overall,
+            "worst_session_error": report.fidelity_worst,
             "sessions_over_threshold": len(report.sessions_over_threshold()),
         },
         "sessions": len(report.sessions),

@@ -24,8 +24,11 @@ later: each parameter declares which way is conservative (`Param.conservative`: 
 keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least as conservative
 on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
 `ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
-that the best is not clearly ahead of, the most conservative (lowest re-fetch risk, then
-furthest in the declared directions) is recommended instead, and the reason says so.
+that the best is not clearly ahead of, and that clearly save where the best clearly saves
+(the lower end of their own interval above 0 when the best's is), the most conservative
+(furthest in the declared directions, the first --grid key first; then the lowest re-fetch
+risk) is recommended instead, and the reason says so: with keep_recent 1..8, 1 best, and 3,
+4 and 5 within noise of it, 5.
 """
 
 from __future__ import annotations
@@ -432,12 +435,14 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
     within: list[tuple[Outcome, tuple[float, float]]] = []
     for o in ranked[1:]:
         paired = paired_interval(top, o)
-        if paired is not None and paired[0] <= 0 and more_conservative(o, top):
+        # Not one that may not save at all where the best clearly saves.
+        keeps_sign = not top.low_pct > 0 or o.low_pct > 0
+        if paired is not None and paired[0] <= 0 and keeps_sign and more_conservative(o, top):
             within.append((o, paired))
     if within:
         pick, (low, high) = min(
             within,
-            key=lambda w: (w[0].totals.refetch_risk, tuple(-x for x in _leaning(w[0]))),
+            key=lambda w: (tuple(-x for x in _leaning(w[0])), w[0].totals.refetch_risk),
         )
         difference = top.net_savings_pct - pick.net_savings_pct
         reason = (
