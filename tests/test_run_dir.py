@@ -312,7 +312,7 @@ def test_background_writing_is_stopped_before_the_folder_is_removed(tmp_path: Pa
 
 def test_a_chart_process_drawing_into_a_failed_run_is_stopped(tmp_path: Path) -> None:
     charts = ChartProcess()
-    data = ChartData(["recorded", "a"], savings=[("a", 12.5, 3.0)])
+    data = ChartData(["recorded", "a"], savings=[("a", 12.5, 10.0, 3.0)])
 
     def draw(folder: Path) -> ChartProcess:
         charts.start(data, folder, ["savings.png"])
@@ -597,7 +597,7 @@ def test_a_file_size_limit_fails_the_run_in_one_line(tmp_path: Path) -> None:
 
 def test_charts_that_cannot_be_drawn_fail_the_run_in_one_line(tmp_path: Path) -> None:
     charts = ChartProcess()
-    data = ChartData(["recorded", "a"], savings=[("a", 12.5, 3.0)])
+    data = ChartData(["recorded", "a"], savings=[("a", 12.5, 10.0, 3.0)])
     out = tmp_path / "run"
 
     def draw(folder: Path) -> ChartProcess:

@@ -19,11 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcsim.accounting.recorded import savings_pct
 from mcsim.processes import STOP, Parent, end_with
+from mcsim.replay.rows import RowsTable
 from mcsim.replay.run import RECORDED, ReplayReport
-from mcsim.text import NAME_LIMIT, printable
+from mcsim.replay.scenario import NAME_MAX_CHARS
+from mcsim.text import printable
 
 _MAX_POINTS = 2000  # per line: enough to read, small enough to draw fast
+_LABEL_LIMIT = NAME_MAX_CHARS  # the longest policy name: shown whole (wrapped), never cut
+_WRAP = 30  # characters per line of a name in a legend or on an axis
+_MAX_BANDS = 400  # sessions shaded in alternate stripes on the break timeline (more: no shade)
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+            "tab:pink", "tab:grey", "tab:olive", "tab:cyan")  # fmt: skip
+# Dash patterns and markers cycle at other lengths than the colours: no two of the first
+# dozens of lines share all three.
+_DASHES: tuple[Any, ...] = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (2, 3)))
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def pyplot() -> Any:
@@ -41,19 +53,49 @@ def pyplot() -> Any:
 
 @dataclass
 class ChartData:
-    """Everything the replay charts draw, as numpy arrays and lists (picklable)."""
+    """Everything the replay charts draw, as numpy arrays and lists (picklable).
+
+    The x of the line charts is a call's position with the sessions laid end to end: sessions
+    in start order (ties: session id), and within a session its calls in time order (ties:
+    thread, call). Sessions can overlap in time; laid end to end each is one contiguous block,
+    and `boundaries` are the positions where a session other than the first begins.
+    """
 
     names: list[str]  # the recording, then every scenario, in order
     cumulative_cost: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> (x, y)
     prompt_k: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    breaks: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # cause -> (time, row)
-    savings: list[tuple[str, float, float]] = field(default_factory=list)  # vs base, vs rec
+    # Groups of names whose whole series are equal (each group in `names` order, 2+ names).
+    same_cost: list[list[str]] = field(default_factory=list)
+    same_prompt: list[list[str]] = field(default_factory=list)
+    boundaries: list[int] = field(default_factory=list)  # x where a new session begins
+    sessions: int = 0
+    # cause -> (x, row): x = the session's number (0-based, start order) plus the break's
+    # place among the session's calls, (position + 0.5) / calls; row = the policy's index.
+    breaks: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # (name, simulated vs baseline %, net of re-fetches vs baseline %, simulated vs recorded %)
+    savings: list[tuple[str, float, float, float]] = field(default_factory=list)
 
 
 def _label(name: str) -> str:
     """A policy name as chart text: printable (matplotlib would warn about a control character
     on the terminal, quoting it raw), shortened, and `$` escaped (two would start mathtext)."""
-    return printable(name, limit=NAME_LIMIT).replace("$", r"\$")
+    return printable(name, limit=_LABEL_LIMIT).replace("$", r"\$")
+
+
+def _wrapped(name: str, width: int = _WRAP) -> str:
+    """`_label`, broken into lines of at most `width` characters (at `+`, `-`, `_` or spaces
+    where it can) so a long name widens no legend or axis beyond that."""
+    return _wrap(_label(name), width)
+
+
+def _wrap(text: str, width: int) -> str:
+    lines: list[str] = []
+    while len(text) > width:
+        cut = max(text.rfind(c, 0, width) for c in "+-_ ")
+        cut = cut + 1 if cut > width // 3 else width
+        lines.append(text[:cut])
+        text = text[cut:]
+    return "\n".join([*lines, text])
 
 
 def _thin(values: Any) -> tuple[Any, Any]:
@@ -62,38 +104,82 @@ def _thin(values: Any) -> tuple[Any, Any]:
     return range(0, len(values), step), values[::step]
 
 
+def _identical(series: dict[str, Any]) -> list[list[str]]:
+    """Groups (2+ names, in the dict's order) of series equal at every point."""
+    groups: dict[bytes, list[str]] = {}
+    for name, values in series.items():
+        groups.setdefault(values.tobytes(), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def savings_data(report: ReplayReport) -> ChartData:
     """What the savings chart draws: the totals alone, ready as soon as the replay is."""
     names = [RECORDED, *(s.name for s in report.scenarios)]
     data = ChartData(names)
+    base, rec = report.baseline.cost_usd, report.recorded.cost_usd
     data.savings = [
-        (s.name, s.savings_pct(report.baseline.cost_usd), s.savings_pct(report.recorded.cost_usd))
+        (s.name, s.savings_pct(base), savings_pct(s.totals.net_cost_usd, base), s.savings_pct(rec))
         for s in report.summaries()
         if s.name != "baseline"
     ]
     return data
 
 
-def chart_data(report: ReplayReport) -> ChartData:
-    """What every chart draws."""
+def session_order(rows: RowsTable) -> tuple[Any, Any]:
+    """One policy's row indices with the sessions laid end to end (see `ChartData`), and each
+    of those rows' session number (0-based, in start order)."""
     import numpy as np
 
-    rows = report.call_rows()
-    data = savings_data(report)
+    n = rows.calls
+    codes = rows.codes["session_id"][:n]
+    ids = rows.values["session_id"]
+    start = np.full(len(ids), np.inf)
+    np.minimum.at(start, codes, rows.numbers["timestamp"][:n])
+    ranked = sorted(range(len(ids)), key=lambda s: (start[s], ids[s]))
+    number = np.empty(len(ids), dtype=np.int64)
+    number[ranked] = np.arange(len(ids))
     order = rows.time_order()
-    causes = rows.values["break_cause"]
+    order = order[np.argsort(number[codes[order]], kind="stable")]
+    return order, number[codes[order]]
+
+
+def chart_data(report: ReplayReport) -> ChartData:
+    """What every chart draws."""
+    data = savings_data(report)
+    add_calls(data, report.call_rows())
+    return data
+
+
+def add_calls(data: ChartData, rows: RowsTable) -> None:
+    """The per-call part of `data`: lines, session boundaries, coinciding lines, breaks."""
+    import numpy as np
+
+    n = rows.calls
+    order, session = session_order(rows)
+    data.sessions = len(rows.values["session_id"]) if n else 0
+    data.boundaries = (np.flatnonzero(np.diff(session)) + 1).tolist()
+    costs, prompts = {}, {}
     for index, name in enumerate(rows.policies):
         part = rows.policy_slice(index)
-        cost = rows.numbers["cost_usd"][part][order]
-        data.cumulative_cost[name] = _thin(np.nancumsum(cost))
-        data.prompt_k[name] = _thin(rows.numbers["prompt_tokens"][part][order] / 1000)
+        costs[name] = np.nancumsum(rows.numbers["cost_usd"][part][order])
+        prompts[name] = rows.numbers["prompt_tokens"][part][order] / 1000
+        data.cumulative_cost[name] = _thin(costs[name])
+        data.prompt_k[name] = _thin(prompts[name])
+    data.same_cost = _identical(costs)
+    prompts.pop(RECORDED, None)  # not drawn: the baseline's prompt is the recorded prompt
+    data.same_prompt = _identical(prompts)
+    # Where each call of a policy falls on the break timeline's x.
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    calls = np.bincount(session, minlength=data.sessions)
+    first = np.cumsum(calls) - calls
+    place = np.empty(n)
+    place[order] = session + (np.arange(n) - first[session] + 0.5) / np.maximum(calls, 1)[session]
     broke = np.flatnonzero(rows.numbers["is_break"])
     broke_cause = rows.codes["break_cause"][broke]
-    stamps = (rows.numbers["timestamp"][broke] * 1000).round().astype("datetime64[ms]")
-    for code, cause in enumerate(causes):
-        mine = broke_cause == code
-        data.breaks[cause] = (stamps[mine], broke[mine] // rows.calls)  # row = policy
-    return data
+    for code, cause in enumerate(rows.values["break_cause"]):
+        mine = broke[broke_cause == code]
+        data.breaks[cause] = (place[mine % n], mine // n)  # row = policy
 
 
 def _fit_to_labels(fig: Any) -> None:
@@ -137,66 +223,144 @@ def finish(
     save(plt, fig, path, tight)
 
 
+def _coincide_note(groups: list[list[str]]) -> str | None:
+    """The legend's title naming the lines drawn on top of each other, if any."""
+    if not groups:
+        return None
+    parts = [_wrap(" = ".join(_label(n) for n in g), _WRAP) for g in groups]
+    return "\n".join(["identical lines:", *parts])
+
+
+def _lines(
+    ax: Any, series: dict[str, tuple[Any, Any]], names: list[str], groups: list[list[str]],
+    label: Any,
+) -> None:  # fmt: skip
+    """One line per name, each with its own colour, dash pattern and markers (staggered along
+    the line), so lines drawn on top of each other stay told apart; a line identical to an
+    earlier one says which in its label."""
+    same = {n: g[0] for g in groups for n in g[1:]}
+    drawn = [n for n in names if n in series]
+    for i, name in enumerate(drawn):
+        xs, ys = series[name]
+        text = label(name, ys) + (f" (= {_label(same[name])})" if name in same else "")
+        step = max(1, len(ys) // 10)
+        style: dict[str, Any] = {"label": _wrapped(text), "linewidth": 1.3,
+                                 "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4,
+                                 "markevery": (i * step // max(1, len(drawn)), step)}  # fmt: skip
+        if name == RECORDED:
+            style.update(color="black", linewidth=2.2, linestyle="-")
+        else:
+            style.update(color=_COLOURS[i % len(_COLOURS)], linestyle=_DASHES[i % len(_DASHES)])
+        ax.plot(xs, ys, **style)
+
+
+def _finish_lines(
+    plt: Any, fig: Any, ax: Any, data: ChartData, path: Path, title: str, ylabel: str,
+    groups: list[list[str]],
+) -> None:  # fmt: skip
+    """Session boundaries, titles and a legend beside the axes (long names wrap), then save."""
+    if data.boundaries:
+        ax.vlines([b - 0.5 for b in data.boundaries], 0, 1, transform=ax.get_xaxis_transform(),
+                  colors="grey", linewidth=0.6, alpha=0.6)  # fmt: skip
+    where = "; grey lines: session boundaries" if data.boundaries else ""
+    ax.set_title(title)
+    ax.set_xlabel(f"API call (sessions laid end to end in start order{where})")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                           title=_coincide_note(groups), title_fontsize=8)  # fmt: skip
+        legend.get_title().set_multialignment("left")
+    else:
+        ax.text(0.5, 0.5, "no calls replayed", transform=ax.transAxes, ha="center")
+    save(plt, fig, path)
+
+
 def cumulative_cost(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    for name in data.names:
-        if name not in data.cumulative_cost:
-            continue
-        xs, ys = data.cumulative_cost[name]
-        total = float(ys[-1]) if len(ys) else 0.0
-        style = {"color": "black", "linewidth": 2.2} if name == RECORDED else {"linewidth": 1.4}
-        ax.plot(xs, ys, label=f"{_label(name)} (${total:,.2f})", **style)
-    finish(plt, fig, ax, path, "Cumulative cost over calls, recorded vs each policy",
-            "API call (all sessions, in time order)", "cumulative cost (USD)",
-            tight=False)  # fmt: skip
+    fig, ax = plt.subplots(figsize=(12, 5.5))
+    _lines(ax, data.cumulative_cost, data.names, data.same_cost,
+           lambda name, ys: f"{name} (${float(ys[-1]) if len(ys) else 0.0:,.2f})")  # fmt: skip
+    _finish_lines(plt, fig, ax, data, path, "Cumulative cost over calls, recorded vs each policy",
+                  "cumulative cost (USD)", data.same_cost)  # fmt: skip
 
 
 def context_size(data: ChartData, path: Path) -> None:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    for name in data.names:
-        if name == RECORDED or name not in data.prompt_k:
-            continue  # the baseline's prompt is the recorded prompt
-        xs, ys = data.prompt_k[name]
-        ax.plot(xs, ys, label=_label(name), linewidth=1.0, alpha=0.85)
-    finish(plt, fig, ax, path, "Context size sent on each call, per policy",
-            "API call (all sessions, in time order)", "prompt size (thousand tokens)",
-            tight=False)  # fmt: skip
+    fig, ax = plt.subplots(figsize=(12, 5.5))
+    names = [n for n in data.names if n != RECORDED]  # the baseline's prompt is the recorded one
+    _lines(ax, data.prompt_k, names, data.same_prompt, lambda name, ys: name)
+    _finish_lines(plt, fig, ax, data, path, "Context size sent on each call, per policy",
+                  "prompt size (thousand tokens)", data.same_prompt)  # fmt: skip
 
 
 def savings(data: ChartData, path: Path) -> None:
+    """Per policy, the range of its savings against the no-pruning baseline: from net of the
+    estimated re-fetches (the terminal's headline, labelled) to the simulated figure; and its
+    simulated savings against the recorded spend."""
     plt = pyplot()
-    names = [_label(s[0]) for s in data.savings]
-    vs_base = [s[1] for s in data.savings]
-    vs_rec = [s[2] for s in data.savings]
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 3), 5))
-    xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], vs_base, width=0.4, label="vs no pruning (baseline)")
-    ax.bar([x + 0.2 for x in xs], vs_rec, width=0.4, label="vs recorded spend")
-    ax.axhline(0, color="black", linewidth=0.8)
-    for x, value in zip(xs, vs_base, strict=True):
-        ax.annotate(f"{value:+.1f}%", (x - 0.2, value), ha="center",
-                    va="bottom" if value >= 0 else "top", fontsize=8)  # fmt: skip
-    ax.set_xticks(list(xs), names, rotation=20, ha="right")
-    finish(plt, fig, ax, path, "Savings by policy", "policy",
-            "savings (% of cost; negative = costs more)")  # fmt: skip
+    rows = data.savings
+    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.5 * max(1, len(rows))))
+    ys = list(range(len(rows)))
+    sim = [r[1] for r in rows]
+    net = [r[2] for r in rows]
+    low = [min(a, b) for a, b in zip(sim, net, strict=True)]
+    ax.barh(ys, [abs(a - b) for a, b in zip(sim, net, strict=True)], left=low, height=0.5,
+            color="tab:blue", alpha=0.25,
+            label="range: net of re-fetches to simulated")  # fmt: skip
+    ax.scatter(sim, ys, marker="|", s=220, color="tab:blue", linewidths=2,
+               label="simulated vs no pruning (baseline)", zorder=3)  # fmt: skip
+    ax.scatter(net, ys, marker="o", s=40, color="tab:red", zorder=4,
+               label="net of re-fetches vs baseline (headline)")  # fmt: skip
+    ax.scatter([r[3] for r in rows], ys, marker="D", s=28, facecolors="none", color="dimgrey",
+               zorder=3, label="simulated vs recorded spend")  # fmt: skip
+    for y, value in zip(ys, net, strict=True):
+        ax.annotate(f"{value:+.1f}%", (value, y), xytext=(0, 7), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8, color="tab:red")  # fmt: skip
+    ax.axvline(0, color="black", linewidth=0.8)
+    ends = [0.0, *sim, *net, *(r[3] for r in rows)]
+    pad = 0.1 * ((max(ends) - min(ends)) or 1.0)  # room for the labels of the extreme dots
+    ax.set_xlim(min(ends) - pad, max(ends) + pad)
+    ax.set_yticks(ys, [_wrapped(r[0]) for r in rows])
+    ax.set_ylim(len(rows) - 0.4, -0.7)  # first policy on top; room for the top label
+    ax.set_title("Savings by policy: net of re-fetches (dot) to simulated (bar end)")
+    ax.set_xlabel("savings (% of cost; negative = costs more)")
+    ax.grid(alpha=0.3, axis="x")
+    if rows:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no policies to compare", transform=ax.transAxes, ha="center")
+    save(plt, fig, path)
 
 
 def break_timeline(data: ChartData, path: Path) -> None:
+    """Each break of each policy, one row per policy; x = the session (numbered in start
+    order), and within a session's stripe, where among its calls the break came."""
     plt = pyplot()
     names = data.names
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(names)))
-    for cause, (times, rows) in sorted(data.breaks.items()):
-        ax.scatter(times, rows, label=cause, s=22, alpha=0.75)
-    ax.set_yticks(range(len(names)), list(map(_label, names)))
-    ax.set_ylim(-0.5, len(names) - 0.5)
-    ax.set_title("Cache breaks over time, by policy and cause")
-    ax.set_xlabel("time (UTC)")
+    fig, ax = plt.subplots(figsize=(12, 1.6 + 0.45 * len(names)))
+    if data.sessions <= _MAX_BANDS:
+        for s in range(1, data.sessions, 2):
+            ax.axvspan(s, s + 1, color="grey", alpha=0.1, linewidth=0)
+    for i, (cause, (xs, rows)) in enumerate(sorted(data.breaks.items())):
+        ax.scatter(xs, rows, label=f"{cause} ({len(xs)})", s=20, alpha=0.8, linewidths=0,
+                   color=_COLOURS[i % len(_COLOURS)],
+                   marker=_MARKERS[i % len(_MARKERS)])  # fmt: skip
+    ax.set_yticks(range(len(names)), [_wrapped(n) for n in names])
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    if data.sessions <= 40:  # numbered at their stripes' middles
+        ax.set_xticks([s + 0.5 for s in range(data.sessions)],
+                      [str(s + 1) for s in range(data.sessions)])  # fmt: skip
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlim(0, max(1, data.sessions))
+    ax.set_title("Cache breaks by policy and cause, session by session")
+    ax.set_xlabel("session (in start order; within each stripe, its calls in order)")
     if data.breaks:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.grid(alpha=0.3)
-    fig.autofmt_xdate()
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="cause")
+    else:
+        ax.text(0.5, 0.5, "no cache breaks", transform=ax.transAxes, ha="center")
+    ax.grid(alpha=0.3, axis="y")
     save(plt, fig, path)
 
 
