@@ -122,6 +122,7 @@ class Call:
     sent_s: float | None = None
     done_s: float | None = None
     pruned: Compaction | None = None  # the recording itself pruned since the previous call
+    provider: str = "anthropic"  # who served the call ("openai" for Codex rollouts)
 
     @property
     def request_s(self) -> float:

@@ -1,4 +1,4 @@
-"""Find transcript files from PATHS arguments or Claude Code's default locations."""
+"""Find transcript files from PATHS arguments or the default locations (Claude Code, Codex)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,20 @@ def default_roots(environ: dict[str, str] | None = None) -> list[Path]:
     return roots
 
 
+def codex_root(environ: dict[str, str] | None = None) -> Path:
+    """Where Codex CLI writes its rollouts: $CODEX_HOME/sessions, else ~/.codex/sessions."""
+    env = os.environ if environ is None else environ
+    home = env.get("CODEX_HOME", "").strip()
+    if home:
+        return Path(home).expanduser() / "sessions"
+    return Path(env.get("HOME") or Path.home()) / ".codex" / "sessions"
+
+
+def search_roots(environ: dict[str, str] | None = None) -> list[Path]:
+    """Every folder searched when no PATHS are given: Claude Code's, then Codex's."""
+    return [*default_roots(environ), codex_root(environ)]
+
+
 def discover(
     paths: Sequence[str], since_s: float | None = None, environ: dict[str, str] | None = None
 ) -> Discovery:
@@ -54,11 +68,13 @@ def discover(
         found = [f for p in paths for f in _expand(p)]
         roots = tuple(paths)
     else:
-        candidates = default_roots(environ)
+        candidates = search_roots(environ)
         existing = [r for r in candidates if r.is_dir()]
         if not existing:
             tried = ", ".join(str(r) for r in candidates)
-            raise InputNotFoundError(f"no Claude Code transcripts found (looked in {tried})")
+            raise InputNotFoundError(
+                f"no Claude Code transcripts found, nor Codex rollouts (looked in {tried})"
+            )
         found = [f for r in existing for f in _walk(r)]
         roots = tuple(str(r) for r in existing)
     regular, odd = [], []

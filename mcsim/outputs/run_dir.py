@@ -25,7 +25,7 @@ import orjson
 
 from mcsim import __version__
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
-from mcsim.ingest.discovery import default_roots
+from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
 from mcsim.ingest.pipeline import LoadStats
 from mcsim.processes import STOP
@@ -160,10 +160,10 @@ def _foreign_entry(folder: Path) -> str | None:
 
 
 def input_paths(paths: Sequence[str]) -> list[Path]:
-    """What PATHS name (globs expanded, as discovery does), or Claude Code's default folders
+    """What PATHS name (globs expanded, as discovery does), or the default folders
     when there are none: the folders a run directory may never be or hold."""
     if not paths:
-        return default_roots()
+        return search_roots()
     return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
 
 

@@ -33,7 +33,7 @@ details describe the problem (sizes, positions, field names), never transcript c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -267,6 +267,71 @@ def _json_text(value: Any) -> str:
         return ""
 
 
+def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each JSON object line of `path` with its number. Blank lines are passed over; every
+    other line is counted in `skips.lines_read`, and one that is too long, not JSON or not an
+    object is counted in the skip report, as is a file that cannot be read. Shared by the
+    JSONL loaders."""
+    try:
+        with open_regular(path) as fh:
+            for number, raw, size, unterminated in iter_lines(fh):
+                if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
+                    continue
+                skips.lines_read += 1
+                if raw is None:
+                    skips.add(
+                        name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
+                    )
+                    continue
+                obj = _decode(raw, name, number, unterminated, skips)
+                if obj is not None:
+                    yield number, obj
+    except NotRegularFileError as exc:
+        skips.add(name, 0, "not_regular_file", exc.what)
+    except OSError as exc:
+        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+
+def _decode(
+    raw: memoryview, file: str, line: int, truncated: bool, skips: SkipReport
+) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        obj = _decode_repaired(bytes(raw), file, line, truncated, exc, skips)
+        if obj is _INVALID:
+            return None
+    if not isinstance(obj, dict):
+        skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
+        return None
+    return obj
+
+
+def _decode_repaired(
+    raw: bytes,
+    file: str,
+    line: int,
+    truncated: bool,
+    error: orjson.JSONDecodeError,
+    skips: SkipReport,
+) -> Any:
+    """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            obj = orjson.loads(raw.decode("utf-8", "replace"))
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
+            return obj
+    reason = "truncated_line" if truncated else "invalid_json"
+    # The parser's message gives the position, never the content (which may be secret).
+    skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
+    return _INVALID
+
+
 class _LineReader:
     """Turns one unit's lines into session/thread/call accumulators."""
 
@@ -290,66 +355,11 @@ class _LineReader:
         stem = from_fs(path.stem)
         fallback = from_fs(path.parent.parent.name) if path.parent.name == "subagents" else stem
         self._file_thread = stem if stem.startswith("agent-") else None
-        try:
-            with open_regular(path) as fh:
-                for number, raw, size, unterminated in iter_lines(fh):
-                    if raw is not None and (
-                        not size or (raw[0] in _BLANK and bytes(raw).isspace())
-                    ):
-                        continue
-                    self.skips.lines_read += 1
-                    if raw is None:
-                        self.skips.add(
-                            name,
-                            number,
-                            "line_too_long",
-                            f"{size:,} bytes (limit {MAX_LINE_BYTES:,})",
-                        )
-                        continue
-                    obj = self._decode(raw, name, number, truncated=unterminated)
-                    if obj is None:
-                        continue
-                    try:
-                        fallback = self._line(obj, name, number, fallback)
-                    except _BadField as exc:
-                        self.skips.add(name, number, "bad_field", str(exc))
-        except NotRegularFileError as exc:
-            self.skips.add(name, 0, "not_regular_file", exc.what)
-        except OSError as exc:
-            self.skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
-
-    def _decode(
-        self, raw: memoryview, file: str, line: int, truncated: bool
-    ) -> dict[str, Any] | None:
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            obj = self._decode_repaired(bytes(raw), file, line, truncated, exc)
-            if obj is _INVALID:
-                return None
-        if not isinstance(obj, dict):
-            self.skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
-            return None
-        return obj
-
-    def _decode_repaired(
-        self, raw: bytes, file: str, line: int, truncated: bool, error: orjson.JSONDecodeError
-    ) -> Any:
-        """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
+        for number, obj in read_objects(path, name, self.skips):
             try:
-                obj = orjson.loads(raw.decode("utf-8", "replace"))
-            except orjson.JSONDecodeError:
-                pass
-            else:
-                self.skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
-                return obj
-        reason = "truncated_line" if truncated else "invalid_json"
-        # The parser's message gives the position, never the content (which may be secret).
-        self.skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
-        return _INVALID
+                fallback = self._line(obj, name, number, fallback)
+            except _BadField as exc:
+                self.skips.add(name, number, "bad_field", str(exc))
 
     # ---------------------------------------------------------------- one line
 

@@ -1,0 +1,291 @@
+"""The Codex CLI loader: real rollouts, and generated ones for the corner cases."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from codex_lines import (
+    PROJECT,
+    counts,
+    event,
+    line,
+    message,
+    meta,
+    reasoning,
+    token_count,
+    tool_call,
+    tool_output,
+    turn,
+    write,
+)
+from lines import ts
+
+from mcsim.cli import cli
+from mcsim.ingest.loaders import Detail, sniff
+from mcsim.ingest.pipeline import load_sessions
+from mcsim.model import Call, CompactionKind, ItemKind, Usage
+
+DATA = Path(__file__).parent / "data" / "codex"
+REAL = DATA / "kvsankar-agent-history-real-codex-0.135.jsonl"
+FIXTURE = DATA / "jazzyalex-agent-sessions-codex-0.146-schema-fixture.jsonl"
+T0 = 1767225600.0  # 2026-01-01T00:00:00Z, the origin of lines.ts
+
+
+def calls_of(*paths: Path, detail: Detail = Detail.SIZES) -> tuple[list[Call], object]:
+    sessions, stats = load_sessions([str(p) for p in paths], detail=detail, workers=1)
+    return [c for s in sessions for c in s.calls], stats
+
+
+def plain(inp: int, read: int, out: int, write: int = 0) -> Usage:
+    return Usage(
+        input_tokens=inp,
+        cache_write_5m_tokens=write,
+        cache_write_1h_tokens=0,
+        cache_read_tokens=read,
+        output_tokens=out,
+    )
+
+
+def test_real_0135_session() -> None:
+    sessions, stats = load_sessions([str(REAL)], detail=Detail.SIZES, workers=1)
+    (session,) = sessions
+    assert session.session_id == "019e9625-802f-7e91-840a-cfe88d14117a"
+    assert session.cwd == "/tmp/agent-history-real-agent/codex/workspace"
+    assert session.project == "-tmp-agent-history-real-agent-codex-workspace"
+    (call,) = session.calls
+    # line 10: input 22539 of which 20864 cached, output 10 -> 22539 - 20864 = 1675 uncached
+    assert call.usage == plain(1675, 20864, 10)
+    assert (call.model, call.provider) == ("gpt-5.5", "openai")
+    assert call.source.line == 10
+    # developer + user (line 3, 4) + user (line 6) are its prompt; the assistant answer its output
+    assert [i.kind for i in call.items] == [ItemKind.USER_TEXT] * 3
+    assert call.sent_s == pytest.approx(1780635503.506)  # 04:58:23.506Z, line 6
+    assert call.timestamp_s == call.done_s == pytest.approx(1780635506.707)
+    assert stats.skips.total == 0
+
+
+def test_046_schema_fixture_reads_without_skips() -> None:
+    calls, stats = calls_of(FIXTURE)
+    # line 22: 16341 - 3584 = 12757 uncached; the info:null and all-zero counts are no calls
+    assert [(c.model, c.usage) for c in calls] == [("gpt-5.6-luna", plain(12757, 3584, 81))]
+    assert calls[0].compaction is not None  # context_compacted on line 19
+    assert stats.skips.total == 0  # type: ignore[attr-defined]
+
+
+def test_sniffed_as_codex(tmp_path: Path) -> None:
+    assert sniff(REAL).name == "codex"  # type: ignore[union-attr]
+    other = write(tmp_path / "x.jsonl", [{"type": "user", "sessionId": "s"}])
+    assert sniff(other).name == "claude-code"  # type: ignore[union-attr]
+
+
+def test_repeat_and_null_counts_and_items(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5.5"),
+            token_count(0.5, None),  # rate limits only
+            message(1, "user", "list files"),
+            reasoning(2, "think"),
+            tool_call(2, "shell", "c1", '{"command":["ls"]}'),
+            token_count(3, counts(100, 80, 10, 4)),
+            token_count(3.01, counts(100, 80, 10, 4)),  # a repeat: same totals
+            tool_output(4, "c1", "a.py"),
+            message(6, "assistant", "done"),
+            token_count(7, counts(250, 180, 30, 4), counts(150, 100, 20)),
+        ],
+    )
+    calls, _ = calls_of(path, detail=Detail.TEXT)
+    # call 1: 100 - 80 = 20 uncached; call 2: 150 - 100 = 50 uncached
+    assert [c.usage for c in calls] == [plain(20, 80, 10), plain(50, 100, 20)]
+    first, second = calls
+    assert [(i.kind, i.text) for i in first.items] == [(ItemKind.USER_TEXT, "list files")]
+    assert [(i.kind, i.tool_name, i.tool_use_id) for i in second.items] == [
+        (ItemKind.THINKING, None, None),
+        (ItemKind.TOOL_USE, "shell", "c1"),
+        (ItemKind.TOOL_RESULT, "shell", "c1"),
+    ]
+    assert second.items[0].text == "think"  # the summary, not the encrypted content
+    assert (first.sent_s, first.done_s) == (T0 + 1, T0 + 3)
+    assert (second.sent_s, second.done_s) == (T0 + 4, T0 + 7)
+
+
+def test_counter_reset_after_resume(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5.5"),
+            message(1, "user", "hi"),
+            token_count(2, counts(100, 0, 10)),
+            turn(3600, "gpt-5.5"),  # resumed an hour later: totals restart
+            message(3601, "user", "again"),
+            token_count(3602, counts(60, 0, 5)),
+        ],
+    )
+    calls, _ = calls_of(path)
+    assert [c.usage for c in calls] == [plain(100, 0, 10), plain(60, 0, 5)]
+
+
+@pytest.mark.parametrize("fork_cwd", ["/home/me/src/app", "/elsewhere"])
+def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str) -> None:
+    parent = [
+        meta(0, "P"),
+        turn(0, "gpt-5.5"),
+        message(1, "user", "one"),
+        token_count(2, counts(100, 50, 10)),
+        message(3, "user", "two"),
+        token_count(4, counts(300, 200, 30), counts(200, 150, 20)),
+    ]
+    write(tmp_path / "a" / "rollout-2026-01-01T00-00-00-P.jsonl", parent)
+    copied = [{**x, "timestamp": ts(100)} for x in parent]  # copies may get new times
+    fork = [
+        meta(100, "F", cwd=fork_cwd, forked_from_id="P"),
+        *copied,
+        message(101, "user", "three"),
+        token_count(102, counts(700, 500, 40), counts(400, 300, 10)),
+    ]
+    write(tmp_path / "b" / "rollout-2026-01-01T00-01-40-F.jsonl", fork)
+    sessions, stats = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
+    calls = [c for s in sessions for c in s.calls]
+    # 50 + 50 + 100 uncached, 50 + 150 + 300 read, 10 + 20 + 10 out: three calls, not five
+    expected = [plain(50, 50, 10), plain(50, 150, 20), plain(100, 300, 10)]
+    assert sorted(c.usage.output_tokens for c in calls) == [10, 10, 20]
+    assert sorted(calls, key=lambda c: c.usage.cache_read_tokens)[0].usage == expected[0]
+    assert sorted((c.usage for c in calls), key=lambda u: u.cache_read_tokens) == expected
+    if fork_cwd == "/home/me/src/app":  # one unit: the source, read first, keeps its calls
+        assert {s.session_id: len(s.calls) for s in sessions} == {"P": 2, "F": 1}
+    else:  # two units: the pipeline keeps the copy of whichever unit it met first
+        assert stats.duplicate_calls == 2
+
+
+def test_missing_token_count_carries_items(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5.5"),
+            message(0, "user", "fix it"),
+            tool_call(1, "apply_patch", "c1", "patch"),  # its call's token_count is missing
+            tool_output(2, "c1", "ok"),
+            message(3, "assistant", "fixed"),
+            token_count(4, counts(40, 0, 5)),
+            message(5, "user", "thanks"),
+            token_count(6, counts(90, 40, 7), counts(50, 40, 2)),
+        ],
+    )
+    first, second = calls_of(path)[0]
+    assert [i.kind for i in first.items] == [
+        ItemKind.USER_TEXT,
+        ItemKind.TOOL_USE,
+        ItemKind.TOOL_RESULT,
+    ]
+    assert first.items[2].tool_name == "apply_patch"
+    assert [i.kind for i in second.items] == [ItemKind.ASSISTANT_TEXT, ItemKind.USER_TEXT]
+    assert second.usage == plain(10, 40, 2)  # 50 - 40
+
+
+def test_model_switch_and_unknown_model(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            message(1, "user", "a"),
+            token_count(2, counts(10, 0, 1)),
+            turn(3, "gpt-5.5"),
+            token_count(4, counts(30, 0, 2), counts(20, 0, 1)),
+            event(5, "thread_settings_applied", thread_settings={"model": "gpt-5.4"}),
+            token_count(6, counts(60, 0, 3), counts(30, 0, 1)),
+        ],
+    )
+    calls, stats = calls_of(path)
+    assert [c.model for c in calls] == ["unknown", "gpt-5.5", "gpt-5.4"]
+    assert stats.skips.notes["unknown_model"] == 1  # type: ignore[attr-defined]
+
+
+def test_compaction_and_its_estimate(tmp_path: Path) -> None:
+    estimate = {**counts(0, 0, 0), "total_tokens": 5000}
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5.5"),
+            message(1, "user", "long work"),
+            token_count(2, counts(9000, 0, 100)),
+            line(3, "compacted", {"message": "summary", "replacement_history": []}),
+            event(3, "context_compacted"),
+            token_count(3.5, counts(9000, 0, 100), estimate),  # recompute: not a call
+            message(4, "user", "go on"),
+            token_count(5, counts(9600, 0, 120), counts(600, 0, 20)),
+        ],
+    )
+    calls, _ = calls_of(path, detail=Detail.TEXT)
+    assert [c.usage for c in calls] == [plain(9000, 0, 100), plain(600, 0, 20)]
+    compaction = calls[1].compaction
+    assert compaction is not None and compaction.kind is CompactionKind.BOUNDARY
+    assert [i.text for i in calls[1].items] == ["summary", "go on"]
+
+
+def test_bad_lines_are_reported_with_file_and_line(tmp_path: Path) -> None:
+    bad = counts(10, 0, 1)
+    bad["output_tokens"] = "many"  # type: ignore[assignment]
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5.5"),
+            '{"timestamp": "2026-01-01T00:00:01Z", "type": "event_msg", "payl',
+            token_count(2, bad),
+            {"id": "old", "instructions": ""},  # a pre-envelope line
+            line(3, "world_state", {}),  # a later line type: passed over, not a skip
+            token_count(4, counts(10, 0, 1)),
+        ],
+    )
+    calls, stats = calls_of(path)
+    assert [c.usage for c in calls] == [plain(10, 0, 1)]
+    found = [(e.line, e.reason) for e in stats.skips.examples]  # type: ignore[attr-defined]
+    assert found == [(3, "invalid_json"), (4, "bad_field"), (5, "bad_field")]
+    assert "payload.info.last_token_usage.output_tokens" in stats.skips.examples[1].detail  # type: ignore[attr-defined]
+
+
+def test_cache_writes_are_inside_input(tmp_path: Path) -> None:
+    usage = {**counts(1000, 600, 10), "cache_write_input_tokens": 300}
+    path = write(
+        tmp_path / "rollout-a.jsonl", [meta(0, "S"), turn(0, "gpt-5.6"), token_count(1, usage)]
+    )
+    (call,) = calls_of(path)[0]
+    # 1000 input = 600 read + 300 written + 100 uncached; the prompt stays 1000
+    assert call.usage == plain(100, 600, 10, write=300)
+    assert call.usage.prompt_tokens == 1000
+
+
+def test_inspect_totals_match_the_independent_count(tmp_path: Path) -> None:
+    reference = runpy.run_path(str(Path(__file__).parent / "golden" / "codex_reference.py"))
+    expected = reference["totals"](str(DATA))
+    # worked by hand: 1675 + 12757 uncached, 20864 + 3584 read, 10 + 81 out, two calls
+    assert expected == {
+        "calls": 2,
+        "input_tokens": 14432,
+        "cache_read_tokens": 24448,
+        "cache_write_5m_tokens": 0,
+        "output_tokens": 91,
+    }
+    result = CliRunner().invoke(cli, ["inspect", str(DATA), "--json"])
+    assert result.exit_code == 0, result.output
+    totals = json.loads(result.output)["totals"]
+    assert {k: totals[k] for k in expected} == expected
+
+
+def test_project_groups_sessions_per_cwd(tmp_path: Path) -> None:
+    write(
+        tmp_path / "rollout-a.jsonl", [meta(0, "A"), turn(0, "m"), token_count(1, counts(5, 0, 1))]
+    )
+    write(
+        tmp_path / "rollout-b.jsonl", [meta(0, "B"), turn(0, "m"), token_count(1, counts(7, 0, 1))]
+    )
+    sessions, _ = load_sessions([str(tmp_path)], workers=1)
+    assert {s.project for s in sessions} == {PROJECT}
