@@ -149,7 +149,7 @@ def test_override_file_replaces_a_family(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(override))
     table = load_table(path)
-    assert table.version == "anthropic-list-2026-08+acme-2026"
+    assert table.version == "anthropic-list-2026-08+openai-list-2026-12+acme-2026"
     ours = table.cost("claude-sonnet-4-5", u(100_000), T_2026_06)
     builtin = table.cost("claude-sonnet-4", u(100_000), T_2026_06)
     assert ours is not None and builtin is not None

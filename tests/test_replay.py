@@ -131,7 +131,10 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
         assert cost[row["policy"]] == pytest.approx(row["cost_usd"])
     assert set(per_policy["len"].to_list()) == {355}
     run = json.loads((out / "run.json").read_text())
-    assert run["policy_file_sha256"] and run["price_table"] == "anthropic-list-2026-08"
+    assert (
+        run["policy_file_sha256"]
+        and run["price_table"] == "anthropic-list-2026-08+openai-list-2026-12"
+    )
     assert len(run["files"]) == 11 and all(f["bytes"] > 0 for f in run["files"])
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,10 +1,18 @@
-"""Price tables: a dated list-price table shipped with mcsim, overrides, and call pricing.
+"""Price tables: dated list-price tables shipped with mcsim, overrides, and call pricing.
 
-Rates are USD per million tokens. Model ids are matched by family and version, whatever the
-spelling (`claude-sonnet-4-5-20250929`, `claude-3-5-haiku-latest`, `us.anthropic.claude-3-7-
-sonnet-20250219-v1:0`, `sonnet-4.5`, `claude-opus-4-7[1m]`), so dated ids and gateway labels
-need no table rows of their own. A model that matches no row is *unpriced*: callers count it
-and warn; it is never priced at $0.
+Rates are USD per million tokens. Two providers share one format. Anthropic ids are matched
+by family and version, whatever the spelling (`claude-sonnet-4-5-20250929`, `claude-3-5-haiku-
+latest`, `us.anthropic.claude-3-7-sonnet-20250219-v1:0`, `sonnet-4.5`, `claude-opus-4-7[1m]`),
+so dated ids and gateway labels need no table rows of their own. OpenAI rows list model names
+(`gpt-5`, `gpt-5.1-codex-max`); an id is matched after dropping a gateway prefix (`openai/`)
+and a date suffix (`-2025-08-07`), exactly, or else by its longest listed prefix followed only
+by words that do not change OpenAI's price (`-codex`, `-latest`, `-chat`, `-preview`): so
+`gpt-5-codex-latest` is gpt-5, but `gpt-5-mini`, `gpt-5-pro` and `gpt-5.5` are never gpt-5.
+A model that matches no row is *unpriced*: callers count it and warn; it is never priced at $0.
+
+OpenAI's billing maps onto the same five rates: `input` is uncached input, `cache_read` cached
+input, `output` output with reasoning; a cache write costs the input rate before GPT-5.6 (no
+write premium) and 1.25 times it from GPT-5.6 on.
 
 A price file is checked before any work: every rate a finite number from 0 to `MAX_RATE`,
 every multiplier above 0 and at most `MAX_MULTIPLIER`. A NaN or infinite price would make
@@ -43,6 +51,14 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 _RATE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 _TIERS = frozenset({"opus", "sonnet", "haiku"})
 _SPLIT = re.compile(r"[^a-z0-9]+")
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+_PROVIDERS = (ANTHROPIC, OPENAI)
+_DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+# Qualifiers OpenAI prices as the model they follow (gpt-5-codex and gpt-5-chat-latest at
+# gpt-5's rates); mini, nano, pro, max and the like name other models, with other prices.
+_SAME_PRICE_WORDS = frozenset({"codex", "latest", "chat", "preview"})
+_OPENAI_SHAPE = re.compile(r"^(?:gpt-|o\d|codex-)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +94,19 @@ class LongContextRule:
 
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
+    """One model's prices. Anthropic: family and version ('sonnet', '4.5'); OpenAI: family
+    'openai' and the model name as version ('openai', 'gpt-5'), its key in a table."""
+
     family: str
     version: str
     rates: Rates
     long_context: tuple[LongContextRule, ...] = ()
     speed: dict[str, float] = field(default_factory=dict)  # recorded usage.speed -> factor
     inference_geo: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def provider(self) -> str:
+        return OPENAI if self.family == OPENAI else ANTHROPIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +148,25 @@ def parse_model(model_id: str) -> tuple[str, str] | None:
     return None
 
 
+def openai_name(model_id: str) -> str:
+    """An OpenAI id without gateway prefix or date suffix: 'openai/gpt-5-2025-08-07' -> 'gpt-5'."""
+    name = model_id.strip().lower().rsplit("/", 1)[-1]
+    return _DATE_SUFFIX.sub("", name)
+
+
+def _openai_key(model_id: str, models: dict[tuple[str, str], ModelPrice]) -> tuple[str, str]:
+    """The table key an OpenAI id is priced by: its own name, else its longest listed prefix
+    followed only by same-price words; its own name (absent) when neither is listed."""
+    words = openai_name(model_id).split("-")
+    for end in range(len(words), 0, -1):
+        key = (OPENAI, "-".join(words[:end]))
+        if key in models:
+            return key
+        if words[end - 1] not in _SAME_PRICE_WORDS:
+            break
+    return (OPENAI, "-".join(words))
+
+
 def _small_numbers(tokens: list[str]) -> list[str]:
     out = []
     for token in tokens:
@@ -136,7 +178,8 @@ def _small_numbers(tokens: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class PriceTable:
-    """Prices by (family, version), with the table's version for run records."""
+    """Prices by (family, version) or ('openai', model name), with the table's version
+    (one name per merged file, e.g. 'anthropic-list-2026-08+openai-list-2026-12')."""
 
     version: str
     as_of: str
@@ -146,8 +189,19 @@ class PriceTable:
     def lookup(self, model_id: str) -> ModelPrice | None:
         if model_id not in self._by_id:  # parsing ids is slow next to pricing a call
             parsed = parse_model(model_id)
-            self._by_id[model_id] = self.models.get(parsed) if parsed else None
+            key = parsed or _openai_key(model_id, self.models)
+            self._by_id[model_id] = self.models.get(key)
         return self._by_id[model_id]
+
+    def provider(self, model_id: str) -> str | None:
+        """'anthropic' or 'openai': the provider of the row that prices `model_id`, else the
+        one its id's shape names (claude-..., gpt-..., o3, codex-...); None if neither."""
+        price = self.lookup(model_id)
+        if price is not None:
+            return price.provider
+        if parse_model(model_id):
+            return ANTHROPIC
+        return OPENAI if _OPENAI_SHAPE.match(openai_name(model_id)) else None
 
     def cost(self, model_id: str, usage: Usage, timestamp_s: float) -> CallCost | None:
         """Price one call's usage; None when the model is not in the table."""
@@ -227,10 +281,17 @@ def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost
 # ---------------------------------------------------------------- reading tables
 
 
+SHIPPED_TABLES = ("anthropic.json", "openai.json")
+
+
 def default_table() -> PriceTable:
-    """The list-price table shipped with this version of mcsim."""
-    data = resources.files("mcsim.accounting.prices").joinpath("anthropic.json").read_bytes()
-    return parse_table(orjson.loads(data), "anthropic.json")
+    """The list-price tables shipped with this version of mcsim, one per provider, merged."""
+    folder = resources.files("mcsim.accounting.prices")
+    tables = [parse_table(orjson.loads(folder.joinpath(n).read_bytes()), n) for n in SHIPPED_TABLES]
+    table = tables[0]
+    for other in tables[1:]:
+        table = table.merged(other)
+    return table
 
 
 def load_table(path: Path | None) -> PriceTable:
@@ -266,11 +327,8 @@ def parse_table(data: Any, source: str) -> PriceTable:
         where = f"models[{i}]"
         if not isinstance(row, dict):
             raise PriceTableError(f"{source}: {where} must be an object")
-        family = _req(row, "family", str, source, where)
-        if family not in _TIERS:
-            raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
-        versions = _req(row, "versions", list, source, where)
-        rates = _rates(row, family, source, where)
+        family, versions, label = _row_models(row, source, where)
+        rates = _rates(row, label, source, where)
         mult = row.get("multipliers") or {}
         if not isinstance(mult, dict):
             raise PriceTableError(f"{source}: {where}.multipliers must be an object")
@@ -280,19 +338,18 @@ def parse_table(data: Any, source: str) -> PriceTable:
         # Checked once per row, whichever versions they apply to.
         checked_rules = [
             (
-                rule.get("versions") or versions,
-                _long_context(rule, family, source, f"{where}.long_context[{j}]"),
+                rule.get("versions") or rule.get("models") or versions,
+                _long_context(rule, label, source, f"{where}.long_context[{j}]"),
             )
             for j, rule in enumerate(rules)
             if isinstance(rule, dict)
         ]
-        speed = _factors(mult.get("speed"), family, source, f"{where}.multipliers.speed")
+        factor_family = "" if family == OPENAI else family
+        speed = _factors(mult.get("speed"), factor_family, source, f"{where}.multipliers.speed")
         geo = _factors(
-            mult.get("inference_geo"), family, source, f"{where}.multipliers.inference_geo"
+            mult.get("inference_geo"), factor_family, source, f"{where}.multipliers.inference_geo"
         )
         for model_version in versions:
-            if not isinstance(model_version, str):
-                raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
             models[(family, model_version)] = ModelPrice(
                 family,
                 model_version,
@@ -302,6 +359,28 @@ def parse_table(data: Any, source: str) -> PriceTable:
                 {label: f[model_version] for label, f in geo.items() if model_version in f},
             )
     return PriceTable(version, as_of, models)
+
+
+def _row_models(row: dict[str, Any], source: str, where: str) -> tuple[str, list[str], str]:
+    """A row's family ('openai' for OpenAI rows), the versions or model names it prices, and
+    the model label its errors give."""
+    provider = row.get("provider", ANTHROPIC)
+    if provider not in _PROVIDERS:
+        raise PriceTableError(f"{source}: key '{where}.provider' must be anthropic or openai")
+    if provider == OPENAI:
+        names = _req(row, "models", list, source, where)
+        if not names or not all(isinstance(n, str) and openai_name(n) for n in names):
+            raise PriceTableError(
+                f"{source}: key '{where}.models' must list model names like 'gpt-5'"
+            )
+        return OPENAI, [openai_name(n) for n in names], ", ".join(names)
+    family = _req(row, "family", str, source, where)
+    if family not in _TIERS:
+        raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
+    versions = _req(row, "versions", list, source, where)
+    if not all(isinstance(v, str) for v in versions):
+        raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
+    return family, versions, family
 
 
 def _req(obj: dict[str, Any], key: str, kind: type, source: str, where: str = "") -> Any:
@@ -374,7 +453,7 @@ def _factors(value: Any, family: str, source: str, where: str) -> dict[str, dict
             number = isinstance(factor, int | float) and not isinstance(factor, bool)
             if not (number and 0 < factor <= MAX_MULTIPLIER):  # also refuses NaN, infinities
                 allowed = f"a number above 0 and at most {MAX_MULTIPLIER:g}"
-                model = f"{family} {version}"
+                model = f"{family} {version}".lstrip()
                 raise value_error(source, f"{where}.{label}", model, factor, allowed)
         out[str(label)] = {str(version): float(f) for version, f in per_version.items()}
     return out
