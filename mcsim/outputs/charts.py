@@ -213,13 +213,18 @@ def finish(
     xlabel: str,
     ylabel: str,
     tight: bool = True,
+    legend_outside: bool = False,
 ) -> None:
-    """Title, axis labels, grid and legend, then `save`."""
+    """Title, axis labels, grid and legend (inside the axes, or right of them: never over
+    the data), then `save`."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if legend_outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        ax.legend(fontsize=8)
     save(plt, fig, path, tight)
 
 

@@ -9,6 +9,7 @@ or a list), its value the validated one.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -133,16 +134,23 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         params = dict(o.variant.params)
         label = f"{group_key}={params[group_key]}" if group_key else "all"
         groups.setdefault(label, []).append(o)
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    for label, members in groups.items():
+    fig, ax = plt.subplots(figsize=(12, 5.5))
+    numeric = all(isinstance(dict(o.variant.params)[x_key], int | float) for o in results)
+    values = sorted({float(dict(o.variant.params)[x_key]) for o in results}) if numeric else []
+    # Each group's intervals a little apart, so the error bars of two groups do not overlap.
+    step = min((b - a for a, b in itertools.pairwise(values)), default=1.0) * 0.1
+    shifts: dict[str, float] = {}
+    for g, (label, members) in enumerate(groups.items()):
         xs = [_axis_value(dict(o.variant.params)[x_key]) for o in members]
         line = ax.plot(
             xs, [o.savings_pct for o in members], marker="o", label=f"{label}: as simulated"
         )
+        shift = (g - (len(groups) - 1) / 2) * step if numeric else 0.0
+        shifts[label] = shift
         net = [o.net_savings_pct for o in members]
         spread = not any(math.isnan(o.low_pct) for o in members)
         ax.errorbar(
-            xs,
+            [x + shift for x in xs] if numeric else xs,
             net,
             # The 95% bootstrap interval over sessions, when there is one.
             yerr=[
@@ -158,10 +166,14 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             label=f"{label}: net of re-fetches" + (" (95% interval)" if spread else ""),
         )
     if rec.best is not None:
-        _mark(ax, _axis_value(dict(rec.best.variant.params)[x_key]), rec.best)
+        params = dict(rec.best.variant.params)
+        x = _axis_value(params[x_key])
+        if numeric:
+            x += shifts[f"{group_key}={params[group_key]}" if group_key else "all"]
+        _mark(ax, x, rec.best)
     ax.axhline(0, color="black", linewidth=0.8)
     finish(plt, fig, ax, path, f"Savings vs no pruning over {x_key}", x_key,
-           "savings (% of the no-pruning cost)")  # fmt: skip
+           "savings (% of the no-pruning cost)", legend_outside=True)  # fmt: skip
 
 
 def _mark(ax: Any, x: Any, best: Outcome) -> None:
