@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from simthreads import result, text, thread
 
-from mcsim.replay.cache import PromptCache, min_cacheable_tokens
+from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, ReadClass
+from mcsim.replay.providers.anthropic import min_tokens as min_cacheable_tokens
 
 HEAD = 10_000
 # Three calls of a recording: prompts 11,000, 16,000, 21,000 (3 uncached tokens each).

@@ -133,11 +133,11 @@ LAUGHS = (  # the billion laughs: nine times nine times ... "lol" from a few hun
         ),
         (
             policy(kind="none", ttl="[5m]"),
-            "policy 'a': key 'ttl': must be one of 5m, 1h, recorded, not a list",
+            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded, not a list",
         ),
         (
             policy(kind="none", ttl="{5m: 1}"),
-            "policy 'a': key 'ttl': must be one of 5m, 1h, recorded, not a mapping",
+            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded, not a mapping",
         ),
         (
             policy(stack="[[kind, none]]"),

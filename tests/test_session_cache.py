@@ -310,3 +310,14 @@ def test_an_entry_under_another_units_name_is_rebuilt(
     report = _replay([SAMPLES], cache)
     assert _figures(report) == expected
     assert _rebuilt(report) == [(str(second), "written for another unit")]
+
+
+def test_every_record_field_has_a_checked_column() -> None:
+    # A field added to a record without its column makes every entry unreadable: each run
+    # would rebuild the cache (and say so) instead of using it.
+    from mcsim.replay import session_cache as sc
+    from mcsim.replay.calibrate import CalCall, CalThread, Segment
+
+    assert len(sc._CALL_COLUMNS) == len(CalCall._fields)
+    assert len(sc._SEGMENT_COLUMNS) == len(Segment._fields)
+    assert len(sc._THREAD_COLUMNS) == len(CalThread.__dataclass_fields__)

@@ -25,7 +25,7 @@ from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
 from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
 
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0, "24h": 86400.0}  # 24h: OpenAI extended retention
 
 
 def savings_pct(cost_usd: float, reference_usd: float) -> float:

@@ -14,7 +14,7 @@ from mcsim.outputs.charts import ChartProcess
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
 from mcsim.replay.run import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
-from mcsim.text import NAME_LIMIT, printable
+from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, printable
 
 CACHE_EDIT_NOTE = (
     "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed from "
@@ -248,6 +248,7 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
             "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
         },
         "baseline_cost_usd": report.baseline.cost_usd,
+        "providers": dict(sorted(report.providers.items())),  # calls by provider
         "cleared_nothing": report.idle_notes(),  # policy name -> why
         "fidelity": {
             "overall_error": report.fidelity_overall,
@@ -343,11 +344,13 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             "ok": not over,
         },
         "sessions": len(report.sessions),
+        "providers": dict(sorted(report.providers.items())),  # calls by provider
         "calibration_fallback_calls": report.calibration_fallbacks,
         "price_table": report.price_table,
         "notes": [
             CACHE_EDIT_NOTE,
             *(f"{name} cleared nothing: {why}" for name, why in report.idle_notes().items()),
+            *report.provider_notes(),
         ],
         "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
@@ -390,9 +393,8 @@ def replay_text(report: ReplayReport) -> str:
         project, session = (printable(v, limit=NAME_LIMIT) for v in (s.project, s.session_id))
         lines.append(f"  {project} {session}: {s.fidelity_error:.2%}")
     lines.append(
-        f"{len(report.sessions)} sessions; savings are positive when cheaper. Note: "
-        + CACHE_EDIT_NOTE
-        + "."
+        f"{len(report.sessions)} sessions, cache model {report.cache_model_text() or 'none'}; "
+        "savings are positive when cheaper. Note: " + CACHE_EDIT_NOTE + "."
     )
     prunes = report.recorded_prunes
     if prunes:
@@ -403,6 +405,7 @@ def replay_text(report: ReplayReport) -> str:
         )
     for name, why in report.idle_notes().items():
         lines.append(f"note: {printable(name, limit=NAME_LIMIT)} cleared nothing: {why}")
+    lines.extend(f"note: {printable(n, limit=MESSAGE_LIMIT)}" for n in report.provider_notes())
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(

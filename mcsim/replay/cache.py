@@ -15,27 +15,20 @@ a gap equal to the TTL the entry is gone. What one call reads:
   warm elsewhere) stays a hit. Misses the recorded TTL explains are left to this clock;
 * below the model's minimum cacheable length nothing is cached.
 
+What differs between providers (the minimum, whole blocks, whether writes are billed apart) is
+the thread's `CacheRules` (mcsim.replay.providers): with no breakpoints (OpenAI) everything a
+call does not read is uncached input, and what is read is a whole number of blocks.
+
 Everything else (what was cleared, prices) is the caller's; this is the cache alone.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
-from mcsim.accounting.prices import parse_model
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.replay.calibrate import CalCall, ReadClass
-
-# Minimum cacheable prompt by (family, version); DOMAIN.md §3.1.
-_MIN_CACHEABLE = {
-    ("opus", "4.5"): 4096,
-    ("opus", "4.6"): 4096,
-    ("opus", "4.7"): 2048,
-    ("haiku", "4.5"): 4096,
-    ("haiku", "3.5"): 2048,
-    ("haiku", "3"): 2048,
-}
+from mcsim.replay.providers import CacheRules, rules_for
 
 _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
     ReadClass.FIRST,
@@ -45,18 +38,13 @@ _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
 )
 
 
-@functools.lru_cache(maxsize=256)
-def min_cacheable_tokens(model: str) -> int:
-    parsed = parse_model(model)
-    return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
-
-
 class PromptCache:
     """One thread's cache: how much of the last prompt is cached, and its clock."""
 
-    __slots__ = ("head", "intact", "recorded_ttl_s", "sent", "ttl_s", "valid")
+    __slots__ = ("head", "intact", "recorded_ttl_s", "rules", "sent", "ttl_s", "valid")
 
-    def __init__(self, head: int) -> None:
+    def __init__(self, head: int, rules: CacheRules | None = None) -> None:
+        self.rules = rules or rules_for("anthropic")  # the provider's cache (providers/)
         self.head = head  # system prompt + tools: where a changed prefix falls back to
         self.valid = 0  # tokens of the cached prefix that still match the prompt
         self.intact = False  # the cache holds the whole previous prompt
@@ -93,6 +81,11 @@ class PromptCache:
         out_5m: list[int] = []
         out_1h: list[int] = []
         seconds = TTL_SECONDS  # a local: the loop runs for every call
+        minimum, block, writes = (
+            self.rules.min_tokens,
+            self.rules.block_tokens,
+            self.rules.bills_writes,
+        )
         for call, prompt, now, ttl, rewrite, gone, anchor in zip(
             calls, prompts, sent, ttls, rewrote, deleted, anchors, strict=True
         ):
@@ -100,13 +93,15 @@ class PromptCache:
             recorded_before = recorded_lifetime
             previous, lifetime_before, lifetime = now, lifetime, seconds[ttl]
             recorded_lifetime = seconds[call.ttl]
-            if prompt < min_cacheable_tokens(call.model):
+            if prompt < minimum(call.model):
                 out_uncached.append(prompt)  # nothing is cached; what was stays as it was
                 out_read.append(0)
                 out_5m.append(0)
                 out_1h.append(0)
                 continue
-            uncached = min(call.input_tokens, prompt)
+            # Uncached input after the last breakpoint, as recorded; with no breakpoints
+            # (OpenAI) whatever is not read.
+            uncached = min(call.input_tokens, prompt) if writes else 0
             kind = call.read_class
             alive = gap is not None and (
                 gap < lifetime_before
@@ -129,6 +124,13 @@ class PromptCache:
             read = reusable + call.read_delta if whole and kind is _FULL else reusable
             read = max(0, min(read, prompt - uncached))
             valid, intact = prompt, True
+            if not writes:  # a prefix of whole blocks is read; the rest is uncached input
+                read -= read % block
+                out_uncached.append(prompt - read)
+                out_read.append(read)
+                out_5m.append(0)
+                out_1h.append(0)
+                continue
             out_uncached.append(uncached)
             out_read.append(read)
             if ttl == "1h":

@@ -26,6 +26,7 @@ from mcsim.accounting.breaks import is_drop
 from mcsim.accounting.prices import parse_model
 from mcsim.accounting.recorded import TTL_SECONDS, recorded_ttl
 from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
+from mcsim.replay.providers import rules_for
 from mcsim.replay.refetch import resource_of
 from mcsim.replay.tokens import TokenEstimator
 
@@ -92,6 +93,7 @@ class CalCall(NamedTuple):
     pruned: str | None = None
     pruned_ids: tuple[str, ...] = ()  # the tool results a recorded microcompact cleared
     pruned_tokens: int = 0  # tokens the recording removed before this call (pruned_ids first)
+    provider: str = "anthropic"  # whose cache and prices (model.Call.provider)
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -277,6 +279,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 pruned,
                 ids,
                 gone,
+                call.provider,
             )
         )
         prev, prev_ttl = call, ttl
@@ -332,6 +335,7 @@ def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[Read
         gap = call.request_s - prev.request_s
         expired = gap >= TTL_SECONDS[prev_ttl]  # at the TTL itself the entry is gone
         return (ReadClass.TTL_MISS if expired else ReadClass.EXTERNAL_MISS), 0, 0
-    if read >= previous - FULL_HIT_TOLERANCE:
+    # A cache of whole blocks (OpenAI: 128 tokens) reads the previous prompt less its tail.
+    if read >= previous - max(FULL_HIT_TOLERANCE, rules_for(call.provider).block_tokens - 1):
         return ReadClass.FULL, read - previous, 0
     return ReadClass.PARTIAL, 0, read

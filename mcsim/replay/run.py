@@ -69,6 +69,7 @@ class PolicyTotals:
     refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
     refetch_cost_usd: float = 0.0
     acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
+    unavailable_edits: int = 0  # cache edits decided where the provider's cache has none
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
@@ -100,6 +101,7 @@ class PolicyTotals:
         self.refetch_hazards += other.refetch_hazards
         self.refetch_cost_usd += other.refetch_cost_usd
         self.acted_threads += other.acted_threads
+        self.unavailable_edits += other.unavailable_edits
         _keep_largest(self.figures, other.figures)
 
 
@@ -146,6 +148,7 @@ class SessionReplay:
     models: tuple[str, ...] = ()
     # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
     recorded_prunes: Counter[str] = field(default_factory=Counter)
+    providers: Counter[str] = field(default_factory=Counter)  # calls by recorded provider
     # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
     # build, to send between processes and to turn into tables than row tuples.
     call_rows: SessionRows | None = None
@@ -177,6 +180,7 @@ def replay_session(
         sum(c.fallback for c in calls),
         tuple(sorted({c.model for c in calls})),
         Counter(c.pruned for c in calls if c.pruned is not None),
+        Counter(c.provider for c in calls),
     )
     if keep_rows:
         out.call_rows = SessionRows(
@@ -187,25 +191,25 @@ def replay_session(
         out.break_columns = [[] for _ in BREAK_COLUMNS]
         _recorded_rows(out.call_rows, session, recorded_threads)
     runs = list(scenarios)
-    if scenarios[0].ttl != "recorded":
-        runs.append(baseline(scenarios[0], ttl="recorded"))
-        runs[-1] = Scenario(FIDELITY_RUN, runs[-1].layers, "recorded")
+    if scenarios[0].ttl != "recorded" or scenarios[0].provider != "recorded":
+        runs.append(Scenario(FIDELITY_RUN, baseline(scenarios[0]).layers, "recorded"))
     # Items are tracked only on threads some policy acts on (not sub-agents, usually).
     prepared = [
         PreparedThread(t) if any(prunes(t, s) for s in runs) else None for t in session.threads
     ]
-    # Per (thread, TTL): the replay with no pruning, from which every policy's replay copies
-    # the calls before its first clearing. Made on purpose only for a TTL several runs share.
-    unpruned: dict[tuple[int, str], SimThread] = {}
-    shared = Counter(s.ttl for s in runs)
+    # Per (thread, TTL, provider): the replay with no pruning, from which every policy's replay
+    # copies the calls before its first clearing. Made on purpose only for a TTL and provider
+    # several runs share.
+    unpruned: dict[tuple[int, str, str], SimThread] = {}
+    shared = Counter((s.ttl, s.provider) for s in runs)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
         if out.call_rows is not None and scenario.name != FIDELITY_RUN:
             out.call_rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
-            key = (index, scenario.ttl)
+            key = (index, scenario.ttl, scenario.provider)
             pruning = prunes(thread, scenario)
-            if pruning and key not in unpruned and shared[scenario.ttl] > 1:
+            if pruning and key not in unpruned and shared[key[1:]] > 1:
                 plain = baseline(scenario, ttl=scenario.ttl)
                 unpruned[key] = simulate_thread(thread, plain, prices, items)
             sim = simulate_thread(thread, scenario, prices, items, unpruned.get(key))
@@ -215,7 +219,9 @@ def replay_session(
             if out.call_rows is not None and scenario.name != FIDELITY_RUN:
                 _rows(out, out.call_rows, scenario.name, session, sim)
             is_fidelity_run = scenario.name == FIDELITY_RUN or (
-                scenario.name == BASELINE and scenario.ttl == "recorded"
+                scenario.name == BASELINE
+                and scenario.ttl == "recorded"
+                and scenario.provider == "recorded"
             )
             if is_fidelity_run:
                 _fidelity(out, thread, sim)
@@ -321,6 +327,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
+    totals.unavailable_edits += sim.unavailable_edits
     if sim.figures:
         totals.acted_threads += 1
         _keep_largest(totals.figures, sim.figures)
@@ -483,6 +490,36 @@ class ReplayReport:
     @property
     def calibration_fallbacks(self) -> int:
         return sum(s.calibration_fallbacks for s in self.sessions)
+
+    @property
+    def providers(self) -> Counter[str]:
+        """Calls by the provider that served them (whose cache the recorded runs model)."""
+        out: Counter[str] = Counter()
+        for s in self.sessions:
+            out.update(s.providers)
+        return out
+
+    def cache_model_text(self) -> str:
+        """Whose prompt cache the replay modelled, e.g. "anthropic (355 calls)"; a policy that
+        names a provider says so in its description."""
+        return ", ".join(f"{p} ({n:,} calls)" for p, n in sorted(self.providers.items()))
+
+    def provider_notes(self) -> list[str]:
+        """What the providers' caches could not do, or their recordings do not tell."""
+        notes = []
+        for name, totals in self.policies.items():
+            if totals.unavailable_edits:
+                notes.append(
+                    f"{name}: {totals.unavailable_edits:,} cache edits not made: only "
+                    "Anthropic's cache deletes from a cached prefix (OpenAI's has no cache edits)"
+                )
+        if self.providers.get("openai"):
+            notes.append(
+                "OpenAI recordings carry no cache writes or TTL: the replay caches every prompt "
+                "of 1,024 tokens or more in 128-token steps, kept 5 minutes after its last use "
+                "(OpenAI keeps them 5 to 10 minutes; recorded hits after longer gaps stay hits)"
+            )
+        return notes
 
     @property
     def recorded_prunes(self) -> Counter[str]:

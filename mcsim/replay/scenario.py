@@ -25,14 +25,22 @@ from yaml.nodes import Node, ScalarNode
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders.jsonl import read_input_file
 from mcsim.replay.policies import REGISTRY, Param, Policy, can_clear
+from mcsim.replay.providers import PROVIDERS, rules_for
 from mcsim.text import escaped, shown
 
 BASELINE = "baseline"
 RECORDED = "recorded"  # the recording's rows in every table: no policy may take the name
 NAME_MAX_CHARS = 200
-TTLS = ("5m", "1h", "recorded")
-DEFAULT_COMPACTABLE = ("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write")
-_SCENARIO_KEYS = ("ttl", "compactable_tools", "exclude_tools", "main_thread_only")
+TTLS = ("5m", "1h", "24h", "recorded")
+PROVIDER_CHOICES = ("recorded", *PROVIDERS)
+# Claude Code's list (DOMAIN.md §2), then Codex CLI's tools of the same kinds (shell commands,
+# patches, web search): results that can be obtained again.
+DEFAULT_COMPACTABLE = (
+    "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
+    "shell", "shell_command", "exec_command", "local_shell_call", "apply_patch",
+    "web_search_call",
+)  # fmt: skip
+_SCENARIO_KEYS = ("ttl", "provider", "compactable_tools", "exclude_tools", "main_thread_only")
 
 # A policy file is a few hundred bytes; these bounds make a hostile one cheap to refuse.
 MAX_FILE_BYTES = 50_000  # 40 times all.yaml; pure-Python YAML parses 80 kB a second
@@ -69,6 +77,7 @@ class Scenario:
     compactable_tools: frozenset[str] = frozenset(DEFAULT_COMPACTABLE)
     exclude_tools: frozenset[str] = frozenset()
     main_thread_only: bool = True
+    provider: str = "recorded"  # whose prompt cache: as recorded, or a providers/ name
 
     @property
     def prunes(self) -> bool:
@@ -79,7 +88,8 @@ class Scenario:
         return [layer.build() for layer in self.layers]
 
     def describe(self) -> str:
-        return " + ".join(layer.describe() for layer in self.layers) + f" @ttl={self.ttl}"
+        text = " + ".join(layer.describe() for layer in self.layers) + f" @ttl={self.ttl}"
+        return text if self.provider == "recorded" else f"{text} @provider={self.provider}"
 
 
 def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenario:
@@ -92,6 +102,7 @@ def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenar
         base.compactable_tools,
         base.exclude_tools,
         base.main_thread_only,
+        base.provider,
     )
 
 
@@ -327,6 +338,7 @@ def _policy(raw: Any, defaults: Scenario, source: str, where: str) -> Scenario:
         scenario.compactable_tools,
         scenario.exclude_tools,
         scenario.main_thread_only,
+        scenario.provider,
     )
 
 
@@ -412,8 +424,15 @@ def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scena
     ttl = raw.get("ttl", base.ttl)
     if ttl not in TTLS:
         raise PolicyFileError(
-            f"{where}: key 'ttl': must be one of 5m, 1h, recorded, not {shown(ttl)}"
+            f"{where}: key 'ttl': must be one of {', '.join(TTLS)}, not {shown(ttl)}"
         )
+    provider = raw.get("provider", base.provider)
+    if provider not in PROVIDER_CHOICES:
+        raise PolicyFileError(
+            f"{where}: key 'provider': must be one of {', '.join(PROVIDER_CHOICES)}, "
+            f"not {shown(provider)}"
+        )
+    check_retention(ttl, provider, f"{where}: key 'ttl'")
     tools = {}
     for key in ("compactable_tools", "exclude_tools"):
         value = raw.get(key, getattr(base, key))
@@ -430,4 +449,17 @@ def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scena
         tools["compactable_tools"],
         tools["exclude_tools"],
         main_only,
+        provider,
     )
+
+
+def check_retention(ttl: str, provider: str, where: str) -> None:
+    """Refuse a TTL the provider does not offer; 24h, OpenAI's extended retention, needs
+    `provider: openai` (with `recorded`, the threads of other providers could not use it)."""
+    offered = ("5m", "1h") if provider == "recorded" else rules_for(provider).retentions
+    if ttl != "recorded" and ttl not in offered:
+        whose = "every provider" if provider == "recorded" else provider
+        hint = " (OpenAI's extended retention: set provider: openai)" if ttl == "24h" else ""
+        raise PolicyFileError(
+            f"{where}: {ttl} is not a retention {whose} offers ({', '.join(offered)}){hint}"
+        )

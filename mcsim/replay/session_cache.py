@@ -65,7 +65,7 @@ from mcsim.replay.calibrate import (
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 from mcsim.text import from_fs
 
-CACHE_VERSION = 9
+CACHE_VERSION = 10
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -330,7 +330,7 @@ _SEGMENT_COLUMNS: _Table = (_ITEM_KIND, _INT, _OPT_STR, _OPT_STR, _INT, _BOOL, _
 _CALL_COLUMNS: _Table = (
     *(_STR, _OPT_STR, _FLOAT, _STR, _INT, _INT, _INT, _INT, _INT, _OPT_STR, _OPT_STR, _TTL),
     *(_INT, _INT, _BOOL, _OPT_INT, _READ_CLASS, _INT, _INT, _BOOL, _OPT_FLOAT, _OPT_FLOAT),
-    *(_OPT_STR, _LIST, _INT),
+    *(_OPT_STR, _LIST, _INT, _STR),
 )
 _THREAD_COLUMNS: _Table = (_STR, _THREAD_KIND, _INT, _INT)
 _SESSION_COLUMNS: _Table = (_STR, _STR, _OPT_STR, _LIST, _INT)

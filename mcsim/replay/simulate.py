@@ -20,11 +20,12 @@ from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import CompactionKind, ThreadKind, Usage
-from mcsim.replay.cache import PromptCache, min_cacheable_tokens
+from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
 from mcsim.replay.context import Context, PreparedThread
 from mcsim.replay.policies import Mode, Policy, can_clear
 from mcsim.replay.pricing import Pricer
+from mcsim.replay.providers import CacheRules, rules_for
 from mcsim.replay.scenario import Scenario
 
 __all__ = ["PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"]
@@ -37,6 +38,14 @@ Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleare
 # rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the recorded
 # fall-back read in replayed tokens.
 _Row = tuple[str, int, int, int, bool, bool, int, int]
+
+
+def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
+    """The cache a thread replays under: the policy's provider, else its calls' (as recorded;
+    a thread's calls share one)."""
+    if scenario.provider != "recorded":
+        return rules_for(scenario.provider)
+    return rules_for(thread.calls[0].provider if thread.calls else "anthropic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,7 @@ class SimThread:
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
     # with its thresholds. Not part of the replay's result: two equal replays may differ here.
     figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
+    unavailable_edits: int = 0  # cache edits decided on a cache that has none (not made)
 
     @property
     def calls(self) -> list[SimCall]:
@@ -183,11 +193,12 @@ class _Replay:
         self.prices = prices
         self.context = context
         self.unpruned = unpruned
-        self.cache = PromptCache(thread.head_tokens)
+        self.cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
         self.pricer = Pricer(prices)
         self.sent = [c.request_s for c in thread.calls]  # when each request was sent
         self.done = [c.response_end_s for c in thread.calls]  # ... and its response complete
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
+        self.unavailable_edits = 0  # cache edits the provider's cache cannot make, not made
         self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
         self.head = thread.head_tokens
 
@@ -281,6 +292,9 @@ class _Replay:
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
+            if clearing.mode is Mode.CACHE_EDIT and not self.cache.rules.cache_edits:
+                self.unavailable_edits += 1  # this provider's cache cannot (providers/)
+                continue
             net, cached = context.apply(clearing, i)
             newly += net
             view.prompt_tokens = recorded_prompt - context.saved
@@ -316,7 +330,7 @@ class _Replay:
         calls = self.thread.calls
         cached = next(
             (c.prompt_tokens for c in calls[same - 1 :: -1]
-             if c.prompt_tokens >= min_cacheable_tokens(c.model)),
+             if c.prompt_tokens >= self.cache.rules.min_tokens(c.model)),
             None,
         )  # fmt: skip
         last = calls[same - 1]
@@ -376,6 +390,7 @@ class _Replay:
             len(context.cleared_log) if context is not None else 0,
             tuple(b for b in drops if not b.is_break),
             tuple(p.figures() for p in self.policies),
+            self.unavailable_edits,
         )
 
     def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
