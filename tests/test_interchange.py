@@ -359,7 +359,7 @@ def test_readme_sdk_example_writes_a_file_mcsim_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code = _readme_example()
-    assert 18 <= len(code.splitlines()) <= 28  # about 20 lines
+    assert 18 <= len(code.splitlines()) <= 31  # about 30 lines, blank ones included
     responses = [
         _ns(
             id="msg_1",
@@ -402,7 +402,14 @@ def test_readme_sdk_example_writes_a_file_mcsim_loads(
     fake.Anthropic = lambda: _ns(messages=Messages())  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "anthropic", fake)
     monkeypatch.chdir(tmp_path)
-    exec(code, {"TOOLS": [], "run_tool": lambda block: "def test(): assert True"})
+    exec(
+        code,
+        {
+            "MODEL": "claude-sonnet-4-5",
+            "TOOLS": [],
+            "run_tool": lambda block: "def test(): assert True",
+        },
+    )
     assert len(calls) == 2
     sessions, stats = load_sessions([str(tmp_path / "session.jsonl")], detail=Detail.TEXT)
     assert stats.skips.total == 0

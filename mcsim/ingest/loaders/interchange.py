@@ -32,7 +32,13 @@ from typing import Any
 import orjson
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
-from mcsim.ingest.loaders.claude_code import _BadField, _count, _parse_timestamp, read_objects
+from mcsim.ingest.loaders.claude_code import (
+    _BadField,
+    _count,
+    _parse_timestamp,
+    _size,
+    read_objects,
+)
 from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
 from mcsim.model import (
     Call,
@@ -390,13 +396,6 @@ class InterchangeLoader:
             if session is not None:
                 result.sessions.append(session)
         return result
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 register(InterchangeLoader())
