@@ -657,6 +657,77 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
         _echo(f"wrote {printable(html_path)} and {printable(md_path)}")
 
 
+@cli.command()
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--to",
+    type=click.Choice(["interchange"]),
+    required=True,
+    help="The format to write: mcsim's interchange format (README, Interchange format).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+    help="Write DIR/<project>/<session_id>.jsonl here, and run.json.",
+)
+@click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Only sessions from this day.")
+@click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Only sessions to this day.")
+@click.option("--force", is_flag=True, help="Replace a folder mcsim convert wrote.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@click.option("--workers", type=click.IntRange(min=1), help="Processes to load with.")
+def convert(
+    paths: tuple[str, ...],
+    to: str,
+    out_dir: Path,
+    since: datetime | None,
+    until: datetime | None,
+    force: bool,
+    as_json: bool,
+    workers: int | None,
+) -> None:
+    """Convert transcripts of any supported format (Claude Code, Codex, interchange) into
+    one interchange file per session, which loads back into the same sessions.
+
+    \b
+    Example:
+      mcsim convert ~/.claude/projects --to interchange --out converted
+    """
+    from mcsim.outputs.convert import convert as convert_sessions
+    from mcsim.outputs.terminal import load_notes, skipped_json
+
+    since_s, until_s = _dates(since, until)
+    out_dir = out_dir.expanduser()
+    report = convert_sessions(
+        list(paths), out_dir, to=to, force=force, since_s=since_s, until_s=until_s, workers=workers
+    )
+    stats = report.stats
+    if as_json:
+        _print_json(
+            {
+                "out": str(out_dir) if report.sessions else None,
+                "to": to,
+                "sessions": report.sessions,
+                "calls": report.calls,
+                "files_written": len(report.files),
+                "input_files": stats.files,
+                "skipped": skipped_json(stats),
+            }
+        )
+    else:
+        for line in load_notes(stats):
+            click.echo(line, err=True)
+        if report.sessions:
+            _echo(
+                f"converted {report.sessions} sessions ({report.calls} calls) into "
+                f"{len(report.files)} files under {printable(out_dir)}; "
+                f"{stats.skips.total} input lines skipped"
+            )
+    if not report.sessions:
+        raise _no_calls(stats, "convert")
+
+
 @cli.group()
 def cache() -> None:
     """The session cache folder: what it holds, and emptying it. It keeps itself under

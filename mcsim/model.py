@@ -32,6 +32,9 @@ class Item:
     `chars` is the size of the content as the model saw it (for a tool_use, its JSON input).
     `text` is only kept when the loader was asked to (replay needs it for token estimates and
     re-fetch analysis; `inspect` does not, and keeping it would cost memory for nothing).
+    `tokens` is a token count the recording gave instead of (or beside) the text (the
+    interchange format lets a harness share sizes without content): replay uses it as it is
+    rather than estimating one from the text or the size.
     """
 
     kind: ItemKind
@@ -40,6 +43,7 @@ class Item:
     tool_name: str | None = None
     tool_use_id: str | None = None
     is_error: bool = False
+    tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def test_readme_documents_every_parquet_column() -> None:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    for command in ("inspect", "replay", "sweep", "report", "policies"):
+    for command in ("inspect", "replay", "sweep", "report", "policies", "convert"):
         result = CliRunner().invoke(cli, [command, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout, command

@@ -168,7 +168,11 @@ def input_paths(paths: Sequence[str]) -> list[Path]:
 
 
 def check_out_dir(
-    out_dir: Path, force: bool, inputs: Sequence[Path] = (), cache: Path | None = None
+    out_dir: Path,
+    force: bool,
+    inputs: Sequence[Path] = (),
+    cache: Path | None = None,
+    replaceable: Callable[[Path], str | None] | None = None,
 ) -> None:
     """Refuse, before any work, an output directory the run may not write or replace.
 
@@ -179,8 +183,10 @@ def check_out_dir(
     must really be creatable where the run goes: a replay can take minutes, and failing after
     it would waste them (os.access answers yes to root even on a read-only mount, so a folder
     is made and removed). A path the system cannot even look at (a name too long) is refused
-    with the system's reason.
+    with the system's reason. `replaceable` says why a folder may not be replaced, for a
+    command that writes other files than a run directory's (`convert`).
     """
+    not_replaceable = replaceable or _not_replaceable
     try:
         why = _never_a_run_dir(out_dir, inputs, cache)
         if why:
@@ -188,7 +194,7 @@ def check_out_dir(
         if os.path.lexists(out_dir) and not out_dir.is_dir():
             raise OutputRefusedError(f"{out_dir}: exists and is not a directory")
         if _has_entries(out_dir):
-            why = _not_replaceable(out_dir)
+            why = not_replaceable(out_dir)
             if why:
                 raise OutputRefusedError(f"{out_dir}: {why}")
             if not force:
@@ -323,7 +329,21 @@ def _write_failure(exc: Exception) -> str | None:
     return None
 
 
-def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
+def replace_dir(
+    tmp: Path, out_dir: Path, force: bool, replaceable: Callable[[Path], str | None]
+) -> None:
+    """Rename the finished folder `tmp` to `out_dir`, as a run directory is swapped in, for a
+    command whose folders `replaceable` recognises (`check_out_dir`)."""
+    with STOP.shielded():
+        _swap_in(tmp, out_dir, force, replaceable)
+
+
+def _swap_in(
+    tmp: Path,
+    out_dir: Path,
+    force: bool,
+    replaceable: Callable[[Path], str | None] | None = None,
+) -> None:
     """Rename the finished run to `out_dir`, replacing what is there only with `force`.
 
     The run checked at the start may have been replaced meanwhile, or another run may have
@@ -334,7 +354,7 @@ def _swap_in(tmp: Path, out_dir: Path, force: bool) -> None:
     if not (force and _has_entries(out_dir)):
         _rename(tmp, out_dir)
         return
-    if _not_replaceable(out_dir) is not None:
+    if (replaceable or _not_replaceable)(out_dir) is not None:
         raise OutputRefusedError(
             f"{out_dir}: no longer a run directory written by mcsim; not replaced"
         )

@@ -197,7 +197,12 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
         for item in call.items:
             if item.kind is ItemKind.USER_TEXT:
                 turn += 1
-            estimate = estimator.estimate(item.text) if item.text else _chars_estimate(item.chars)
+            if item.tokens is not None:  # a count the recording gave: used as it is
+                estimate = item.tokens
+            elif item.text:
+                estimate = estimator.estimate(item.text)
+            else:
+                estimate = _chars_estimate(item.chars)
             if item.kind is ItemKind.THINKING and not thinking:
                 estimate = 0
             resource = None

@@ -95,3 +95,4 @@ def plan_units(files: Sequence[Path]) -> list[LoadUnit]:
 
 from mcsim.ingest.loaders import claude_code as _claude_code  # noqa: E402,F401  (registers itself)
 from mcsim.ingest.loaders import codex as _codex  # noqa: E402,F401  (registers itself)
+from mcsim.ingest.loaders import interchange as _interchange  # noqa: E402,F401  (registers itself)

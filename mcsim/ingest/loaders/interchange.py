@@ -1,0 +1,401 @@
+"""mcsim's interchange format: one JSONL file per session that any harness can write.
+
+README.md ("Interchange format") documents it for harness authors, and
+`interchange.schema.json` next to this module is its JSON Schema (draft 2020-12); this
+loader checks the same rules by hand (no schema library at run time). Version 1:
+
+* line 1 is the header `{"type": "session", "format": "mcsim-interchange", "version": 1,
+  "session_id", "project", "cwd", "source_format", ...}`; a file whose first line is not one
+  is not this format (the sniff reads it), and a version this mcsim does not know is refused;
+* then, in conversation order: `thread` lines declare each thread (`kind` main, subagent or
+  compact) before it is used; `item` lines are what was added to a thread's context;
+  `compaction` lines are a compaction (kinds compact_boundary, compact_summary) or a pruning
+  the recording shows (microcompact_boundary, cache_deletion) since the thread's last call;
+  a `call` line is one billed API call and takes the items and compaction of its thread
+  written since the thread's previous call;
+* times are ISO-8601 strings (UTC when no zone is given) or Unix seconds; token counts are
+  non-negative integers; unknown keys are allowed (later minor additions), unknown line types
+  are passed over.
+A unit is every interchange file of one project (the header's `project`), so a call written
+twice (a session converted twice) is counted once. Every line that cannot be used is counted
+in the skip report with its file, line and the path of the field at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
+from mcsim.ingest.loaders.claude_code import (
+    _BadField,
+    _count,
+    _parse_timestamp,
+    _size,
+    read_objects,
+)
+from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
+from mcsim.model import (
+    Call,
+    Compaction,
+    CompactionKind,
+    Item,
+    ItemKind,
+    Session,
+    SkipReport,
+    SourceRef,
+    Thread,
+    ThreadKind,
+    Usage,
+)
+from mcsim.text import from_fs
+
+FORMAT = "mcsim-interchange"
+VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("interchange.schema.json")
+PROVIDERS = ("anthropic", "openai")
+# An item that gives neither text nor a size: its size from its token count, at the ratio
+# mcsim assumes whenever it only has sizes (mcsim.replay.calibrate._chars_estimate).
+CHARS_PER_TOKEN = 4
+_PRUNINGS = frozenset({CompactionKind.MICROCOMPACT, CompactionKind.CACHE_DELETION})
+_HEAD_LINE_BYTES = 1024 * 1024
+_USAGE_COUNTS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+)
+CallKey = tuple[str, str | None]
+
+
+def _str(obj: dict[str, Any], key: str, where: str = "", *, required: bool = False) -> str | None:
+    """A string field: absent or null is None (or an error when `required`); "" is refused."""
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _BadField(where + key, "missing")
+        return None
+    if not isinstance(value, str):
+        raise _BadField(where + key, f"not a string ({type(value).__name__})")
+    if not value:
+        raise _BadField(where + key, "empty")
+    return value
+
+
+def _bool(obj: dict[str, Any], key: str, where: str = "", default: bool = False) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _BadField(where + key, f"not true or false ({type(value).__name__})")
+    return value
+
+
+def _time(obj: dict[str, Any], key: str, *, required: bool = False) -> float | None:
+    """A time: an ISO-8601 string or Unix seconds (a number)."""
+    value = obj.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not 0 <= value < 32_503_680_000:  # 1970 to 2999, as for ISO times
+            raise _BadField(key, "outside the years 1970 to 2999")
+        return float(value)
+    return _parse_timestamp(value, key)
+
+
+def _optional_count(obj: dict[str, Any], key: str) -> int | None:
+    """A token count at the top of a line: absent or null is None."""
+    if obj.get(key) is None:
+        return None
+    try:
+        return _count(obj, key, "")
+    except _BadField as exc:  # named ".key" by _count: the path is the key itself
+        raise _BadField(key, str(exc).split(": ", 1)[1]) from None
+
+
+def _enum(value: Any, kind: type[Any], key: str) -> Any:
+    if not isinstance(value, str):
+        raise _BadField(
+            key, "missing" if value is None else f"not a string ({type(value).__name__})"
+        )
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(k.value for k in kind)
+        raise _BadField(key, f"unknown value {value[:40]!r} (one of {known})") from None
+
+
+def parse_usage(raw: Any) -> Usage:
+    """A call's `usage` object."""
+    if not isinstance(raw, dict):
+        raise _BadField("usage", "missing" if raw is None else "not an object")
+    for key in _USAGE_COUNTS[:3] + _USAGE_COUNTS[4:]:  # the 1-hour writes may be left out
+        if key not in raw:
+            raise _BadField(f"usage.{key}", "missing")
+    counts = [_count(raw, key, "usage") for key in _USAGE_COUNTS]
+    speed = _str(raw, "speed", "usage.")
+    geo = _str(raw, "inference_geo", "usage.")
+    return Usage(
+        input_tokens=counts[0],
+        cache_write_5m_tokens=counts[2],
+        cache_write_1h_tokens=counts[3],
+        cache_read_tokens=counts[1],
+        output_tokens=counts[4],
+        has_ttl_split=_bool(raw, "ttl_split_recorded", "usage.", default=True),
+        split_mismatch=_bool(raw, "ttl_split_mismatch", "usage."),
+        speed=speed,
+        inference_geo=geo,
+        cache_deleted_tokens=_count(raw, "cache_deleted_tokens", "usage"),
+    )
+
+
+def parse_item(obj: dict[str, Any], detail: Detail) -> Item:
+    kind = _enum(obj.get("kind"), ItemKind, "kind")
+    text = obj.get("text")
+    if text is not None and not isinstance(text, str):
+        raise _BadField("text", f"not a string ({type(text).__name__})")
+    tokens = _optional_count(obj, "tokens")
+    chars = _optional_count(obj, "chars")
+    if text is None and tokens is None and chars is None:
+        raise _BadField("text", "missing (an item gives its text, its tokens or its chars)")
+    if chars is None:
+        chars = len(text) if text is not None else CHARS_PER_TOKEN * (tokens or 0)
+    return Item(
+        kind,
+        chars,
+        text if detail >= Detail.TEXT else None,
+        tool_name=_str(obj, "tool_name"),
+        tool_use_id=_str(obj, "tool_use_id"),
+        is_error=_bool(obj, "is_error"),
+        tokens=tokens,
+    )
+
+
+def parse_compaction(obj: dict[str, Any]) -> Compaction:
+    ids = obj.get("tool_use_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+        raise _BadField("tool_use_ids", "not a list of strings")
+    return Compaction(
+        _enum(obj.get("kind"), CompactionKind, "kind"),
+        _time(obj, "timestamp"),
+        trigger=_str(obj, "trigger"),
+        pre_tokens=_optional_count(obj, "pre_tokens"),
+        tokens_saved=_optional_count(obj, "tokens_saved"),
+        tool_use_ids=tuple(ids),
+    )
+
+
+@dataclass(slots=True)
+class _ThreadAcc:
+    kind: ThreadKind
+    calls: list[Call] = field(default_factory=list)
+    items: list[Item] = field(default_factory=list)
+    compaction: Compaction | None = None
+    pruned: Compaction | None = None
+
+
+@dataclass(slots=True)
+class _FileReader:
+    """One interchange file's lines turned into a session."""
+
+    name: str
+    detail: Detail
+    skips: SkipReport
+    seen: set[CallKey]  # calls of the unit so far
+    header: dict[str, Any] | None = None
+    threads: dict[str, _ThreadAcc] = field(default_factory=dict)
+
+    def line(self, obj: dict[str, Any], number: int) -> None:
+        kind = obj.get("type")
+        if self.header is None:
+            self._header(obj)
+            return
+        if kind == "session":
+            raise _BadField("type", "a second session header (one file holds one session)")
+        if kind == "thread":
+            self._thread(obj)
+        elif kind in ("item", "call", "compaction"):
+            thread_id = _str(obj, "thread", required=True)
+            assert thread_id is not None
+            thread = self.threads.get(thread_id)
+            if thread is None:
+                raise _BadField("thread", f"{thread_id[:40]!r} is not declared by a thread line")
+            if kind == "item":
+                if self.detail >= Detail.SIZES:
+                    thread.items.append(parse_item(obj, self.detail))
+                else:
+                    parse_item(obj, self.detail)  # checked all the same
+            elif kind == "compaction":
+                self._compaction(thread, parse_compaction(obj), number)
+            else:
+                self._call(thread, obj, number)
+        elif not isinstance(kind, str):
+            raise _BadField("type", "missing" if kind is None else "not a string")
+        # other types: added by a later minor version, nothing this mcsim uses
+
+    def _header(self, obj: dict[str, Any]) -> None:
+        if obj.get("type") != "session" or obj.get("format") != FORMAT:
+            raise _BadField("format", f"the first line is not an {FORMAT} session header")
+        version = obj.get("version")
+        if version != VERSION or isinstance(version, bool):
+            raise _BadField("version", f"{str(version)[:20]} is not a version this mcsim reads (1)")
+        _str(obj, "session_id", required=True)
+        _str(obj, "project", required=True)
+        _str(obj, "cwd")
+        self.header = obj
+
+    def _thread(self, obj: dict[str, Any]) -> None:
+        thread_id = _str(obj, "thread", required=True)
+        assert thread_id is not None
+        kind = _enum(obj.get("kind"), ThreadKind, "kind")
+        if thread_id in self.threads:
+            raise _BadField("thread", f"{thread_id[:40]!r} is declared twice")
+        self.threads[thread_id] = _ThreadAcc(kind)
+
+    def _compaction(self, thread: _ThreadAcc, compaction: Compaction, number: int) -> None:
+        slot = "pruned" if compaction.kind in _PRUNINGS else "compaction"
+        if getattr(thread, slot) is not None:
+            self.skips.add(
+                self.name, number, "duplicate_compaction", f"a second {slot} before one call"
+            )
+            return
+        setattr(thread, slot, compaction)
+
+    def _call(self, thread: _ThreadAcc, obj: dict[str, Any], number: int) -> None:
+        message_id = _str(obj, "id", required=True)
+        assert message_id is not None
+        request_id = _str(obj, "request_id")
+        model = _str(obj, "model", required=True)
+        assert model is not None
+        provider = _str(obj, "provider") or "anthropic"
+        if provider not in PROVIDERS:
+            raise _BadField(
+                "provider", f"unknown value {provider[:40]!r} (one of {', '.join(PROVIDERS)})"
+            )
+        timestamp_s = _time(obj, "timestamp", required=True)
+        assert timestamp_s is not None
+        usage = parse_usage(obj.get("usage"))
+        sent_s = _time(obj, "sent_at")
+        done_s = _time(obj, "done_at")
+        key = (message_id, request_id)
+        if key in self.seen:
+            self.skips.add(self.name, number, "duplicate_call", "a call written before")
+            return
+        self.seen.add(key)
+        thread.calls.append(
+            Call(
+                message_id=message_id,
+                request_id=request_id,
+                timestamp_s=timestamp_s,
+                model=model,
+                usage=usage,
+                items=tuple(thread.items),
+                source=SourceRef(self.name, number),
+                compaction=thread.compaction,
+                sent_s=sent_s,
+                done_s=done_s,
+                pruned=thread.pruned,
+                provider=provider,
+            )
+        )
+        thread.items, thread.compaction, thread.pruned = [], None, None
+
+    def session(self) -> Session | None:
+        if self.header is None:
+            return None
+        threads = []
+        for thread_id, acc in self.threads.items():
+            if acc.items or acc.compaction or acc.pruned:
+                self.skips.note(
+                    self.name, 0, "items_after_last_call", f"thread {thread_id[:40]}: not billed"
+                )
+            if acc.calls:
+                threads.append(Thread(thread_id, acc.kind, tuple(acc.calls)))
+        if not threads:
+            return None
+        head = self.header
+        return Session(
+            head["session_id"], head["project"], head.get("cwd"), (self.name,), tuple(threads)
+        )
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The header of an interchange file, or None when its first line is not one."""
+    try:
+        with open_regular(path) as fh:
+            for _number, raw, size, _last in iter_lines(fh, _HEAD_LINE_BYTES):
+                if raw is None or not size:
+                    return None
+                obj = orjson.loads(raw)
+                if (
+                    isinstance(obj, dict)
+                    and obj.get("type") == "session"
+                    and obj.get("format") == FORMAT
+                ):
+                    return obj
+                return None
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return None
+
+
+def format_time(seconds: float) -> str | float:
+    """A time as the writer puts it: ISO-8601 in UTC when that reads back as the very same
+    float, else Unix seconds (so a round trip is exact)."""
+    text = datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+    try:
+        if _parse_timestamp(text) == seconds:
+            return text
+    except _BadField:
+        pass
+    return seconds
+
+
+class InterchangeLoader:
+    """Loader for mcsim interchange files."""
+
+    name = "interchange"
+
+    def sniff(self, path: Path, head: bytes) -> int:
+        first = head.split(b"\n", 1)[0]
+        # Surer than any other format: the header names this one.
+        return 4 if b'"mcsim-interchange"' in first and b'"session"' in first else 0
+
+    def units(self, files: Sequence[Path]) -> list[LoadUnit]:
+        groups: dict[str, list[Path]] = {}
+        for path in files:
+            header = read_header(path) or {}
+            project = header.get("project")
+            project = project if isinstance(project, str) and project else "interchange"
+            groups.setdefault(project, []).append(path)
+        units = []
+        for project, paths in groups.items():
+            paths.sort()
+            size = sum(_size(p) for p in paths)
+            units.append(LoadUnit(self.name, f"interchange/{project}", tuple(paths), size))
+        return units
+
+    def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
+        result = LoadResult()
+        seen: set[CallKey] = set()
+        for path in unit.files:
+            name = from_fs(str(path))
+            reader = _FileReader(name, detail, result.skips, seen)
+            for number, obj in read_objects(path, name, result.skips):
+                try:
+                    reader.line(obj, number)
+                except _BadField as exc:
+                    result.skips.add(name, number, "bad_field", str(exc))
+            session = reader.session()
+            if session is not None:
+                result.sessions.append(session)
+        return result
+
+
+register(InterchangeLoader())
