@@ -139,6 +139,24 @@ def _input_options(fn: F) -> F:
     return fn
 
 
+def _engine_options(fn: F) -> F:
+    """--engine and --ray-address, for the commands that load transcripts."""
+    fn = click.option(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="With --engine ray: a running Ray cluster to join (`auto` finds one); "
+        "default: a local Ray started for the run.",
+    )(fn)
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="Where units are loaded and replayed: local processes, or Ray tasks "
+        "(pip install 'mcsim[ray]').",
+    )(fn)
+
+
 def _dates(since: datetime | None, until: datetime | None) -> tuple[float | None, float | None]:
     if since and until and since > until:
         raise click.BadParameter("--since is after --until", param_hint="--since")
@@ -289,13 +307,18 @@ def _replayed(
     workers: int | None,
     as_json: bool,
     what: str,
+    engine: tuple[str, str | None],
     **options: Any,
 ) -> Any:
     """The replay behind `replay` and `sweep`, with a progress bar; an input without a single
-    API call is an error (`what` names the command's job)."""
+    API call is an error (`what` names the command's job). `engine`: (name, Ray address)."""
+    from mcsim.ingest.engines import open_engine
     from mcsim.replay.run import run_replay
 
-    with _progress(not as_json) as progress:
+    with (
+        open_engine(engine[0], address=engine[1], workers=workers) as runner,
+        _progress(not as_json) as progress,
+    ):
         report = run_replay(
             list(paths),
             runs,
@@ -305,6 +328,7 @@ def _replayed(
             until_s=dates[1],
             workers=workers,
             progress=progress,
+            engine=runner,
             **options,
         )
     if not report.sessions:
@@ -346,6 +370,7 @@ def _gate(
 
 @cli.command()
 @_input_options
+@_engine_options
 @click.option(
     "--out",
     "out_dir",
@@ -382,6 +407,8 @@ def inspect(
     force: bool,
     as_json: bool,
     workers: int | None,
+    engine: str,
+    ray_address: str | None,
     by: str,
     tz_name: tuple[str, Any],
     project: str | None,
@@ -398,6 +425,7 @@ def inspect(
     """
     from mcsim.accounting.prices import load_table
     from mcsim.accounting.recorded import group_usage, inspect_usage, needs_calls
+    from mcsim.ingest.engines import open_engine
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
     from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_text
 
@@ -405,7 +433,10 @@ def inspect(
     prices = load_table(prices_path)
     if out_dir is not None:
         out_dir = _out_dir(out_dir, force, paths)
-    with _progress(not as_json) as progress:
+    with (
+        open_engine(engine, address=ray_address, workers=workers) as runner,
+        _progress(not as_json) as progress,
+    ):
         report = inspect_usage(
             list(paths),
             prices,
@@ -413,6 +444,7 @@ def inspect(
             until_s=until_s,
             workers=workers,
             progress=progress,
+            engine=runner,
             keep_calls=out_dir is not None or needs_calls(by),  # calls.parquet, --by day
             project=project,
         )
@@ -444,6 +476,7 @@ def inspect(
 
 @cli.command()
 @_input_options
+@_engine_options
 @_replay_options
 @click.option(
     "--fidelity-threshold",
@@ -461,6 +494,8 @@ def replay(
     force: bool,
     as_json: bool,
     workers: int | None,
+    engine: str,
+    ray_address: str | None,
     policy_file: str,
     out_dir: Path | None,
     cache_dir: Path | None,
@@ -501,6 +536,7 @@ def replay(
     charts = ChartProcess()  # imports matplotlib while the replay runs
     try:
         report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
+                           (engine, ray_address),
                            fidelity_threshold=fidelity_threshold)  # fmt: skip
         options = {
             "since": str(since) if since else None,
@@ -535,6 +571,7 @@ def replay(
 
 @cli.command()
 @_input_options
+@_engine_options
 @_replay_options
 @click.option(
     "--name", "policy_name", help="The policy to sweep (needed when the file holds several)."
@@ -565,6 +602,8 @@ def sweep(
     force: bool,
     as_json: bool,
     workers: int | None,
+    engine: str,
+    ray_address: str | None,
     policy_file: str,
     out_dir: Path | None,
     cache_dir: Path | None,
@@ -606,7 +645,7 @@ def sweep(
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
-                       keep_rows=False)  # fmt: skip
+                       (engine, ray_address), keep_rows=False)  # fmt: skip
     results = outcomes(report, variants)
     rec = recommend(results, max_risk / 100)
     options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mcsim.ingest import pipeline
+from mcsim.ingest.engines import local
 from mcsim.model import Session
 
 
@@ -23,7 +24,7 @@ def fail_on_big(session: Session) -> tuple[str, int, int]:
 @pytest.fixture
 def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the worker processes even for the small corpus."""
-    monkeypatch.setattr(pipeline, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(local, "_PARALLEL_MIN_BYTES", 0)
 
 
 def test_workers_give_the_serial_results_in_the_same_order(corpus: Path, parallel: None) -> None:

@@ -213,7 +213,15 @@ def test_declared_dependencies_are_what_mcsim_imports() -> None:
     }
     assert declared >= PLUGINS
     imported = {IMPORT_NAMES.get(d, d) for d in declared - PLUGINS}
-    assert imported == _third_party_imports()
+    extras = data["project"]["optional-dependencies"]
+    optional = {  # imported only when asked for (--engine ray)
+        re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower()
+        for name, deps in extras.items()
+        if name != "test"
+        for d in deps
+    }
+    assert optional == {"ray"}
+    assert imported | optional == _third_party_imports()
     assert imported == {
         "click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson", "platformdirs",
         "rich",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLES
 
-from mcsim.ingest import pipeline
+from mcsim.ingest.engines import local
 
 pytestmark = pytest.mark.slow
 needs_proc = pytest.mark.skipif(
@@ -82,7 +82,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ids = text.replace('"msg_', f'"msg_{copy}_').replace('"req_', f'"req_{copy}_')
             path.write_text(ids)
     size = sum(f.stat().st_size for f in root.rglob("*.jsonl"))
-    assert size > pipeline._PARALLEL_MIN_BYTES
+    assert size > local._PARALLEL_MIN_BYTES
     return root
 
 

@@ -21,6 +21,7 @@ from mcsim.accounting.breaks import (
     split_drops,
 )
 from mcsim.accounting.prices import CallCost, PriceTable
+from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
 from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
@@ -348,12 +349,14 @@ def inspect_usage(
     progress: ProgressFn | None = None,
     keep_calls: bool = True,
     project: str | None = None,
+    engine: Engine | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
     `keep_calls=False` leaves `report.calls` empty, which makes large runs faster when only
     sessions, breaks and totals are wanted (`group_usage` by a time needs the calls).
     `project`: an fnmatch glob on the project folder name; other projects are not read.
+    `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
     """
     report = InspectReport(price_table=prices.version)
     analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
@@ -366,6 +369,7 @@ def inspect_usage(
         workers=workers,
         progress=progress,
         stats=report.stats,
+        engine=engine,
         project=project,
     ):
         report.add(analysis)

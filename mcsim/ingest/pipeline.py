@@ -14,23 +14,17 @@ seen, so the first unit in the fixed order wins and nothing is counted twice.
 from __future__ import annotations
 
 import fnmatch
-import multiprocessing
-import multiprocessing.connection
-import os
-import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from mcsim.ingest.discovery import discover
+from mcsim.ingest.engines import Engine, LocalEngine
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.model import Session, SkipReport
-from mcsim.processes import STOP, Parent, end_with
+from mcsim.processes import STOP
 from mcsim.text import from_fs
-
-# Below this many bytes, starting processes costs more than it saves.
-_PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 CallKey = tuple[str, str | None]
@@ -185,6 +179,7 @@ def map_sessions(
     progress: ProgressFn | None = None,
     stats: LoadStats | None = None,
     project: str | None = None,
+    engine: Engine | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
@@ -193,8 +188,9 @@ def map_sessions(
 
     `source` turns each unit into sessions (default: the raw loaded sessions with item
     sizes). `fn` and `source` run in worker processes, so they must be picklable (module-level
-    functions, functools.partial, or dataclass instances). Raises InputNotFoundError before
-    anything else when PATHS match nothing.
+    functions, functools.partial, or dataclass instances). `engine` runs the units (default:
+    a LocalEngine with `workers` processes; `workers` is ignored when an engine is given).
+    Raises InputNotFoundError before anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
     found = discover(paths, since_s)
@@ -219,7 +215,7 @@ def map_sessions(
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
     jobs = [_Job(u, src, fn, since_s, until_s) for u in units]
-    return _collect(jobs, workers, progress, stats)
+    return _collect(jobs, engine if engine is not None else LocalEngine(workers), progress, stats)
 
 
 def project_matches(unit: LoadUnit, pattern: str) -> bool:
@@ -229,12 +225,13 @@ def project_matches(unit: LoadUnit, pattern: str) -> bool:
 
 
 def _collect(
-    jobs: list[_Job[Any, T]], workers: int | None, progress: ProgressFn | None, stats: LoadStats
+    jobs: list[_Job[Any, T]], engine: Engine, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
     seen: dict[CallKey, int] = {}  # every call so far, with its counts
     total = stats.bytes
     done = 0
-    for job, output in _run_all(jobs, workers, total):
+    outputs = engine.map_units(jobs, _run_job, total)
+    for job, output in zip(jobs, outputs, strict=True):
         STOP.check()
         if any(key in seen for keys, _, _ in output.results for key in keys):
             _note_conflicts(output, seen, job.unit.key, stats)
@@ -269,85 +266,6 @@ def _note_conflicts(
                     f"call {key[0][:40]} bills other counts than its copy in an earlier project "
                     "folder, which stands",
                 )
-
-
-def _run_all(
-    jobs: list[_Job[Any, T]], workers: int | None, total_bytes: int
-) -> Iterator[tuple[_Job[Any, T], _UnitOutput[T]]]:
-    n = workers if workers is not None else (os.cpu_count() or 1)
-    n = min(n, len(jobs))
-    if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
-        for job in jobs:
-            yield job, _run_job(job)
-        return
-    yield from zip(jobs, _forked(jobs, n), strict=True)
-
-
-def _forked(jobs: list[_Job[Any, T]], n: int) -> Iterator[_UnitOutput[T]]:
-    """Every job's output, in job order, computed by `n` forked workers.
-
-    Not multiprocessing.Pool: its three helper threads in the parent burned about a third of
-    a core on a 2-core machine, taken from the workers. Here the workers inherit the jobs
-    (nothing is pickled on the way in), take the next index from a shared counter, and send
-    each output back on their own pipe; the parent only reads and reorders.
-    """
-    ctx = multiprocessing.get_context("fork")  # inherit the modules: workers start in ms
-    counter = ctx.Value("i", 0)
-    parent = Parent.current()
-    procs: list[Any] = []
-    conns: list[Any] = []
-    for _ in range(n):
-        parent_end, child_end = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_work, args=(jobs, counter, child_end, parent), daemon=True)
-        proc.start()
-        child_end.close()
-        procs.append(proc)
-        conns.append(parent_end)
-    try:
-        ready: dict[int, _UnitOutput[T]] = {}
-        live = list(conns)
-        for index in range(len(jobs)):
-            while index not in ready:
-                if not live:
-                    codes = [p.exitcode for p in procs]
-                    raise RuntimeError(f"a worker process ended early (exit codes {codes})")
-                arrived: list[Any] = multiprocessing.connection.wait(live)
-                for conn in arrived:
-                    try:
-                        k, output = conn.recv()
-                    except EOFError:
-                        live.remove(conn)
-                        continue
-                    if isinstance(output, BaseException):
-                        raise output
-                    ready[k] = output
-            yield ready.pop(index)
-    finally:
-        with STOP.shielded():
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-                proc.join()
-
-
-def _work(jobs: list[_Job[Any, T]], counter: Any, conn: Any, parent: Parent) -> None:
-    """A worker: run jobs by increasing index until none is left."""
-    # Ctrl-C is the parent's to handle: it stops the workers, without a traceback from each.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with the fork
-    end_with(parent)
-    while True:
-        with counter.get_lock():
-            k = counter.value
-            counter.value += 1
-        if k >= len(jobs):
-            break
-        try:
-            output: _UnitOutput[T] | BaseException = _run_job(jobs[k])
-        except Exception as exc:  # re-raised in the parent, which stops the run
-            output = exc
-        conn.send((k, output))
-    conn.close()
 
 
 def iter_sessions(

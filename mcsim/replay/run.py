@@ -18,6 +18,7 @@ from pathlib import Path
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for, total_usd
 from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals, savings_pct
+from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.model import CompactionKind
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
@@ -541,8 +542,10 @@ def run_replay(
     workers: int | None = None,
     progress: ProgressFn | None = None,
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
+    engine: Engine | None = None,
 ) -> ReplayReport:
-    """Replay every session under PATHS under each scenario (scenarios[0] is the baseline)."""
+    """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
+    `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine)."""
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
@@ -556,6 +559,7 @@ def run_replay(
         workers=workers,
         progress=progress,
         stats=report.stats,
+        engine=engine,
     ):
         report.add(result)
     report.finish()

@@ -1,0 +1,180 @@
+"""`--engine ray` gives what `--engine local` gives: the same totals, the same tables row for
+row, the same fidelity and the same skip report; Ray retries a task whose worker dies; a Ray
+started for a run leaves no process behind. One local Ray (2 CPUs) serves the whole module:
+the commands run in this process find it joined and use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import CORPUS, REPO, SAMPLES
+from polars.testing import assert_frame_equal
+
+from mcsim.cli import cli
+from mcsim.ingest.engines.ray import RayEngine, started_ray
+
+ray = pytest.importorskip("ray")  # in the test extra: skipped only outside the README's setup
+
+INPUTS = {"corpus": CORPUS, "samples": SAMPLES}
+# Each table's rows in one order whatever order the sessions arrived in.
+KEYS = {
+    "summary": ["policy"],
+    "sessions": ["policy", "project", "session_id"],
+    "calls": ["policy", "project", "session_id", "thread_id", "call_index"],
+    "breaks": ["project", "session_id", "timestamp", "thread_id"],
+}
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    # the workers cannot import this test module: its job functions travel by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with started_ray(None, 2):
+        yield
+
+
+def run(args: list[str], out: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, [*args, "--json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    data.pop("out_dir", None)
+    data.pop("out", None)
+    return data
+
+
+def same_tables(local: Path, distributed: Path, names: list[str]) -> None:
+    for name in names:
+        a = pl.read_parquet(local / f"{name}.parquet")
+        b = pl.read_parquet(distributed / f"{name}.parquet")
+        assert a.height > 0 or name == "breaks", name
+        keys = [k for k in KEYS[name] if k in a.columns]
+        assert keys, (name, a.columns)
+        assert_frame_equal(a.sort(keys), b.sort(keys), check_exact=True)
+
+
+@pytest.mark.parametrize("which", sorted(INPUTS))
+def test_inspect_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
+    args = ["inspect", str(INPUTS[which])]
+    local = run(args, tmp_path / "local")
+    distributed = run([*args, "--engine", "ray"], tmp_path / "ray")
+    assert distributed == local
+    assert local["totals"]["calls"] > 0
+    same_tables(tmp_path / "local", tmp_path / "ray", ["sessions", "calls", "breaks"])
+
+
+@pytest.mark.parametrize("which", sorted(INPUTS))
+def test_replay_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
+    policies = str(REPO / "policies" / "all.yaml")
+
+    def replay(engine: str, out: str) -> dict[str, Any]:
+        # each engine calibrates into its own cache: both compute, neither reads the other's
+        args = ["replay", str(INPUTS[which]), "--policy", policies, "--engine", engine]
+        return run([*args, "--cache-dir", str(tmp_path / f"cache-{engine}")], tmp_path / out)
+
+    local = replay("local", "local")
+    distributed = replay("ray", "ray")
+    assert distributed == local
+    assert distributed["fidelity"] == local["fidelity"] and local["fidelity"]
+    assert len(local["policies"]) == 8  # the seven setups of all.yaml and the baseline
+    same_tables(tmp_path / "local", tmp_path / "ray", ["summary", "sessions", "calls", "breaks"])
+    # the session cache filled by the Ray tasks serves a second run the same results
+    assert replay("ray", "ray-again") == local
+
+
+def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_path: Path) -> None:
+    root = tmp_path / "projects"
+    shutil.copytree(CORPUS, root)
+    project = sorted(root.iterdir())[0]
+    locked = project / "locked.jsonl"
+    shutil.copy(sorted(project.glob("*.jsonl"))[0], locked)
+    (project / "broken.jsonl").write_bytes(b'\x00\xff garbage\n{"type":"assistant","message":\n')
+    locked.chmod(0)  # does not stop root, who may run the tests: then only the broken file
+    unreadable = not os.access(locked, os.R_OK)
+    local = run(["inspect", str(root)], tmp_path / "local")
+    distributed = run(["inspect", str(root), "--engine", "ray"], tmp_path / "ray")
+    assert distributed["skipped"] == local["skipped"]
+    assert distributed == local
+    files = {(e["file"], e["reason"]) for e in local["skipped"]["examples"]}
+    assert (str(project / "broken.jsonl"), "invalid_json") in files
+    if unreadable:
+        assert (str(locked), "unreadable_file") in files
+    assert local["skipped"]["by_reason"]["invalid_json"] == 2
+
+
+def _job(spec: tuple[str, int]) -> int:
+    """A unit job that kills its worker the first time it runs (Ray must run it again)."""
+    marker, value = spec
+    if value == 2 and not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(1)
+    return value * 10
+
+
+def _refuse(value: int) -> int:
+    if value == 3:
+        raise ValueError("refused 3")
+    return value
+
+
+def test_a_task_whose_worker_dies_is_retried(local_ray: None, tmp_path: Path) -> None:
+    marker = str(tmp_path / "died-once")
+    jobs = [(marker, v) for v in range(6)]
+    assert list(RayEngine(window=2).map_units(jobs, _job, 0)) == [0, 10, 20, 30, 40, 50]
+    assert os.path.exists(marker)  # the worker did die once
+
+
+def test_a_job_error_is_raised_as_it_is_and_not_retried(local_ray: None) -> None:
+    outputs = RayEngine().map_units(list(range(5)), _refuse, 0)
+    assert [next(outputs), next(outputs), next(outputs)] == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"^refused 3$"):
+        next(outputs)
+
+
+def test_engine_ray_without_ray_installed_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    result = CliRunner().invoke(cli, ["inspect", str(CORPUS), "--engine", "ray"])
+    assert result.exit_code == 2
+    assert result.output == "Error: --engine ray needs Ray: pip install 'mcsim[ray]'\n"
+
+
+def test_ray_address_needs_engine_ray() -> None:
+    result = CliRunner().invoke(cli, ["inspect", str(CORPUS), "--ray-address", "auto"])
+    assert result.exit_code == 2
+    assert result.output == "Error: --ray-address needs --engine ray\n"
+
+
+def ray_processes(temp_dir: str) -> list[str]:
+    """The command lines of the processes of a Ray whose files are under TEMP_DIR."""
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    return [line for line in ps.stdout.splitlines() if temp_dir in line]
+
+
+def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    temp_dir = tempfile.mkdtemp(prefix="mcsim-ray-", dir="/tmp")  # sockets need a short path
+    try:
+        env = {**os.environ, "RAY_TMPDIR": temp_dir}
+        mcsim = [sys.executable, "-m", "mcsim", "inspect", str(CORPUS), "--engine", "ray"]
+        done = subprocess.run([*mcsim, "--json"], env=env, capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["totals"]["calls"] > 0
+        assert done.stderr == b""  # Ray's own logging stays out of the terminal
+        deadline = time.monotonic() + 10
+        while ray_processes(temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray_processes(temp_dir) == []
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
