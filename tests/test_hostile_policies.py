@@ -336,8 +336,8 @@ def test_hostile_grid_values_get_one_line(tmp_path: Path, grids: list[str], mess
         (["ttl"], "--grid ttl: expected KEY=VALUES, e.g. keep_recent=1..20"),
         (["k=,,,"], "--grid k: no values (write them separated by commas, or a range 1..20)"),
         (["ttl=5m", "ttl=1h"], "--grid ttl: the key is given twice"),
-        (["ttl=7m"], "--grid ttl: '7m' is not one of 5m, 1h, recorded"),
-        (["ttl=5"], "--grid ttl: 5 is not one of 5m, 1h, recorded"),
+        (["ttl=7m"], "--grid ttl: '7m' is not one of 5m, 1h, 24h, recorded"),
+        (["ttl=5"], "--grid ttl: 5 is not one of 5m, 1h, 24h, recorded"),
         (
             ["nope=1"],
             "--grid nope: not a parameter of policy 'claude-code' (known: ttl, "

@@ -122,3 +122,73 @@ def test_a_codex_session_replays_on_openais_cache_with_exact_fidelity(tmp_path: 
     text_out = CliRunner().invoke(cli, [*args[:-1], "--no-cache", "--force"]).stdout
     assert "cache model openai (3 calls)" in text_out
     assert "OpenAI recordings carry no cache writes or TTL" in text_out
+
+
+def test_after_a_rewrite_openai_reads_up_to_the_first_change_and_anthropic_the_head() -> None:
+    # Call 2's prompt (13,000) was rewritten from its 12,000th token on: OpenAI's prefix cache
+    # still holds the 12,000 tokens before the change, read as 93 whole blocks = 11,904;
+    # 13,000 - 11,904 = 1,096 uncached. Anthropic's breakpoints fall back to the 10,000 head,
+    # and the other 2,997 (less the 3 uncached) are written.
+    prompts, sent = [11_000, 16_000, 13_000], [0.0, 10.0, 20.0]
+    args = (CALLS, prompts, sent, ["5m"] * 3, [False, False, True], [0] * 3, [0] * 3)
+    kept = [0, 0, 12_000]
+    openai = PromptCache(HEAD, OPENAI).serve(*args, kept)
+    assert [column[2] for column in openai] == [1_096, 11_904, 0, 0]
+    anthropic = PromptCache(HEAD).serve(*args, kept)
+    assert [column[2] for column in anthropic] == [3, 10_000, 2_997, 0]
+
+
+def test_openai_blocks_are_counted_once_not_on_top_of_the_recordings_rounding() -> None:
+    # The recording read 10,880 of an 11,000-token prompt (its own block rounding: -120).
+    # Replayed after a clearing left 9,000 tokens cached, the read is 9,000 in whole blocks,
+    # 70 x 128 = 8,960, not (9,000 - 120) rounded down again (8,832).
+    calls = [CALLS[0], CALLS[1]._replace(read_delta=-120, cache_read_tokens=10_880)]
+    got = serve(PromptCache(HEAD, OPENAI), calls, [9_000, 14_000], [0.0, 10.0])
+    assert got[1] == (14_000 - 8_960, 8_960, 0, 0)
+
+
+def test_a_sweep_refuses_a_retention_the_provider_does_not_offer(tmp_path: Path) -> None:
+    args = ["sweep", "sample_transcripts", "--policy", "claude-code", "--name", "claude-code"]
+    got = CliRunner().invoke(cli, [*args, "--grid", "ttl=1h,24h", "--out", str(tmp_path / "o")])
+    assert got.exit_code == 2
+    assert "--grid ttl: 24h is not a retention every provider offers (5m, 1h)" in got.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_summary_names_each_policys_cache_and_why_cache_edits_did_nothing(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "policies:\n  - name: edits-on-openai\n    provider: openai\n"
+        "    kind: cached_microcompact\n  - name: edits\n    kind: cached_microcompact\n"
+    )
+    out = tmp_path / "o"
+    args = ["replay", "sample_transcripts", "--policy", str(policy), "--no-cache", "--out"]
+    got = CliRunner().invoke(cli, [*args, str(out), "--json"])
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.stdout)
+    by_name = {p["name"]: p for p in doc["policies"]}
+    assert by_name["edits-on-openai"]["provider"] == "openai"
+    assert by_name["edits"]["provider"] == "recorded"
+    assert by_name["edits-on-openai"]["cleared_tokens"] == 0 < by_name["edits"]["cleared_tokens"]
+    # As many edits were decided on OpenAI's cache as were made on Anthropic's (the policy
+    # decides the same; only the cache differs): one per call that carried an edit.
+    import polars as pl
+
+    calls = pl.read_parquet(out / "calls.parquet")
+    made = calls.filter((pl.col("policy") == "edits") & pl.col("cache_edit")).height
+    text = CliRunner().invoke(cli, [*args, str(tmp_path / "o2")]).stdout
+    assert f"edits-on-openai cleared nothing: its {made:,} cache edits were not made" in text
+    assert "cache model anthropic (69 calls); on openai's cache: edits-on-openai" in text
+
+
+def test_a_masking_policy_on_openai_reads_the_prefix_before_the_masked_result() -> None:
+    # Ten calls: a 10,000 head, 1,000 of text, then one 5,000-token result a call. keep_last_n
+    # n=1 masks r1 (recorded tokens 11,000 to 16,000) before call 2: its prompt is
+    # 21,000 - 4,992 = 16,008, and the 11,000 tokens before r1 are unchanged: OpenAI reads
+    # them as 85 blocks, 10,880; the other 5,128 are uncached.
+    masked = Scenario("p", (layer("keep_last_n", n=1),), provider="openai")
+    call = simulate_thread(thread(BURST), masked, PRICES).calls[2]
+    assert call.prompt_tokens == 16_008
+    assert (call.usage.cache_read_tokens, call.usage.input_tokens) == (10_880, 5_128)

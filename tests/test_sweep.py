@@ -76,7 +76,7 @@ def test_variants_address_stack_layers_and_validate_values() -> None:
         GridError, match="key 'keep_recent': must be a whole number from 1 to 1_000_000_000, not 0"
     ):
         build_variants(stack, [parse_axis("cached_microcompact.keep_recent=0..2")])
-    with pytest.raises(GridError, match="'2h' is not one of 5m, 1h, recorded"):
+    with pytest.raises(GridError, match="'2h' is not one of 5m, 1h, 24h, recorded"):
         build_variants(stack, [parse_axis("ttl=2h")])
 
 

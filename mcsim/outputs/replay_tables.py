@@ -302,11 +302,13 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
     from mcsim.outputs.terminal import skipped_json
 
     over = report.sessions_over_threshold()
+    providers = {s.name: s.provider for s in report.scenarios}
     return {
         "policies": [
             {
                 "name": name,
                 "description": description,
+                "provider": providers.get(name, "recorded"),  # whose cache: recorded or named
                 "cost_usd": t.cost_usd,
                 "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
                 "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),

@@ -67,12 +67,15 @@ class PromptCache:
         rewrote: Sequence[bool],
         deleted: Sequence[int],
         anchors: Sequence[int],
+        kept: Sequence[int] | None = None,
     ) -> tuple[list[int], list[int], list[int], list[int]]:
         """Uncached, read, and written tokens (5-minute and 1-hour entries) of consecutive
         calls, each sending its prompt at its time with its TTL ("5m" or "1h"), and the cache
         they leave. Per call, `rewrote`: old
         messages changed before it; `deleted`: tokens its cache edit removed from the cached
-        copy; `anchors`: the recorded fall-back read in replayed tokens (read class PARTIAL).
+        copy; `anchors`: the recorded fall-back read in replayed tokens (read class PARTIAL);
+        `kept`: after a rewrite, the tokens of the prompt before its first change (a cache
+        without breakpoints reads up to there; one with them falls back to the head).
         One loop over the thread (a call per call would cost a tenth of the replay)."""
         head, valid, intact = self.head, self.valid, self.intact
         previous, lifetime, recorded_lifetime = self.sent, self.ttl_s, self.recorded_ttl_s
@@ -86,9 +89,10 @@ class PromptCache:
             self.rules.block_tokens,
             self.rules.bills_writes,
         )
-        for call, prompt, now, ttl, rewrite, gone, anchor in zip(
-            calls, prompts, sent, ttls, rewrote, deleted, anchors, strict=True
-        ):
+        for call, prompt, now, ttl, rewrite, gone, anchor, intact_to in zip(
+            calls, prompts, sent, ttls, rewrote, deleted, anchors,
+            [0] * len(calls) if kept is None else kept, strict=True,
+        ):  # fmt: skip
             gap = None if previous is None else now - previous
             recorded_before = recorded_lifetime
             previous, lifetime_before, lifetime = now, lifetime, seconds[ttl]
@@ -112,8 +116,12 @@ class PromptCache:
             whole = alive and intact
             if gone:  # the server deleted these from its cached copy for this call
                 reusable = max(reusable - gone, 0)
-            if rewrite and reusable > head:
-                reusable, whole = head, False
+            if rewrite:
+                # Breakpoints (Anthropic) fall back to the head; a prefix cache (OpenAI) keeps
+                # whatever precedes the first change.
+                fallback = head if writes else max(intact_to, head)
+                if reusable > fallback:
+                    reusable, whole = fallback, False
             if kind is _FIRST:
                 reusable, whole = call.read_anchor, False  # warm from elsewhere (a shared head)
             elif kind is _PARTIAL:
@@ -121,7 +129,10 @@ class PromptCache:
                 reusable, whole = (min(reusable, anchor) if alive else anchor), False
             elif kind is _EXTERNAL_MISS:
                 reusable, whole = 0, False
-            read = reusable + call.read_delta if whole and kind is _FULL else reusable
+            delta = call.read_delta if whole and kind is _FULL else 0
+            if not writes and -block < delta <= 0:
+                delta = 0  # the recording's own block rounding: the blocks are counted below
+            read = reusable + delta
             read = max(0, min(read, prompt - uncached))
             valid, intact = prompt, True
             if not writes:  # a prefix of whole blocks is read; the rest is uncached input

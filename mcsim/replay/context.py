@@ -117,6 +117,10 @@ class Context:
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
         self.saved = 0  # tokens currently removed from the prompt
+        # The recorded position of the first item a rewrite changed since `first_change` was
+        # last set to None (the replay does so before each call): the prompt is unchanged
+        # before it, so a prefix cache without breakpoints can still read up to there.
+        self.first_change: int | None = None
         self.edited: list[LiveSegment] = []  # deleted by cache edits (some may be back)
         self.recorded_upto = 0  # results[:recorded_upto] were looked at for recorded pruning
         self.cleared_log: list[tuple[LiveSegment, int]] = []  # (tool result, cleared before)
@@ -168,11 +172,14 @@ class Context:
                 continue
             saved = max(seg.tokens - cost, 0)
             if seg.edited:  # deleted from the cache, now replaced in the messages too
+                self._changed(seg)
                 seg.edited, seg.cleared = False, True
                 net += saved - seg.saved
                 seg.saved = saved
                 continue
             seg.cleared, seg.edited, seg.saved = rewrite, not rewrite, saved
+            if rewrite:
+                self._changed(seg)
             net += saved
             if seg.call_index < i:
                 earlier += saved
@@ -182,12 +189,17 @@ class Context:
                 self.cleared_log.append((seg, i))
         return net, earlier
 
+    def _changed(self, seg: LiveSegment) -> None:
+        if self.first_change is None or seg.start < self.first_change:
+            self.first_change = seg.start
+
     def _drop_cache_edits(self) -> int:
         """A rewrite drops the cache edits sent so far (Claude Code resets their state): what
         they deleted and the rewrite did not clear is sent again. The tokens that come back."""
         back = 0
         for seg in self.edited:
             if seg.edited:
+                self._changed(seg)
                 seg.edited = False
                 back += seg.saved
                 seg.saved = 0

@@ -483,6 +483,12 @@ class ReplayReport:
             totals = self.policies.get(scenario.name)
             if scenario.prunes and totals is not None and not totals.cleared_tokens:
                 notes[scenario.name] = idle_note(scenario, totals)
+                if totals.unavailable_edits:  # the reason, before what the policies saw
+                    notes[scenario.name] = (
+                        f"its {totals.unavailable_edits:,} cache edits were not made: only "
+                        "Anthropic's cache deletes from a cached prefix (OpenAI's has no cache "
+                        "edits)"
+                    )
         return notes
 
     def sessions_over_threshold(self) -> list[SessionReplay]:
@@ -501,15 +507,22 @@ class ReplayReport:
         return out
 
     def cache_model_text(self) -> str:
-        """Whose prompt cache the replay modelled, e.g. "anthropic (355 calls)"; a policy that
-        names a provider says so in its description."""
-        return ", ".join(f"{p} ({n:,} calls)" for p, n in sorted(self.providers.items()))
+        """Whose prompt cache the replay modelled, e.g. "anthropic (355 calls)", and the
+        policies that name another provider's."""
+        text = ", ".join(f"{p} ({n:,} calls)" for p, n in sorted(self.providers.items()))
+        named: dict[str, list[str]] = {}
+        for s in self.scenarios:
+            if s.provider != "recorded":
+                named.setdefault(s.provider, []).append(s.name)
+        for provider, names in sorted(named.items()):
+            text += f"; on {provider}'s cache: {', '.join(names)}"
+        return text
 
     def provider_notes(self) -> list[str]:
         """What the providers' caches could not do, or their recordings do not tell."""
         notes = []
         for name, totals in self.policies.items():
-            if totals.unavailable_edits:
+            if totals.unavailable_edits and totals.cleared_tokens:  # else: `idle_notes`
                 notes.append(
                     f"{name}: {totals.unavailable_edits:,} cache edits not made: only "
                     "Anthropic's cache deletes from a cached prefix (OpenAI's has no cache edits)"
@@ -518,7 +531,8 @@ class ReplayReport:
             notes.append(
                 "OpenAI recordings carry no cache writes or TTL: the replay caches every prompt "
                 "of 1,024 tokens or more in 128-token steps, kept 5 minutes after its last use "
-                "(OpenAI keeps them 5 to 10 minutes; recorded hits after longer gaps stay hits)"
+                "(OpenAI keeps them 5 to 10 minutes; recorded hits after longer gaps stay hits), "
+                "or 24 hours under ttl: 24h"
             )
         return notes
 

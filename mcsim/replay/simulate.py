@@ -36,8 +36,8 @@ _PARTIAL = ReadClass.PARTIAL
 Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
 # One call as the policies leave it: TTL, prompt, tokens cleared so far, newly cleared,
 # rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the recorded
-# fall-back read in replayed tokens.
-_Row = tuple[str, int, int, int, bool, bool, int, int]
+# fall-back read in replayed tokens, and (a rewrite) the tokens before its first change.
+_Row = tuple[str, int, int, int, bool, bool, int, int, int]
 
 
 def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
@@ -199,6 +199,7 @@ class _Replay:
         self.done = [c.response_end_s for c in thread.calls]  # ... and its response complete
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
         self.unavailable_edits = 0  # cache edits the provider's cache cannot make, not made
+        self.kept = 0  # the prompt before the first change a rewrite made (`_before`)
         self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
         self.head = thread.head_tokens
 
@@ -214,15 +215,15 @@ class _Replay:
         # The calls from `same` on: the policies decide and the context applies it, call by
         # call; the cache then serves the prompts in order, and the calls are priced.
         if self.context is None:  # no policy acts: the recorded prompts, nothing cleared
-            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor = self._as_recorded()
+            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = self._as_recorded()
         else:
             rows = [self._call(same, decided)] if same < len(calls) else []
             rows += [self._call(i, None) for i in range(same + 1, len(calls))]
-            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor = [
+            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = [
                 list(c) for c in zip(*rows, strict=True)
-            ] or [[] for _ in range(8)]
+            ] or [[] for _ in range(9)]
         uncached, read, w5, w1 = self.cache.serve(
-            calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor
+            calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor, kept
         )
         cost = self.pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
         columns = [ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edited]
@@ -245,13 +246,15 @@ class _Replay:
         )
         assert context is not None
         rewrote, edited, newly = decided or self._before(i, call, recorded_prompt)
+        kept = self.kept if rewrote else 0  # set by `_before` for call i
         saved = context.saved
         prompt = recorded_prompt - saved
         if prompt < self.head and prompt < recorded_prompt:  # estimates never clear the head
             prompt = min(self.head, recorded_prompt)
         anchor = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
         deleted = self.edit_cached if edited else 0
-        return self.fixed_ttl or call.ttl, prompt, saved, newly, rewrote, edited, deleted, anchor
+        row = (self.fixed_ttl or call.ttl, prompt, saved, newly, rewrote, edited, deleted, anchor)
+        return (*row, kept)
 
     def _as_recorded(self) -> list[list[Any]]:
         """`_call`'s rows as columns, for a thread no policy acts on."""
@@ -266,6 +269,7 @@ class _Replay:
             [False] * n,
             [0] * n,
             [c.read_anchor for c in calls],
+            [0] * n,
         ]
 
     def _before(self, i: int, call: CalCall, recorded_prompt: int) -> Decision:
@@ -280,6 +284,7 @@ class _Replay:
         rewrote = edited = False
         newly = 0
         self.edit_cached = 0
+        context.first_change = None
         view = context.view
         view.call_index = i
         view.timestamp_s = call.timestamp_s
@@ -306,6 +311,9 @@ class _Replay:
             else:
                 self.edit_cached += cached
                 edited = True
+        first = context.first_change
+        # What is left of the last prompt before the first change, in replayed tokens.
+        self.kept = context.to_replay(first) if first is not None else 0
         return rewrote, edited, newly
 
     def _restart(self) -> None:

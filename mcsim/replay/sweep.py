@@ -47,7 +47,15 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import UsageError
 from mcsim.replay.policies import REGISTRY
 from mcsim.replay.run import PolicyTotals, ReplayReport
-from mcsim.replay.scenario import BASELINE, TTLS, Layer, PolicyFileError, Scenario, check_value
+from mcsim.replay.scenario import (
+    BASELINE,
+    TTLS,
+    Layer,
+    PolicyFileError,
+    Scenario,
+    check_retention,
+    check_value,
+)
 from mcsim.text import SHOWN_CHARS, escaped, shown
 
 # At most half of what a variant clears may be needed again: re-fetches are already priced
@@ -242,7 +250,11 @@ def _checked(base: Scenario, target: tuple[int, str], axis: Axis) -> list[tuple[
     for value in axis.values:
         if layer_index < 0:
             if value not in TTLS:
-                raise GridError(f"{where}: {shown(value)} is not one of 5m, 1h, recorded")
+                raise GridError(f"{where}: {shown(value)} is not one of {', '.join(TTLS)}")
+            try:
+                check_retention(value, base.provider, where)
+            except PolicyFileError as exc:
+                raise GridError(str(exc)) from None
             checked = value
         else:
             kind = base.layers[layer_index].kind
