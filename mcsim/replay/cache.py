@@ -4,8 +4,9 @@ The cache holds the previous call's whole prompt while it is alive. Each call re
 with its own TTL (5m, 1h, or the recorded one); the TTL runs from request to request, and at
 a gap equal to the TTL the entry is gone. What one call reads:
 
-* a rewrite of old messages changes the prompt at an old block: the read falls back to the
-  stable head (system prompt and tools), as the real cache does;
+* a rewrite of old messages changes the prompt at an old block: with breakpoints (Anthropic)
+  the read falls back to the stable head (system prompt and tools), as the real cache does;
+  a prefix cache without them (OpenAI) still reads what precedes the first change;
 * a cache edit deletes tokens from the cached copy without breaking it, on the call that
   carries it: the read is the cached copy less what was deleted from it;
 * recorded anchors, what the recording shows happened for reasons outside any policy: a read
