@@ -21,6 +21,9 @@ from conftest import CORPUS, REPO
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
+from mcsim.ingest import storage
+from mcsim.ingest.loaders.claude_code import read_objects
+from mcsim.model import SkipReport
 
 s3fs = pytest.importorskip("s3fs")  # in the test extra: skipped only outside the README's setup
 moto_server = pytest.importorskip("moto.server")
@@ -93,8 +96,18 @@ def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path:
     assert globbed["totals"] == ok("inspect", str(CORPUS))["totals"]
 
 
-def test_inspect_with_ray_reads_the_bucket_in_its_workers(endpoint: str) -> None:
-    assert ok("inspect", *REMOTE, "--engine", "ray")["totals"] == ok("inspect", *LOCAL)["totals"]
+def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path: Path) -> None:
+    """Each Ray task opens its objects itself, with the endpoint and keys of the environment."""
+    args = ["--policy", POLICIES, "--no-cache"]
+    remote = ok("replay", *REMOTE, *args, "--engine", "ray", "--out", str(tmp_path / "ray"))
+    local = ok("replay", *LOCAL, *args, "--out", str(tmp_path / "local"))
+    for block in ("policies", "recorded", "fidelity"):
+        assert remote[block] == local[block], block
+    assert remote["recorded"]["cost_usd"] > 0
+    # the same skips, each example naming the object where the local run names the file
+    named = json.dumps(local["skipped"]).replace(str(CORPUS), REMOTE[0])
+    assert remote["skipped"] == json.loads(named.replace(str(CODEX), REMOTE[1]))
+    assert remote["skipped"]["examples"]
 
 
 def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path: Path) -> None:
@@ -138,7 +151,7 @@ def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path:
     assert fs.cat_file(f"{BUCKET}/runs/r1/notes.txt") == b"mine"
 
 
-def test_what_is_not_there_is_one_line(endpoint: str, tmp_path: Path) -> None:
+def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path: Path) -> None:
     assert refused("inspect", "s3://no-such-bucket/projects") == (
         "Error: s3://no-such-bucket/projects: no such object or prefix"
     )
@@ -150,6 +163,12 @@ def test_what_is_not_there_is_one_line(endpoint: str, tmp_path: Path) -> None:
     )
     line = refused("inspect", str(CORPUS), "--out", "s3://no-such-bucket/runs/r1")
     assert line == "Error: s3://no-such-bucket/runs/r1: no such bucket, or no access to it"
+    assert refused("inspect", REMOTE[1], "--out", f"s3://{BUCKET}") == (
+        f"Error: s3://{BUCKET}: is a whole bucket; name a prefix in it"
+    )
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"s3://{BUCKET}/c") == (
+        f"Error: s3://{BUCKET}/c: this command writes only to local folders"
+    )
     assert refused("report", f"s3://{BUCKET}/runs/r1") == (
         f"Error: s3://{BUCKET}/runs/r1: a run in object storage: download it to report on it"
     )
@@ -174,3 +193,15 @@ def test_local_runs_do_not_import_fsspec() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_object_gone_before_it_is_read_is_a_counted_skip(endpoint: str) -> None:
+    fs = store()
+    key = f"{BUCKET}/gone/projects/-home-dev-app/session.jsonl"
+    fs.put_file(str(sorted(CORPUS.glob("*/*.jsonl"))[0]), key)
+    (path,) = storage.find(f"s3://{BUCKET}/gone/projects")
+    assert str(path) == f"s3://{key}" and path.stat().st_size > 0
+    fs.rm_file(key)
+    skips = SkipReport()
+    assert list(read_objects(path, str(path), skips)) == []
+    assert [(e.file, e.reason) for e in skips.examples] == [(f"s3://{key}", "unreadable_file")]

@@ -103,6 +103,7 @@ def find(url: str) -> list[ObjectPath]:
     listed (FileNotFoundError when nothing is there)."""
     path = ObjectPath.from_url(url)
     fs = filesystem(path.scheme)
+    fs.invalidate_cache()  # a listing fsspec kept from an earlier run in this process is old
     try:
         if any(c in path.key for c in "*?["):
             matches: dict[str, Any] = fs.glob(path.key, detail=True)
