@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import click
 
 from mcsim import __version__
-from mcsim.errors import McsimError
+from mcsim.errors import McsimError, OutputRefusedError
+from mcsim.ingest.storage import ObjectPath, is_url
 from mcsim.processes import STOP, Stopped
 from mcsim.text import MESSAGE_LIMIT, fit_lines, printable, terminal_width
 
@@ -173,6 +174,15 @@ _JSON_UNSAFE = re.compile(  # their UTF-8 forms: C1, soft hyphen, bidi marks and
 )
 
 
+class _PathOrUrl(click.Path):
+    """click.Path that keeps an s3:// or gs:// URL whole (a Path would merge its slashes)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and is_url(value):
+            return ObjectPath.from_url(value)
+        return super().convert(value, param, ctx)
+
+
 @contextmanager
 def _stdout() -> Iterator[None]:
     """Write to stdout: a closed pipe (`mcsim ... | head`) is left to click, which ends the run
@@ -245,7 +255,7 @@ def _replay_options(fn: F) -> F:
         click.option(
             "--out",
             "out_dir",
-            type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+            type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
             help="Run directory to write (default: reports/<UTC time>-<policy or preset name>).",
         ),
         click.option(
@@ -374,7 +384,7 @@ def _gate(
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
     help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
 )
 @click.option(
@@ -672,7 +682,7 @@ def sweep(
 
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("run_dir", type=_PathOrUrl(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
 @click.option(
     "--redact",
@@ -689,6 +699,8 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     """
     from mcsim.outputs.report import build_report
 
+    if isinstance(run_dir, ObjectPath):
+        raise OutputRefusedError(f"{run_dir}: a run in object storage: download it to report on it")
     html_path, md_path = build_report(run_dir, redact)
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
@@ -708,7 +720,7 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path),  # checked by check_out_dir, in one line
+    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
     help="Write DIR/<project>/<session_id>.jsonl here, and run.json.",
 )
 @click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Only sessions from this day.")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcsim.errors import InputNotFoundError
+from mcsim.ingest import storage
 from mcsim.ingest.loaders.jsonl import file_kind
 
 _GLOB_CHARS = frozenset("*?[")
@@ -95,6 +96,13 @@ def discover(
 
 
 def _expand(arg: str) -> list[Path]:
+    if storage.is_url(arg):
+        try:
+            return list(storage.find(arg))
+        except FileNotFoundError:
+            raise InputNotFoundError(f"{arg}: no such object or prefix") from None
+        except OSError as exc:
+            raise InputNotFoundError(f"{arg}: cannot list ({exc.strerror or exc})") from None
     path = Path(arg).expanduser()
     if _GLOB_CHARS & set(arg):
         matches = [Path(m) for m in sorted(glob.glob(str(path), recursive=True))]

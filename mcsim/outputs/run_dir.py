@@ -28,6 +28,7 @@ from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
 from mcsim.ingest.pipeline import LoadStats
+from mcsim.ingest.storage import ObjectPath, filesystem
 from mcsim.processes import STOP
 
 RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
@@ -186,6 +187,11 @@ def check_out_dir(
     with the system's reason. `replaceable` says why a folder may not be replaced, for a
     command that writes other files than a run directory's (`convert`).
     """
+    if isinstance(out_dir, ObjectPath):
+        if replaceable is not None:
+            raise OutputRefusedError(f"{out_dir}: this command writes only to local folders")
+        _check_object_out(out_dir, force)
+        return
     not_replaceable = replaceable or _not_replaceable
     try:
         why = _never_a_run_dir(out_dir, inputs, cache)
@@ -289,9 +295,13 @@ def write_run_dir(
     folder removed meanwhile) is an McsimError naming `out_dir` and the system's reason.
     """
     check_out_dir(out_dir, force)
+    remote = isinstance(out_dir, ObjectPath)  # built in the system's temporary folder
     try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        if not remote:
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(
+            tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=None if remote else out_dir.parent)
+        )
         pending: Background | None = None
         try:
             os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private; a run dir is not
@@ -303,7 +313,10 @@ def write_run_dir(
                 pending.wait()
             STOP.check()
             with STOP.shielded():  # half a swap would leave the old run aside
-                _swap_in(tmp, out_dir, force)
+                if isinstance(out_dir, ObjectPath):
+                    _upload(tmp, out_dir, force)
+                else:
+                    _swap_in(tmp, out_dir, force)
         finally:
             with STOP.shielded():
                 if pending is not None:
@@ -378,6 +391,98 @@ def _rename(tmp: Path, out_dir: Path) -> None:
                 "replace it)"
             ) from exc
         raise McsimError(f"{out_dir}: could not move the run into place: {exc.strerror}") from exc
+
+
+def _check_object_out(out: ObjectPath, force: bool) -> None:
+    """check_out_dir for a prefix in object storage: the bucket must exist; a prefix holding
+    objects is refused without `force`, and with it unless it is a run mcsim wrote (only
+    RUN_FILES, directly under it, with mcsim's run.json)."""
+    try:
+        fs = filesystem(out.scheme)
+        bucket = out.key.split("/", 1)[0]
+        if "/" not in out.key:
+            raise OutputRefusedError(f"{out}: is a whole bucket; name a prefix in it")
+        if not fs.exists(bucket):
+            raise OutputRefusedError(f"{out}: no such bucket, or no access to it")
+        entries = _object_entries(fs, out)
+        if not entries:
+            return
+        why = _object_not_replaceable(fs, out, entries)
+        if why:
+            raise OutputRefusedError(f"{out}: {why}")
+        if not force:
+            raise OutputExistsError(f"{out}: already holds a run (use --force to replace it)")
+    except OSError as exc:
+        raise OutputRefusedError(f"{out}: {exc.strerror or exc}") from exc
+
+
+def _object_entries(fs: Any, out: ObjectPath) -> dict[str, dict[str, Any]]:
+    """What is directly under the prefix, by name (a sub-prefix as a "directory")."""
+    fs.invalidate_cache(out.key)
+    try:
+        listing = fs.ls(out.key, detail=True, refresh=True)
+    except FileNotFoundError:
+        return {}
+    return {str(e["name"]).rstrip("/").rsplit("/", 1)[-1]: e for e in listing}
+
+
+def _object_not_replaceable(
+    fs: Any, out: ObjectPath, entries: dict[str, dict[str, Any]]
+) -> str | None:
+    """_not_replaceable for a prefix: why --force may not replace what is there, or None."""
+    if any(str(e["name"]).rstrip("/") == out.key for e in entries.values()):
+        return "is an object, not a prefix"
+    for name in sorted(entries):
+        entry = entries[name]
+        if name not in RUN_FILES or entry["type"] == "directory":
+            return (
+                f"holds {name}, not a file mcsim writes; --force replaces only a run directory "
+                "mcsim wrote"
+            )
+    run_json = entries.get("run.json")
+    try:
+        if run_json is None or int(run_json.get("size") or 0) > RUN_JSON_MAX_BYTES:
+            raise ValueError
+        doc = orjson.loads(fs.cat_file(f"{out.key}/run.json"))
+        if not (isinstance(doc, dict) and str(doc.get("format", "")).startswith("mcsim-run/")):
+            raise ValueError
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
+        return (
+            "not empty and not a run directory written by mcsim (no mcsim run.json); --force "
+            "replaces only those"
+        )
+    return None
+
+
+def _upload(tmp: Path, out: ObjectPath, force: bool) -> None:
+    """Put the finished run under the prefix `out`, run.json last: a reader that finds
+    run.json finds the whole run. With `force` the old run is checked again, its run.json
+    removed first and its files that the new run does not write removed before run.json
+    goes up. Without, a run that appeared meanwhile is not overwritten."""
+    fs = filesystem(out.scheme)
+    old = _object_entries(fs, out)
+    if old:
+        if not force:
+            raise OutputExistsError(
+                f"{out}: already holds a run, written while this one ran (use --force to "
+                "replace it)"
+            )
+        if _object_not_replaceable(fs, out, old) is not None:
+            raise OutputRefusedError(f"{out}: no longer a run written by mcsim; not replaced")
+    names = sorted(p.name for p in tmp.iterdir())
+    try:
+        if "run.json" in old:
+            fs.rm_file(f"{out.key}/run.json")
+        for name in names:
+            if name != "run.json":
+                fs.put_file(str(tmp / name), f"{out.key}/{name}")
+        for name in sorted(set(old) - set(names)):
+            fs.rm_file(f"{out.key}/{name}")
+        fs.put_file(str(tmp / "run.json"), f"{out.key}/run.json")
+    except OSError:
+        raise
+    except Exception as exc:  # the store's own errors: a failed write, as a full disk is
+        raise OSError(errno.EIO, (str(exc).splitlines() or [type(exc).__name__])[0]) from exc
 
 
 def umask() -> int:

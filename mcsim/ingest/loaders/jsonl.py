@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from mcsim.ingest.storage import ObjectPath, open_object
 from mcsim.processes import STOP
 
 # The Messages API refuses requests over 32 MB, so no line that describes what a model was
@@ -67,6 +68,8 @@ def open_regular(path: Path) -> BinaryIO:
     """Open `path` for reading if it is a regular file (following links); else raise
     NotRegularFileError. Opened without blocking, so a FIFO is refused, not waited on."""
     STOP.check()  # every file a run reads comes through here: a stop that was lost resurfaces
+    if isinstance(path, ObjectPath):  # an object: no FIFO or device can be behind a URL
+        return open_object(path)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
@@ -208,6 +211,7 @@ def read_head(path: Path, size_bytes: int) -> bytes:
     format; b"" for anything else or an unreadable file."""
     try:
         with open_regular(path) as fh:
-            return fh.read(min(size_bytes, _size_now(fh) or 0)) or b""
+            now = _size_now(fh)  # None for an object: it has no descriptor
+            return fh.read(size_bytes if now is None else min(size_bytes, now)) or b""
     except OSError:
         return b""

@@ -1,0 +1,207 @@
+"""PATHS and `--out` as `s3://` URLs, against a real S3 API: moto's server on the loopback
+address, started for this module, with the corpus and the Codex rollouts uploaded to it.
+Reading from the bucket gives what reading the files gives; a run written to the bucket is
+the run written locally; refusals and skips are as for local folders."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner, Result
+from conftest import CORPUS, REPO
+from polars.testing import assert_frame_equal
+
+from mcsim.cli import cli
+from mcsim.ingest import storage
+from mcsim.ingest.loaders.claude_code import read_objects
+from mcsim.model import SkipReport
+
+s3fs = pytest.importorskip("s3fs")  # in the test extra: skipped only outside the README's setup
+moto_server = pytest.importorskip("moto.server")
+
+CODEX = REPO / "tests" / "data" / "codex"
+BUCKET = "mcsim-test"
+POLICIES = str(REPO / "policies" / "all.yaml")
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """moto's S3 on 127.0.0.1 (a free port), credentials and endpoint in the environment as a
+    user would set them, and the bucket filled: claude/projects/... and codex/..."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        env.setenv("AWS_ENDPOINT_URL", url)
+        env.setenv("NO_PROXY", "127.0.0.1")
+        fs = store()
+        fs.mkdir(BUCKET)
+        fs.put(str(CORPUS), f"{BUCKET}/claude/projects", recursive=True)
+        for rollout in CODEX.glob("*.jsonl"):
+            fs.put_file(str(rollout), f"{BUCKET}/codex/{rollout.name}")
+        yield url
+    server.stop()
+
+
+def store() -> Any:
+    return s3fs.S3FileSystem(skip_instance_cache=True)  # sees every write of mcsim's
+
+
+def mcsim(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def ok(*args: str) -> dict[str, Any]:
+    result = mcsim(*args, "--json")
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def refused(*args: str) -> str:
+    result = mcsim(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+LOCAL = [str(CORPUS), str(CODEX)]
+REMOTE = [f"s3://{BUCKET}/claude/projects", f"s3://{BUCKET}/codex"]
+
+
+def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path: Path) -> None:
+    local = ok("inspect", *LOCAL)
+    remote = ok("inspect", *REMOTE)
+    assert remote["totals"] == local["totals"]
+    assert remote["totals"]["calls"] > 0
+    assert remote["input"]["files"] == local["input"]["files"] == 13
+    # a glob over the bucket finds the same Claude Code files as the folder
+    globbed = ok("inspect", f"s3://{BUCKET}/claude/projects/**/*.jsonl")
+    assert globbed["totals"] == ok("inspect", str(CORPUS))["totals"]
+
+
+def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path: Path) -> None:
+    """Each Ray task opens its objects itself, with the endpoint and keys of the environment."""
+    args = ["--policy", POLICIES, "--no-cache"]
+    remote = ok("replay", *REMOTE, *args, "--engine", "ray", "--out", str(tmp_path / "ray"))
+    local = ok("replay", *LOCAL, *args, "--out", str(tmp_path / "local"))
+    for block in ("policies", "recorded", "fidelity"):
+        assert remote[block] == local[block], block
+    assert remote["recorded"]["cost_usd"] > 0
+    # the same skips, each example naming the object where the local run names the file
+    named = json.dumps(local["skipped"]).replace(str(CORPUS), REMOTE[0])
+    assert remote["skipped"] == json.loads(named.replace(str(CODEX), REMOTE[1]))
+    assert remote["skipped"]["examples"]
+
+
+def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path: Path) -> None:
+    out = f"s3://{BUCKET}/runs/r1"
+    common = ["--policy", POLICIES, "--cache-dir", str(tmp_path / "cache")]
+    local = ok("replay", *LOCAL, *common, "--out", str(tmp_path / "local"))
+    remote = ok("replay", *REMOTE, *common, "--out", out)
+    assert remote["out_dir"] == out
+    for block in ("policies", "recorded", "fidelity", "notes"):
+        assert remote[block] == local[block], block
+    assert len(remote["policies"]) == 8
+
+    fs = store()
+    written = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/runs/r1"))
+    assert written == sorted(p.name for p in (tmp_path / "local").iterdir())
+    options = {"aws_endpoint_url": endpoint, "aws_region": "us-east-1", "aws_allow_http": "true"}
+    summary = pl.read_parquet(f"{out}/summary.parquet", storage_options=options)
+    assert_frame_equal(summary, pl.read_parquet(tmp_path / "local" / "summary.parquet"))
+    run = json.loads(fs.cat_file(f"{BUCKET}/runs/r1/run.json"))
+    assert run["format"] == "mcsim-run/1"
+    rollouts = {f"{REMOTE[1]}/{p.name}" for p in CODEX.glob("*.jsonl")}
+    assert {f["path"] for f in run["files"]} >= rollouts
+
+    # the run is there: refused without --force, replaced with it
+    assert refused("replay", *REMOTE, *common, "--out", out) == (
+        f"Error: {out}: already holds a run (use --force to replace it)"
+    )
+    fs.pipe_file(f"{BUCKET}/runs/r1/report.md", b"an old report")  # a file mcsim writes
+    again = ok("replay", *REMOTE, *common, "--out", out, "--force")
+    assert again["policies"] == local["policies"]
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/runs/r1", refresh=True)) == written
+    parquet = pl.read_parquet(io.BytesIO(fs.cat_file(f"{BUCKET}/runs/r1/summary.parquet")))
+    assert_frame_equal(parquet, summary)
+
+    # anything mcsim does not write makes the prefix no run of mcsim's, --force or not
+    fs.pipe_file(f"{BUCKET}/runs/r1/notes.txt", b"mine")
+    assert refused("replay", *REMOTE, *common, "--out", out, "--force") == (
+        f"Error: {out}: holds notes.txt, not a file mcsim writes; --force replaces only a run "
+        "directory mcsim wrote"
+    )
+    assert fs.cat_file(f"{BUCKET}/runs/r1/notes.txt") == b"mine"
+
+
+def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path: Path) -> None:
+    assert refused("inspect", "s3://no-such-bucket/projects") == (
+        "Error: s3://no-such-bucket/projects: no such object or prefix"
+    )
+    assert refused("inspect", f"s3://{BUCKET}/nothing/here") == (
+        f"Error: s3://{BUCKET}/nothing/here: no such object or prefix"
+    )
+    assert refused("inspect", f"s3://{BUCKET}/claude/**/*.none") == (
+        f"Error: s3://{BUCKET}/claude/**/*.none: no such object or prefix"
+    )
+    line = refused("inspect", str(CORPUS), "--out", "s3://no-such-bucket/runs/r1")
+    assert line == "Error: s3://no-such-bucket/runs/r1: no such bucket, or no access to it"
+    assert refused("inspect", REMOTE[1], "--out", f"s3://{BUCKET}") == (
+        f"Error: s3://{BUCKET}: is a whole bucket; name a prefix in it"
+    )
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"s3://{BUCKET}/c") == (
+        f"Error: s3://{BUCKET}/c: this command writes only to local folders"
+    )
+    assert refused("report", f"s3://{BUCKET}/runs/r1") == (
+        f"Error: s3://{BUCKET}/runs/r1: a run in object storage: download it to report on it"
+    )
+
+
+def test_a_broken_object_is_a_counted_skip_naming_its_url(endpoint: str) -> None:
+    fs = store()
+    project = f"{BUCKET}/broken/projects/-home-dev-app"
+    fs.put_file(str(sorted(CORPUS.glob("*/*.jsonl"))[0]), f"{project}/good.jsonl")
+    fs.pipe_file(f"{project}/broken.jsonl", b'\x00\xff garbage\n{"type":"assistant","message":\n')
+    data = ok("inspect", f"s3://{BUCKET}/broken/projects")
+    files = {(e["file"], e["reason"]) for e in data["skipped"]["examples"]}
+    assert (f"s3://{project}/broken.jsonl", "invalid_json") in files
+    assert data["skipped"]["by_reason"]["invalid_json"] == 2
+    assert data["totals"]["calls"] > 0
+
+
+def test_local_runs_do_not_import_fsspec() -> None:
+    code = (
+        "import sys; from mcsim.cli import cli; import mcsim.ingest.pipeline, "
+        "mcsim.outputs.run_dir; print('fsspec' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_an_object_gone_before_it_is_read_is_a_counted_skip(endpoint: str) -> None:
+    fs = store()
+    key = f"{BUCKET}/gone/projects/-home-dev-app/session.jsonl"
+    fs.put_file(str(sorted(CORPUS.glob("*/*.jsonl"))[0]), key)
+    (path,) = storage.find(f"s3://{BUCKET}/gone/projects")
+    assert str(path) == f"s3://{key}" and path.stat().st_size > 0
+    fs.rm_file(key)
+    skips = SkipReport()
+    assert list(read_objects(path, str(path), skips)) == []
+    assert [(e.file, e.reason) for e in skips.examples] == [(f"s3://{key}", "unreadable_file")]
