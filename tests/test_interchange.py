@@ -341,6 +341,51 @@ def test_convert_refuses_an_existing_folder_and_force_replaces_its_own(
     assert bad_to.exit_code == 2
 
 
+def test_convert_force_keeps_files_it_did_not_write(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    src = _hand_file(tmp_path / "in")
+    out = tmp_path / "out"
+    args = ["convert", str(src), "--to", "interchange", "--out", str(out)]
+    assert runner.invoke(cli, args).exit_code == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["written"] == ["-hand/hand.jsonl"]  # the one file it wrote
+    # a .jsonl copied beside the converted file, and one in a folder of its own
+    (out / "-hand" / "my-rollout.jsonl").write_text("mine 1\n")
+    (out / "otherproj").mkdir()
+    (out / "otherproj" / "handwritten.jsonl").write_text("mine 2\n")
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2
+    assert "holds -hand/my-rollout.jsonl, not a file mcsim convert wrote" in refused.output
+    assert (out / "-hand" / "my-rollout.jsonl").read_text() == "mine 1\n"
+    (out / "-hand" / "my-rollout.jsonl").unlink()
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2 and "holds otherproj, not a file" in refused.output
+    assert (out / "otherproj" / "handwritten.jsonl").read_text() == "mine 2\n"
+    (out / "otherproj" / "handwritten.jsonl").unlink()
+    (out / "otherproj").rmdir()
+    assert runner.invoke(cli, [*args, "--force"]).exit_code == 0
+    # a run.json of convert that does not list what it wrote: refused
+    del run["written"]
+    (out / "run.json").write_text(json.dumps(run))
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2 and "does not list the files" in refused.output
+    assert (out / "-hand" / "hand.jsonl").is_file()
+
+
+def test_convert_refuses_an_out_inside_an_input(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    _hand_file(tmp_path / "in")
+    inside = tmp_path / "in" / "x"
+    result = runner.invoke(
+        cli, ["convert", str(tmp_path / "in"), "--to", "interchange", "--out", str(inside)]
+    )
+    assert result.exit_code == 2
+    assert f"{inside}: is inside the input {tmp_path / 'in'}; choose another --out" in (
+        result.output
+    )
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["hand.jsonl"]
+
+
 # ---------------------------------------------------------------- the README's example
 
 
