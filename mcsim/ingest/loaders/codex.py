@@ -23,12 +23,22 @@ Rules applied here:
   placeholder) is not a call either. Totals that go down are a counter reset (a resume, a
   context-window overflow); `last_token_usage` stands either way, so nothing is counted
   twice or lost; a last usage that does not match the rise of the totals is noted;
-* a call's key is `codex:<session id of the latest session_meta line>` and its totals and
-  last usage: a fork's copy of its source's lines repeats the source's session_meta and
-  token_count payloads (its timestamps may be new), so a copied call has the key of its
-  original and is counted once;
+* a call's key is `codex:<namespace>` and its ordinal among the namespace's calls, totals
+  and last usage. The namespace is that of the latest session_meta line: its
+  `forked_from_id`'s namespace when it has one (a fork of a fork keys in the first source's),
+  else its own id. A fork's copy of its source's lines repeats the source's token_count
+  payloads in order (its timestamps may be new), with or without the source's session_meta,
+  so a copied call has the key of its original and is counted once (noted as
+  `forked_history`). The ordinal keeps apart calls whose counts are equal (no totals recorded,
+  or a call after a counter reset that repeats an earlier one);
+* known limit: the copies are recognised in whichever file is read first, and the files of
+  one unit (one cwd) are read in name order. A fork read before its source (a source file
+  named later) or recorded in another cwd (another unit: the pipeline keeps the first copy it
+  meets) is given its source's copied calls, and the source only the rest; the totals are
+  right, the split between the two sessions is not;
 * the model is the latest `turn_context.model` (or `thread_settings_applied` model) before
-  the call; none yet: model "unknown", noted;
+  the call; none yet: model "unknown", noted. A model that is not a non-empty string is a
+  `bad_field` naming `payload.model` and the line is skipped;
 * items (Detail.SIZES): user and developer messages are user text, assistant messages
   assistant text, reasoning is thinking (its summary and visible content; encrypted content
   is the model's own state, not text anyone reads, so it is left out), function, custom,
@@ -134,8 +144,10 @@ class _FileReader:
     detail: Detail
     skips: SkipReport
     seen: set[CallKey]  # calls of the unit so far (a fork's copies are skipped)
+    aliases: dict[str, str]  # session id -> the namespace its calls were keyed in
     session_id: str | None = None
-    origin: str | None = None  # the session the token counters belong to
+    origin: str | None = None  # the namespace of the calls' keys (_meta)
+    ordinal: int = 0  # calls seen since the namespace began, copies included
     cwd: str | None = None
     model: str | None = None
     totals: tuple[int, ...] | None = None
@@ -158,7 +170,7 @@ class _FileReader:
         if kind == "session_meta":
             self._meta(payload)
         elif kind == "turn_context":
-            self._model(payload.get("model"))
+            self._model(payload.get("model"), "payload.model")
         elif kind == "response_item":
             self._response_item(payload, _optional_timestamp(obj.get("timestamp")))
         elif kind == "compacted":
@@ -170,15 +182,28 @@ class _FileReader:
         sid = payload.get("id") or payload.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise _BadField("payload.id", "missing" if sid is None else "not a string")
+        source = payload.get("forked_from_id")
+        if source is not None and (not isinstance(source, str) or not source):
+            raise _BadField("payload.forked_from_id", "not a non-empty string")
+        # A fork's calls are keyed in its source's namespace (and a fork of a fork in the
+        # first source's), so the copies it holds, with or without the source's session_meta
+        # line, get the keys of the source's own calls.
+        origin = self.aliases.get(source, source) if source else sid
         if self.session_id is None:
             self.session_id = sid
             cwd = payload.get("cwd")
             self.cwd = cwd if isinstance(cwd, str) and cwd else None
-        self.origin = sid
+            self.aliases.setdefault(sid, origin)
+        if origin != self.origin:
+            self.origin, self.ordinal = origin, 0
 
-    def _model(self, model: Any) -> None:
-        if isinstance(model, str) and model:
-            self.model = model
+    def _model(self, model: Any, where: str) -> None:
+        if model is None:
+            return
+        if not isinstance(model, str) or not model:
+            shown = _json_text(model)[:60]
+            raise _BadField(where, f"not a model name (a non-empty string): {shown}")
+        self.model = model
 
     def _event(self, payload: dict[str, Any], obj: dict[str, Any], number: int) -> None:
         etype = payload.get("type")
@@ -189,7 +214,7 @@ class _FileReader:
         elif etype == "thread_settings_applied":
             settings = payload.get("thread_settings")
             if isinstance(settings, dict):
-                self._model(settings.get("model"))
+                self._model(settings.get("model"), "payload.thread_settings.model")
 
     def _compacted(self, payload: dict[str, Any], stamp: Any) -> None:
         pending = self.pending
@@ -230,7 +255,10 @@ class _FileReader:
                     "usage_mismatch",
                     "last_token_usage differs from the rise of total_token_usage; last stands",
                 )
-        key = (f"codex:{self.origin or self.name}", f"{totals}|{last}")
+        # The ordinal among the namespace's calls tells apart equal counts (no totals recorded,
+        # or a call after a counter reset that repeats an earlier one); a copy keeps it.
+        key = (f"codex:{self.origin or self.name}", f"{self.ordinal}|{totals}|{last}")
+        self.ordinal += 1
         if key in self.seen:
             self.copies += 1
             self.pending.take()
@@ -240,7 +268,9 @@ class _FileReader:
         model = self.model
         if model is None:
             model = UNKNOWN_MODEL
-            self.skips.note(self.name, number, "unknown_model", "no turn_context before the call")
+            self.skips.note(
+                self.name, number, "unknown_model", "no model named before the call (turn_context)"
+            )
         pending = self.pending
         sent_s = pending.sent_s if pending.sent_s is not None else pending.last_input_s
         compaction, pending.compaction = pending.compaction, None
@@ -412,9 +442,10 @@ class CodexLoader:
         result = LoadResult()
         project = Path(unit.key).name
         seen: set[CallKey] = set()
+        aliases: dict[str, str] = {}
         for path in unit.files:
             name = from_fs(str(path))
-            reader = _FileReader(name, detail, result.skips, seen)
+            reader = _FileReader(name, detail, result.skips, seen, aliases)
             for number, obj in read_objects(path, name, result.skips):
                 try:
                     reader.line(obj, number)
