@@ -314,6 +314,82 @@ def test_unknown_version_is_refused(tmp_path: Path) -> None:
     assert stats.skips.examples[0].detail.startswith("version: 2 is not a version")
 
 
+NOT_HEADER = (
+    'session: line 1 is not the session header ({"type": "session", "format": '
+    '"mcsim-interchange", ...}), which must come first; the file is not read'
+)
+
+
+@pytest.mark.parametrize("header_at", [None, 1])  # no header; the header on line 2
+def test_a_file_without_its_header_first_is_reported_once(
+    tmp_path: Path, header_at: int | None
+) -> None:
+    hand = _hand_file(tmp_path).read_text().splitlines()  # 8 lines, the header first
+    body = hand[1:]
+    if header_at is not None:
+        body.insert(header_at, hand[0])
+    path = _write(tmp_path / "headless.jsonl", body)
+    loader = sniff(path)
+    assert loader is not None and loader.name == "interchange"  # not read as Claude Code's
+    sessions, stats = load_sessions([str(path)], workers=1)
+    assert sessions == []
+    unread = len(body) - 1  # 6 without the header, 7 with it on line 2
+    assert unread == (6 if header_at is None else 7)
+    assert stats.skips.counts == {"bad_field": 1, "file_not_read": unread}
+    shown = [(e.line, e.reason, e.detail) for e in stats.skips.examples]
+    assert shown == [
+        (1, "bad_field", NOT_HEADER),
+        (
+            2,
+            "file_not_read",
+            f"this line and the {unread - 1} after it: the header (line 1) was refused",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "detail"),
+    [
+        ({**HEADER, "version": "1"}, 'version: "1" is a string, not the integer 1'),
+        ({**HEADER, "version": 2}, "version: 2 is not a version this mcsim reads (1)"),
+        ({**HEADER, "session_id": ""}, "session_id: empty"),
+    ],
+)
+def test_a_refused_header_is_reported_once(
+    tmp_path: Path, header: dict[str, Any], detail: str
+) -> None:
+    lines = [header, *_hand_file(tmp_path).read_text().splitlines()[1:]]
+    sessions, stats = load_sessions([str(_write(tmp_path / "v.jsonl", lines))], workers=1)
+    assert sessions == []
+    assert stats.skips.counts == {"bad_field": 1, "file_not_read": 8 - 1}  # 8 lines
+    first = stats.skips.examples[0]
+    assert (first.line, first.detail) == (1, f"{detail}; the file is not read")
+    assert len(stats.skips.examples) == 2  # the reason, then one line for the 7 unread
+
+
+def test_schema_and_loader_agree_on_edge_lines(tmp_path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    hand = [json.loads(x) for x in _hand_file(tmp_path).read_text().splitlines()]
+    call = hand[3]
+    null_1h = {**call, "usage": {**call["usage"], "cache_write_1h_tokens": None}}
+    null_input = {**call, "usage": {**call["usage"], "input_tokens": None}}
+    far = {**call, "timestamp": "9999-01-01T00:00:00Z"}
+    weird = {"type": "weird"}
+    assert validator.is_valid(null_1h) and validator.is_valid(weird)
+    assert not validator.is_valid(null_input) and not validator.is_valid(far)
+    for bad in (null_input, far):  # each refused by the loader too
+        path = _write(tmp_path / "one.jsonl", [*hand[:3], bad])
+        sessions, stats = load_sessions([str(path)], workers=1)
+        assert sessions == [] and stats.skips.counts == {"bad_field": 1}
+    path = _write(tmp_path / "ok.jsonl", [*hand[:3], weird, null_1h])
+    sessions, stats = load_sessions([str(path)], detail=Detail.SIZES, workers=1)
+    assert stats.skips.total == 0
+    (only,) = sessions[0].calls
+    assert only.usage.cache_write_1h_tokens == 0 and only.usage.cache_write_5m_tokens == 1200
+    # text and tokens both given: the 1000 tokens are used; "fix it" gives the 6 chars
+    assert [(i.tokens, i.chars) for i in only.items] == [(1000, 6)]
+
+
 def test_convert_refuses_an_existing_folder_and_force_replaces_its_own(
     runner: CliRunner, tmp_path: Path
 ) -> None:
