@@ -157,10 +157,13 @@ def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str) -> None:
     assert sorted(c.usage.output_tokens for c in calls) == [10, 10, 20]
     assert sorted(calls, key=lambda c: c.usage.cache_read_tokens)[0].usage == expected[0]
     assert sorted((c.usage for c in calls), key=lambda u: u.cache_read_tokens) == expected
-    if fork_cwd == "/home/me/src/app":  # one unit: the source, read first, keeps its calls
-        assert {s.session_id: len(s.calls) for s in sessions} == {"P": 2, "F": 1}
-    else:  # two units: the pipeline keeps the copy of whichever unit it met first
-        assert stats.duplicate_calls == 2
+    # one unit, even for a fork in another cwd: the source, read first, keeps its calls
+    assert {s.session_id: len(s.calls) for s in sessions} == {"P": 2, "F": 1}
+    assert {s.session_id: s.project for s in sessions} == {
+        "P": PROJECT,
+        "F": "-home-me-src-app" if fork_cwd == "/home/me/src/app" else "-elsewhere",
+    }
+    assert stats.duplicate_calls == 0  # the copies were recognised in the fork
 
 
 def test_missing_token_count_carries_items(tmp_path: Path) -> None:
@@ -390,3 +393,30 @@ def test_a_model_that_is_not_a_name_is_a_bad_field(tmp_path: Path, model: object
     bad = stats.skips.examples[0]  # type: ignore[attr-defined]
     assert (bad.line, bad.reason) == (2, "bad_field")
     assert bad.detail.startswith("payload.model: not a model name (a non-empty string)")
+
+
+def test_a_fork_named_before_its_source_leaves_the_source_its_calls(tmp_path: Path) -> None:
+    source = [
+        meta(0, "A"),
+        turn(0, "gpt-5"),
+        message(1, "user", "one"),
+        token_count(2, counts(1000, 0, 100)),
+        message(3, "user", "two"),
+        token_count(4, counts(3000, 500, 200), counts(2000, 500, 100)),
+    ]
+    write(tmp_path / "rollout-2026-01-01T10-00-00-A.jsonl", source)
+    fork = [  # its file name sorts first (a clock set back): still read after A
+        meta(600, "B", forked_from_id="A"),
+        *source,
+        message(601, "user", "three"),
+        token_count(602, counts(6000, 2500, 250), counts(3000, 2000, 50)),
+    ]
+    write(tmp_path / "rollout-2025-12-31T23-59-59-B.jsonl", fork)
+    sessions, stats = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
+    calls = {s.session_id: [c.usage for c in s.calls] for s in sessions}
+    # A: 1000 uncached + 100 out; 1500 uncached, 500 read, 100 out. B: 1000, 2000 read, 50.
+    assert calls == {
+        "A": [plain(1000, 0, 100), plain(1500, 500, 100)],
+        "B": [plain(1000, 2000, 50)],
+    }
+    assert stats.skips.notes == {"forked_history": 1}  # type: ignore[attr-defined]

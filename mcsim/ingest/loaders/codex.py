@@ -2,9 +2,9 @@
 
 Lines are `{timestamp, type, payload}` (DOMAIN.md §4.7; the format and its hazards as read
 from openai/codex are in the loader's test data notes). A unit is every rollout of one
-project (the session's cwd), so a fork, which copies its source's lines into a new file,
-meets its source inside one unit; files are read in name order (creation time), so the
-source comes first.
+project (the session's cwd, or for a fork its first source's), so a fork, which copies its
+source's lines into a new file, meets its source inside one unit; sources are read before
+their forks, then files in name order (creation time).
 
 Rules applied here:
 * the first `session_meta` of a file is the session (`id`, else `session_id`); its cwd names
@@ -31,11 +31,9 @@ Rules applied here:
   so a copied call has the key of its original and is counted once (noted as
   `forked_history`). The ordinal keeps apart calls whose counts are equal (no totals recorded,
   or a call after a counter reset that repeats an earlier one);
-* known limit: the copies are recognised in whichever file is read first, and the files of
-  one unit (one cwd) are read in name order. A fork read before its source (a source file
-  named later) or recorded in another cwd (another unit: the pipeline keeps the first copy it
-  meets) is given its source's copied calls, and the source only the rest; the totals are
-  right, the split between the two sessions is not;
+* a fork is read in its first source's unit (whatever its own cwd; its session keeps its own
+  project), after its source (by the forked_from_id chain of the files' first lines, then by
+  name), so the source keeps its calls and the fork gets only its own;
 * the model is the latest `turn_context.model` (or `thread_settings_applied` model) before
   the call; none yet: model "unknown", noted. A model that is not a non-empty string is a
   `bad_field` naming `payload.model` and the line is skipped;
@@ -398,20 +396,49 @@ def _output_text(output: Any) -> str:
     return _content_text(output)
 
 
-def _first_cwd(path: Path) -> str | None:
-    """The cwd of a rollout's first line, when it is a session_meta line."""
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What a rollout's first line, when it is a session_meta line, says of the file."""
+
+    cwd: str | None = None
+    session_id: str | None = None
+    forked_from: str | None = None
+
+
+def _head(path: Path) -> _Head:
     try:
         with open_regular(path) as fh:
             for _number, raw, size, _last in iter_lines(fh, _HEAD_LINE_BYTES):
                 if raw is None or not size:
-                    return None
+                    return _Head()
                 obj = orjson.loads(raw)
                 payload = obj.get("payload") if isinstance(obj, dict) else None
-                cwd = payload.get("cwd") if isinstance(payload, dict) else None
-                return cwd if isinstance(cwd, str) and cwd else None
+                if not isinstance(payload, dict):
+                    return _Head()
+                found = [payload.get(k) for k in ("cwd", "id", "forked_from_id")]
+                if not found[1]:
+                    found[1] = payload.get("session_id")
+                cwd, sid, source = (v if isinstance(v, str) and v else None for v in found)
+                return _Head(cwd, sid, source)
     except (OSError, orjson.JSONDecodeError):
-        return None
-    return None
+        return _Head()
+    return _Head()
+
+
+def _first_cwd(path: Path) -> str | None:
+    """The cwd of a rollout's first line, when it is a session_meta line."""
+    return _head(path).cwd
+
+
+def _lineage(path: Path, heads: dict[Path, _Head], by_id: dict[str, Path]) -> list[Path]:
+    """`path`, then its source, its source's source, ... among the files given (a cycle
+    stops at the first file met twice)."""
+    chain = [path]
+    source = heads[path].forked_from
+    while source is not None and source in by_id and by_id[source] not in chain:
+        chain.append(by_id[source])
+        source = heads[chain[-1]].forked_from
+    return chain
 
 
 class CodexLoader:
@@ -428,19 +455,32 @@ class CodexLoader:
         return 3 if envelope or path.name.startswith("rollout-") else 0
 
     def units(self, files: Sequence[Path]) -> list[LoadUnit]:
+        """One unit per project, a fork going with the first session it was forked from
+        (whatever its own cwd), and each source read before its forks, so the copies a fork
+        holds are recognised in the fork and the source keeps its own calls."""
+        heads = {path: _head(path) for path in files}
+        by_id: dict[str, Path] = {}
+        for path in sorted(files, key=lambda p: (p.name, str(p))):
+            sid = heads[path].session_id
+            if sid is not None:
+                by_id.setdefault(sid, path)
+        depth: dict[Path, int] = {}
         groups: dict[str, list[Path]] = {}
         for path in files:
-            groups.setdefault(project_name(from_fs(_first_cwd(path) or "")), []).append(path)
+            chain = _lineage(path, heads, by_id)
+            depth[path] = len(chain) - 1
+            root_cwd = heads[chain[-1]].cwd or heads[path].cwd
+            groups.setdefault(project_name(from_fs(root_cwd or "")), []).append(path)
         units = []
         for project, paths in groups.items():
-            paths.sort(key=lambda p: (p.name, str(p)))  # rollout-<time>: sources before forks
+            # sources before forks, then rollout-<time>: older first
+            paths.sort(key=lambda p: (depth[p], p.name, str(p)))
             size = sum(_size(p) for p in paths)
             units.append(LoadUnit(self.name, f"codex/{project}", tuple(paths), size))
         return units
 
     def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         result = LoadResult()
-        project = Path(unit.key).name
         seen: set[CallKey] = set()
         aliases: dict[str, str] = {}
         for path in unit.files:
@@ -455,7 +495,8 @@ class CodexLoader:
                 result.skips.note(
                     name, 0, "forked_history", f"{reader.copies} calls copied from another rollout"
                 )
-            session = reader.session(project)
+            # a fork recorded in another cwd is in its source's unit, under its own project
+            session = reader.session(project_name(from_fs(_first_cwd(path) or "")))
             if session is not None:
                 result.sessions.append(session)
         return result
