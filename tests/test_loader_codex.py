@@ -122,13 +122,24 @@ def test_counter_reset_after_resume(tmp_path: Path) -> None:
             turn(0, "gpt-5.5"),
             message(1, "user", "hi"),
             token_count(2, counts(100, 0, 10)),
+            message(3, "user", "more"),
+            token_count(4, counts(250, 100, 20), counts(150, 100, 10)),
             turn(3600, "gpt-5.5"),  # resumed an hour later: totals restart
-            message(3601, "user", "again"),
-            token_count(3602, counts(60, 0, 5)),
+            message(3601, "user", "hi again"),  # a call equal to the first one (fixlist 9)
+            token_count(3602, counts(100, 0, 10)),
+            message(3603, "user", "again"),
+            token_count(3604, counts(160, 0, 15), counts(60, 0, 5)),
         ],
     )
-    calls, _ = calls_of(path)
-    assert [c.usage for c in calls] == [plain(100, 0, 10), plain(60, 0, 5)]
+    calls, stats = calls_of(path)
+    # 150 - 100 = 50 uncached in the second; the third repeats the first's counts: 4 calls
+    assert [c.usage for c in calls] == [
+        plain(100, 0, 10),
+        plain(50, 100, 10),
+        plain(100, 0, 10),
+        plain(60, 0, 5),
+    ]
+    assert "forked_history" not in stats.skips.notes  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("fork_cwd", ["/home/me/src/app", "/elsewhere"])
@@ -309,30 +320,6 @@ def test_equal_counts_without_totals_are_distinct_calls(tmp_path: Path) -> None:
     calls, stats = calls_of(write(tmp_path / "rollout-a.jsonl", rows))  # type: ignore[arg-type]
     # five requests with the same usage: 3000 - 2048 = 952 uncached, 2048 read, 20 out each
     assert [c.usage for c in calls] == [plain(952, 2048, 20)] * 5
-    assert "forked_history" not in stats.skips.notes  # type: ignore[attr-defined]
-
-
-def test_a_call_equal_to_one_before_a_counter_reset_counts(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "rollout-a.jsonl",
-        [
-            meta(0, "S"),
-            turn(0, "gpt-5"),
-            message(5, "user", "a"),
-            token_count(10, counts(1000, 0, 10)),
-            message(15, "user", "b"),
-            token_count(20, counts(2200, 1000, 20), counts(1200, 1000, 10)),
-            turn(3600, "gpt-5"),  # resumed: the totals restart, and the first call repeats
-            message(3605, "user", "a-again"),
-            token_count(3610, counts(1000, 0, 10)),
-        ],
-    )
-    calls, stats = calls_of(path)
-    assert [c.usage for c in calls] == [
-        plain(1000, 0, 10),
-        plain(200, 1000, 10),
-        plain(1000, 0, 10),
-    ]
     assert "forked_history" not in stats.skips.notes  # type: ignore[attr-defined]
 
 
