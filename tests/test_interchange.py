@@ -314,6 +314,82 @@ def test_unknown_version_is_refused(tmp_path: Path) -> None:
     assert stats.skips.examples[0].detail.startswith("version: 2 is not a version")
 
 
+NOT_HEADER = (
+    'session: line 1 is not the session header ({"type": "session", "format": '
+    '"mcsim-interchange", ...}), which must come first; the file is not read'
+)
+
+
+@pytest.mark.parametrize("header_at", [None, 1])  # no header; the header on line 2
+def test_a_file_without_its_header_first_is_reported_once(
+    tmp_path: Path, header_at: int | None
+) -> None:
+    hand = _hand_file(tmp_path).read_text().splitlines()  # 8 lines, the header first
+    body = hand[1:]
+    if header_at is not None:
+        body.insert(header_at, hand[0])
+    path = _write(tmp_path / "headless.jsonl", body)
+    loader = sniff(path)
+    assert loader is not None and loader.name == "interchange"  # not read as Claude Code's
+    sessions, stats = load_sessions([str(path)], workers=1)
+    assert sessions == []
+    unread = len(body) - 1  # 6 without the header, 7 with it on line 2
+    assert unread == (6 if header_at is None else 7)
+    assert stats.skips.counts == {"bad_field": 1, "file_not_read": unread}
+    shown = [(e.line, e.reason, e.detail) for e in stats.skips.examples]
+    assert shown == [
+        (1, "bad_field", NOT_HEADER),
+        (
+            2,
+            "file_not_read",
+            f"this line and the {unread - 1} after it: the header (line 1) was refused",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "detail"),
+    [
+        ({**HEADER, "version": "1"}, 'version: "1" is a string, not the integer 1'),
+        ({**HEADER, "version": 2}, "version: 2 is not a version this mcsim reads (1)"),
+        ({**HEADER, "session_id": ""}, "session_id: empty"),
+    ],
+)
+def test_a_refused_header_is_reported_once(
+    tmp_path: Path, header: dict[str, Any], detail: str
+) -> None:
+    lines = [header, *_hand_file(tmp_path).read_text().splitlines()[1:]]
+    sessions, stats = load_sessions([str(_write(tmp_path / "v.jsonl", lines))], workers=1)
+    assert sessions == []
+    assert stats.skips.counts == {"bad_field": 1, "file_not_read": 8 - 1}  # 8 lines
+    first = stats.skips.examples[0]
+    assert (first.line, first.detail) == (1, f"{detail}; the file is not read")
+    assert len(stats.skips.examples) == 2  # the reason, then one line for the 7 unread
+
+
+def test_schema_and_loader_agree_on_edge_lines(tmp_path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    hand = [json.loads(x) for x in _hand_file(tmp_path).read_text().splitlines()]
+    call = hand[3]
+    null_1h = {**call, "usage": {**call["usage"], "cache_write_1h_tokens": None}}
+    null_input = {**call, "usage": {**call["usage"], "input_tokens": None}}
+    far = {**call, "timestamp": "9999-01-01T00:00:00Z"}
+    weird = {"type": "weird"}
+    assert validator.is_valid(null_1h) and validator.is_valid(weird)
+    assert not validator.is_valid(null_input) and not validator.is_valid(far)
+    for bad in (null_input, far):  # each refused by the loader too
+        path = _write(tmp_path / "one.jsonl", [*hand[:3], bad])
+        sessions, stats = load_sessions([str(path)], workers=1)
+        assert sessions == [] and stats.skips.counts == {"bad_field": 1}
+    path = _write(tmp_path / "ok.jsonl", [*hand[:3], weird, null_1h])
+    sessions, stats = load_sessions([str(path)], detail=Detail.SIZES, workers=1)
+    assert stats.skips.total == 0
+    (only,) = sessions[0].calls
+    assert only.usage.cache_write_1h_tokens == 0 and only.usage.cache_write_5m_tokens == 1200
+    # text and tokens both given: the 1000 tokens are used; "fix it" gives the 6 chars
+    assert [(i.tokens, i.chars) for i in only.items] == [(1000, 6)]
+
+
 def test_convert_refuses_an_existing_folder_and_force_replaces_its_own(
     runner: CliRunner, tmp_path: Path
 ) -> None:
@@ -339,6 +415,51 @@ def test_convert_refuses_an_existing_folder_and_force_replaces_its_own(
     assert refused.exit_code != 0 and (other / "notes.txt").read_text() == "mine"
     bad_to = runner.invoke(cli, ["convert", str(src), "--to", "parquet", "--out", str(out)])
     assert bad_to.exit_code == 2
+
+
+def test_convert_force_keeps_files_it_did_not_write(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    src = _hand_file(tmp_path / "in")
+    out = tmp_path / "out"
+    args = ["convert", str(src), "--to", "interchange", "--out", str(out)]
+    assert runner.invoke(cli, args).exit_code == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["written"] == ["-hand/hand.jsonl"]  # the one file it wrote
+    # a .jsonl copied beside the converted file, and one in a folder of its own
+    (out / "-hand" / "my-rollout.jsonl").write_text("mine 1\n")
+    (out / "otherproj").mkdir()
+    (out / "otherproj" / "handwritten.jsonl").write_text("mine 2\n")
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2
+    assert "holds -hand/my-rollout.jsonl, not a file mcsim convert wrote" in refused.output
+    assert (out / "-hand" / "my-rollout.jsonl").read_text() == "mine 1\n"
+    (out / "-hand" / "my-rollout.jsonl").unlink()
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2 and "holds otherproj, not a file" in refused.output
+    assert (out / "otherproj" / "handwritten.jsonl").read_text() == "mine 2\n"
+    (out / "otherproj" / "handwritten.jsonl").unlink()
+    (out / "otherproj").rmdir()
+    assert runner.invoke(cli, [*args, "--force"]).exit_code == 0
+    # a run.json of convert that does not list what it wrote: refused
+    del run["written"]
+    (out / "run.json").write_text(json.dumps(run))
+    refused = runner.invoke(cli, [*args, "--force"])
+    assert refused.exit_code == 2 and "does not list the files" in refused.output
+    assert (out / "-hand" / "hand.jsonl").is_file()
+
+
+def test_convert_refuses_an_out_inside_an_input(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    _hand_file(tmp_path / "in")
+    inside = tmp_path / "in" / "x"
+    result = runner.invoke(
+        cli, ["convert", str(tmp_path / "in"), "--to", "interchange", "--out", str(inside)]
+    )
+    assert result.exit_code == 2
+    assert f"{inside}: is inside the input {tmp_path / 'in'}; choose another --out" in (
+        result.output
+    )
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["hand.jsonl"]
 
 
 # ---------------------------------------------------------------- the README's example

@@ -122,17 +122,36 @@ def test_counter_reset_after_resume(tmp_path: Path) -> None:
             turn(0, "gpt-5.5"),
             message(1, "user", "hi"),
             token_count(2, counts(100, 0, 10)),
+            message(3, "user", "more"),
+            token_count(4, counts(250, 100, 20), counts(150, 100, 10)),
             turn(3600, "gpt-5.5"),  # resumed an hour later: totals restart
-            message(3601, "user", "again"),
-            token_count(3602, counts(60, 0, 5)),
+            message(3601, "user", "hi again"),  # a call equal to the first one (fixlist 9)
+            token_count(3602, counts(100, 0, 10)),
+            message(3603, "user", "again"),
+            token_count(3604, counts(160, 0, 15), counts(60, 0, 5)),
         ],
     )
-    calls, _ = calls_of(path)
-    assert [c.usage for c in calls] == [plain(100, 0, 10), plain(60, 0, 5)]
+    calls, stats = calls_of(path)
+    # 150 - 100 = 50 uncached in the second; the third repeats the first's counts: 4 calls
+    assert [c.usage for c in calls] == [
+        plain(100, 0, 10),
+        plain(50, 100, 10),
+        plain(100, 0, 10),
+        plain(60, 0, 5),
+    ]
+    assert "forked_history" not in stats.skips.notes  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("fork_cwd", ["/home/me/src/app", "/elsewhere"])
-def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str) -> None:
+@pytest.mark.parametrize(
+    ("fork_cwd", "fork_time"),
+    [
+        ("/home/me/src/app", "2026-01-01T00-01-40"),
+        ("/elsewhere", "2026-01-01T00-01-40"),
+        # named before its source (a clock set back): still read after it (fixlist 7)
+        ("/home/me/src/app", "2025-12-31T23-59-59"),
+    ],
+)
+def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str, fork_time: str) -> None:
     parent = [
         meta(0, "P"),
         turn(0, "gpt-5.5"),
@@ -149,7 +168,7 @@ def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str) -> None:
         message(101, "user", "three"),
         token_count(102, counts(700, 500, 40), counts(400, 300, 10)),
     ]
-    write(tmp_path / "b" / "rollout-2026-01-01T00-01-40-F.jsonl", fork)
+    write(tmp_path / "b" / f"rollout-{fork_time}-F.jsonl", fork)
     sessions, stats = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
     calls = [c for s in sessions for c in s.calls]
     # 50 + 50 + 100 uncached, 50 + 150 + 300 read, 10 + 20 + 10 out: three calls, not five
@@ -157,10 +176,14 @@ def test_fork_copies_are_counted_once(tmp_path: Path, fork_cwd: str) -> None:
     assert sorted(c.usage.output_tokens for c in calls) == [10, 10, 20]
     assert sorted(calls, key=lambda c: c.usage.cache_read_tokens)[0].usage == expected[0]
     assert sorted((c.usage for c in calls), key=lambda u: u.cache_read_tokens) == expected
-    if fork_cwd == "/home/me/src/app":  # one unit: the source, read first, keeps its calls
-        assert {s.session_id: len(s.calls) for s in sessions} == {"P": 2, "F": 1}
-    else:  # two units: the pipeline keeps the copy of whichever unit it met first
-        assert stats.duplicate_calls == 2
+    # one unit, even for a fork in another cwd: the source, read first, keeps its calls
+    assert {s.session_id: len(s.calls) for s in sessions} == {"P": 2, "F": 1}
+    assert {s.session_id: s.project for s in sessions} == {
+        "P": PROJECT,
+        "F": "-home-me-src-app" if fork_cwd == "/home/me/src/app" else "-elsewhere",
+    }
+    assert stats.duplicate_calls == 0  # the copies were recognised in the fork
+    assert stats.skips.notes == {"forked_history": 1}
 
 
 def test_missing_token_count_carries_items(tmp_path: Path) -> None:
@@ -289,3 +312,80 @@ def test_project_groups_sessions_per_cwd(tmp_path: Path) -> None:
     )
     sessions, _ = load_sessions([str(tmp_path)], workers=1)
     assert {s.project for s in sessions} == {PROJECT}
+
+
+def _last_only(t: float, last: dict[str, int]) -> dict[str, object]:
+    """A token_count without total_token_usage (fixlist 8)."""
+    return line(t, "event_msg", {"type": "token_count", "info": {"last_token_usage": last}})
+
+
+def test_equal_counts_without_totals_are_distinct_calls(tmp_path: Path) -> None:
+    rows: list[dict[str, object]] = [meta(0, "S"), turn(0, "gpt-5")]
+    for n in range(5):
+        rows += [
+            message(10 * n + 1, "user", f"q{n}"),
+            _last_only(10 * n + 2, counts(3000, 2048, 20)),
+        ]
+    calls, stats = calls_of(write(tmp_path / "rollout-a.jsonl", rows))  # type: ignore[arg-type]
+    # five requests with the same usage: 3000 - 2048 = 952 uncached, 2048 read, 20 out each
+    assert [c.usage for c in calls] == [plain(952, 2048, 20)] * 5
+    assert "forked_history" not in stats.skips.notes  # type: ignore[attr-defined]
+
+
+def test_fork_without_the_source_session_meta_is_counted_once(tmp_path: Path) -> None:
+    usage = [(1000, 0, 100), (2000, 500, 100), (3000, 1000, 100), (4000, 1500, 100)]
+    totals = [(1000, 0, 100), (3000, 500, 200), (6000, 1500, 300), (10000, 3000, 400)]
+    source = [meta(0, "A"), turn(1, "gpt-5")]
+    for n, (u, tot) in enumerate(zip(usage, totals, strict=True)):
+        source += [
+            message(10 + 20 * n, "user", f"do {n}"),
+            token_count(15 + 20 * n, counts(*tot), counts(*u)),
+        ]
+    write(tmp_path / "rollout-2026-01-01T00-00-00-A.jsonl", source)
+    # B copies A's lines after its own session_meta but not A's session_meta, then adds two
+    fork = [
+        meta(600, "B", forked_from_id="A"),
+        *source[1:8],  # the turn_context and A's first three calls
+        message(610, "user", "fork 0"),
+        token_count(615, counts(13000, 4500, 377), counts(7000, 3000, 77)),
+        message(620, "user", "fork 1"),
+        token_count(625, counts(20001, 7500, 454), counts(7001, 3000, 77)),
+    ]
+    write(tmp_path / "rollout-2026-01-01T00-10-00-B.jsonl", fork)
+    # C forks B (copying B's lines without any session_meta) and adds one call
+    write(
+        tmp_path / "rollout-2026-01-01T00-20-00-C.jsonl",
+        [
+            meta(1200, "C", forked_from_id="B"),
+            *fork[1:],
+            message(1210, "user", "c"),
+            token_count(1215, counts(30001, 13500, 554), counts(10000, 6000, 100)),
+        ],
+    )
+    sessions, stats = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
+    # A's 4 calls, B's own 2, C's own 1: 7, not 4 + 5 + 6 = 15
+    assert {s.session_id: len(s.calls) for s in sessions} == {"A": 4, "B": 2, "C": 1}
+    assert [c.usage for c in sessions[1].calls] == [plain(4000, 3000, 77), plain(4001, 3000, 77)]
+    copied = {e.file.rsplit("-", 1)[1]: e.detail for e in stats.skips.examples}  # type: ignore[attr-defined]
+    assert copied == {
+        "B.jsonl": "3 calls copied from another rollout",
+        "C.jsonl": "5 calls copied from another rollout",
+    }
+
+
+@pytest.mark.parametrize("model", [{"name": "gpt-5"}, 5, ""])
+def test_a_model_that_is_not_a_name_is_a_bad_field(tmp_path: Path, model: object) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            line(1, "turn_context", {"model": model}),
+            message(2, "user", "a"),
+            token_count(3, counts(100, 0, 10)),
+        ],
+    )
+    calls, stats = calls_of(path)
+    assert [(c.model, c.usage) for c in calls] == [("unknown", plain(100, 0, 10))]
+    bad = stats.skips.examples[0]  # type: ignore[attr-defined]
+    assert (bad.line, bad.reason) == (2, "bad_field")
+    assert bad.detail.startswith("payload.model: not a model name (a non-empty string)")

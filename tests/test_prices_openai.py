@@ -262,6 +262,35 @@ PER_TOKEN = "must be a number from 0 to 0.01 (USD per token)"
         ({**GPT5_ROW, "models": []}, "key 'models[0].models' must list model names like 'gpt-5'"),
         ({**GPT5_ROW, "models": [5]}, "key 'models[0].models' must list model names like 'gpt-5'"),
         ({**GPT5_ROW, "models": "gpt-5"}, "key 'models[0].models' must be a list"),
+        (  # a negative threshold would price every call at the long-context rates
+            {**GPT5_ROW, "long_context": [{**GPT5_ROW, "above_tokens": -5}]},
+            "key 'models[0].long_context[0].above_tokens' of model 'gpt-5' must be a positive "
+            "integer (the prompt tokens above which the rule applies), not -5",
+        ),
+        (
+            {**GPT5_ROW, "long_context": [{**GPT5_ROW, "above_tokens": True}]},
+            "key 'models[0].long_context[0].above_tokens' of model 'gpt-5' must be a positive "
+            "integer (the prompt tokens above which the rule applies), not true",
+        ),
+        (  # both providers' keys: the family would be ignored
+            {**GPT5_ROW, "family": "sonnet"},
+            "key 'models[0].family' of model 'gpt-5' is for Anthropic rows; an OpenAI row names "
+            "its models in 'models' only",
+        ),
+        (
+            {**GPT5_ROW, "versions": ["4.5"]},
+            "key 'models[0].versions' of model 'gpt-5' is for Anthropic rows; an OpenAI row "
+            "names its models in 'models' only",
+        ),
+        (
+            {
+                k: v
+                for k, v in {**GPT5_ROW, "family": "sonnet", "versions": ["4.5"]}.items()
+                if k != "provider"
+            },
+            'key \'models[0].models\' is for OpenAI rows ("provider": "openai"); an '
+            "Anthropic row names 'family' and 'versions'",
+        ),
     ],
 )
 def test_bad_openai_rows_are_refused_in_one_line(tmp_path: Path, row: dict, message: str) -> None:

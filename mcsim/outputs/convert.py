@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from mcsim.errors import McsimError
+from mcsim.errors import McsimError, OutputRefusedError
 from mcsim.ingest.loaders import Detail, sniff
 from mcsim.ingest.loaders.interchange import FORMAT, VERSION, format_time, read_header
 from mcsim.ingest.loaders.jsonl import read_regular
@@ -169,22 +169,39 @@ def file_name(name: str) -> str:
 
 def not_a_conversion(folder: Path) -> str | None:
     """Why `--force` may not replace the non-empty `folder`, or None: it must hold mcsim's
-    run.json written by `convert`, and otherwise only folders of `.jsonl` files."""
+    run.json written by `convert`, listing every file it wrote (`written`), and nothing but
+    those files, their folders and run.json. A file convert did not write (a transcript
+    copied in, a hand-written interchange file) is never replaced."""
     try:
         doc = orjson.loads(read_regular(folder / "run.json", RUN_JSON_MAX_BYTES))
     except (OSError, orjson.JSONDecodeError):
         doc = None
     if not (is_run_dir(folder) and isinstance(doc, dict) and doc.get("command") == "convert"):
         return "not empty and not a folder written by mcsim convert; --force replaces only those"
-    for entry in folder.iterdir():
+    written = doc.get("written")
+    if not (isinstance(written, list) and all(isinstance(w, str) for w in written)):
+        return "its run.json does not list the files mcsim convert wrote; not replaced"
+    files = set(written)
+    folders = {w.split("/", 1)[0] for w in files if "/" in w}
+    for entry in sorted(folder.iterdir()):
         if entry.name == "run.json" and entry.is_file() and not entry.is_symlink():
             continue
-        if not entry.is_dir() or entry.is_symlink():
-            return f"holds {entry.name}, not a file mcsim convert writes"
-        for inner in entry.iterdir():
-            if inner.suffix != ".jsonl" or inner.is_symlink() or not inner.is_file():
-                return f"holds {entry.name}/{inner.name}, not a file mcsim convert writes"
+        if entry.name not in folders or not entry.is_dir() or entry.is_symlink():
+            return f"holds {entry.name}, not a file mcsim convert wrote"
+        for inner in sorted(entry.iterdir()):
+            name = f"{entry.name}/{inner.name}"
+            if name not in files or inner.is_symlink() or not inner.is_file():
+                return f"holds {name}, not a file mcsim convert wrote"
     return None
+
+
+def _inside_an_input(out_dir: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an `out_dir` inside an input folder: the files written would be read back as
+    inputs by the next run over that folder."""
+    target = out_dir.resolve()
+    for path in inputs:
+        if path.resolve() in target.parents:
+            raise OutputRefusedError(f"{out_dir}: is inside the input {path}; choose another --out")
 
 
 def convert(
@@ -204,7 +221,9 @@ def convert(
     """
     if to not in TARGETS:
         raise McsimError(f"--to {to}: not a format mcsim writes (one of {', '.join(TARGETS)})")
-    check_out_dir(out_dir, force, input_paths(paths), replaceable=not_a_conversion)
+    inputs = input_paths(paths)
+    _inside_an_input(out_dir, inputs)
+    check_out_dir(out_dir, force, inputs, replaceable=not_a_conversion)
     report = ConvertReport(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
@@ -236,6 +255,7 @@ def convert(
                 "to": to,
                 "sessions": report.sessions,
                 "calls": report.calls,
+                "written": report.files,
             }
             write_json(tmp / "run.json", doc)
             replace_dir(tmp, out_dir, force, not_a_conversion)

@@ -373,7 +373,19 @@ def _row_models(row: dict[str, Any], source: str, where: str) -> tuple[str, list
             raise PriceTableError(
                 f"{source}: key '{where}.models' must list model names like 'gpt-5'"
             )
-        return OPENAI, [openai_name(n) for n in names], ", ".join(names)
+        label = ", ".join(names)
+        for key in ("family", "versions"):  # an Anthropic row's keys: which would it price?
+            if key in row:
+                raise PriceTableError(
+                    f"{source}: key '{where}.{key}' of model '{escaped(label, 80)}' is for "
+                    "Anthropic rows; an OpenAI row names its models in 'models' only"
+                )
+        return OPENAI, [openai_name(n) for n in names], label
+    if "models" in row:
+        raise PriceTableError(
+            f'{source}: key \'{where}.models\' is for OpenAI rows ("provider": "openai"); '
+            "an Anthropic row names 'family' and 'versions'"
+        )
     family = _req(row, "family", str, source, where)
     if family not in _TIERS:
         raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
@@ -420,8 +432,9 @@ def _rates(obj: dict[str, Any], family: str, source: str, where: str) -> Rates:
 
 def _long_context(rule: dict[str, Any], family: str, source: str, where: str) -> LongContextRule:
     above = rule.get("above_tokens")
-    if not isinstance(above, int):
-        raise PriceTableError(f"{source}: key '{where}.above_tokens' must be an integer")
+    if isinstance(above, bool) or not isinstance(above, int) or above < 1:
+        allowed = "a positive integer (the prompt tokens above which the rule applies)"
+        raise value_error(source, f"{where}.above_tokens", family, above, allowed)
     return LongContextRule(
         _rates(rule, family, source, where),
         above,

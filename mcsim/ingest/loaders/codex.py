@@ -2,9 +2,9 @@
 
 Lines are `{timestamp, type, payload}` (DOMAIN.md §4.7; the format and its hazards as read
 from openai/codex are in the loader's test data notes). A unit is every rollout of one
-project (the session's cwd), so a fork, which copies its source's lines into a new file,
-meets its source inside one unit; files are read in name order (creation time), so the
-source comes first.
+project (the session's cwd, or for a fork its first source's), so a fork, which copies its
+source's lines into a new file, meets its source inside one unit; sources are read before
+their forks, then files in name order (creation time).
 
 Rules applied here:
 * the first `session_meta` of a file is the session (`id`, else `session_id`); its cwd names
@@ -23,12 +23,20 @@ Rules applied here:
   placeholder) is not a call either. Totals that go down are a counter reset (a resume, a
   context-window overflow); `last_token_usage` stands either way, so nothing is counted
   twice or lost; a last usage that does not match the rise of the totals is noted;
-* a call's key is `codex:<session id of the latest session_meta line>` and its totals and
-  last usage: a fork's copy of its source's lines repeats the source's session_meta and
-  token_count payloads (its timestamps may be new), so a copied call has the key of its
-  original and is counted once;
+* a call's key is `codex:<namespace>` and its ordinal among the namespace's calls, totals
+  and last usage. The namespace is that of the latest session_meta line: its
+  `forked_from_id`'s namespace when it has one (a fork of a fork keys in the first source's),
+  else its own id. A fork's copy of its source's lines repeats the source's token_count
+  payloads in order (its timestamps may be new), with or without the source's session_meta,
+  so a copied call has the key of its original and is counted once (noted as
+  `forked_history`). The ordinal keeps apart calls whose counts are equal (no totals recorded,
+  or a call after a counter reset that repeats an earlier one);
+* a fork is read in its first source's unit (whatever its own cwd; its session keeps its own
+  project), after its source (by the forked_from_id chain of the files' first lines, then by
+  name), so the source keeps its calls and the fork gets only its own;
 * the model is the latest `turn_context.model` (or `thread_settings_applied` model) before
-  the call; none yet: model "unknown", noted;
+  the call; none yet: model "unknown", noted. A model that is not a non-empty string is a
+  `bad_field` naming `payload.model` and the line is skipped;
 * items (Detail.SIZES): user and developer messages are user text, assistant messages
   assistant text, reasoning is thinking (its summary and visible content; encrypted content
   is the model's own state, not text anyone reads, so it is left out), function, custom,
@@ -134,8 +142,10 @@ class _FileReader:
     detail: Detail
     skips: SkipReport
     seen: set[CallKey]  # calls of the unit so far (a fork's copies are skipped)
+    aliases: dict[str, str]  # session id -> the namespace its calls were keyed in
     session_id: str | None = None
-    origin: str | None = None  # the session the token counters belong to
+    origin: str | None = None  # the namespace of the calls' keys (_meta)
+    ordinal: int = 0  # calls seen since the namespace began, copies included
     cwd: str | None = None
     model: str | None = None
     totals: tuple[int, ...] | None = None
@@ -158,7 +168,7 @@ class _FileReader:
         if kind == "session_meta":
             self._meta(payload)
         elif kind == "turn_context":
-            self._model(payload.get("model"))
+            self._model(payload.get("model"), "payload.model")
         elif kind == "response_item":
             self._response_item(payload, _optional_timestamp(obj.get("timestamp")))
         elif kind == "compacted":
@@ -170,15 +180,28 @@ class _FileReader:
         sid = payload.get("id") or payload.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise _BadField("payload.id", "missing" if sid is None else "not a string")
+        source = payload.get("forked_from_id")
+        if source is not None and (not isinstance(source, str) or not source):
+            raise _BadField("payload.forked_from_id", "not a non-empty string")
+        # A fork's calls are keyed in its source's namespace (and a fork of a fork in the
+        # first source's), so the copies it holds, with or without the source's session_meta
+        # line, get the keys of the source's own calls.
+        origin = self.aliases.get(source, source) if source else sid
         if self.session_id is None:
             self.session_id = sid
             cwd = payload.get("cwd")
             self.cwd = cwd if isinstance(cwd, str) and cwd else None
-        self.origin = sid
+            self.aliases.setdefault(sid, origin)
+        if origin != self.origin:
+            self.origin, self.ordinal = origin, 0
 
-    def _model(self, model: Any) -> None:
-        if isinstance(model, str) and model:
-            self.model = model
+    def _model(self, model: Any, where: str) -> None:
+        if model is None:
+            return
+        if not isinstance(model, str) or not model:
+            shown = _json_text(model)[:60]
+            raise _BadField(where, f"not a model name (a non-empty string): {shown}")
+        self.model = model
 
     def _event(self, payload: dict[str, Any], obj: dict[str, Any], number: int) -> None:
         etype = payload.get("type")
@@ -189,7 +212,7 @@ class _FileReader:
         elif etype == "thread_settings_applied":
             settings = payload.get("thread_settings")
             if isinstance(settings, dict):
-                self._model(settings.get("model"))
+                self._model(settings.get("model"), "payload.thread_settings.model")
 
     def _compacted(self, payload: dict[str, Any], stamp: Any) -> None:
         pending = self.pending
@@ -230,7 +253,10 @@ class _FileReader:
                     "usage_mismatch",
                     "last_token_usage differs from the rise of total_token_usage; last stands",
                 )
-        key = (f"codex:{self.origin or self.name}", f"{totals}|{last}")
+        # The ordinal among the namespace's calls tells apart equal counts (no totals recorded,
+        # or a call after a counter reset that repeats an earlier one); a copy keeps it.
+        key = (f"codex:{self.origin or self.name}", f"{self.ordinal}|{totals}|{last}")
+        self.ordinal += 1
         if key in self.seen:
             self.copies += 1
             self.pending.take()
@@ -240,7 +266,9 @@ class _FileReader:
         model = self.model
         if model is None:
             model = UNKNOWN_MODEL
-            self.skips.note(self.name, number, "unknown_model", "no turn_context before the call")
+            self.skips.note(
+                self.name, number, "unknown_model", "no model named before the call (turn_context)"
+            )
         pending = self.pending
         sent_s = pending.sent_s if pending.sent_s is not None else pending.last_input_s
         compaction, pending.compaction = pending.compaction, None
@@ -368,20 +396,49 @@ def _output_text(output: Any) -> str:
     return _content_text(output)
 
 
-def _first_cwd(path: Path) -> str | None:
-    """The cwd of a rollout's first line, when it is a session_meta line."""
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What a rollout's first line, when it is a session_meta line, says of the file."""
+
+    cwd: str | None = None
+    session_id: str | None = None
+    forked_from: str | None = None
+
+
+def _head(path: Path) -> _Head:
     try:
         with open_regular(path) as fh:
             for _number, raw, size, _last in iter_lines(fh, _HEAD_LINE_BYTES):
                 if raw is None or not size:
-                    return None
+                    return _Head()
                 obj = orjson.loads(raw)
                 payload = obj.get("payload") if isinstance(obj, dict) else None
-                cwd = payload.get("cwd") if isinstance(payload, dict) else None
-                return cwd if isinstance(cwd, str) and cwd else None
+                if not isinstance(payload, dict):
+                    return _Head()
+                found = [payload.get(k) for k in ("cwd", "id", "forked_from_id")]
+                if not found[1]:
+                    found[1] = payload.get("session_id")
+                cwd, sid, source = (v if isinstance(v, str) and v else None for v in found)
+                return _Head(cwd, sid, source)
     except (OSError, orjson.JSONDecodeError):
-        return None
-    return None
+        return _Head()
+    return _Head()
+
+
+def _first_cwd(path: Path) -> str | None:
+    """The cwd of a rollout's first line, when it is a session_meta line."""
+    return _head(path).cwd
+
+
+def _lineage(path: Path, heads: dict[Path, _Head], by_id: dict[str, Path]) -> list[Path]:
+    """`path`, then its source, its source's source, ... among the files given (a cycle
+    stops at the first file met twice)."""
+    chain = [path]
+    source = heads[path].forked_from
+    while source is not None and source in by_id and by_id[source] not in chain:
+        chain.append(by_id[source])
+        source = heads[chain[-1]].forked_from
+    return chain
 
 
 class CodexLoader:
@@ -398,23 +455,37 @@ class CodexLoader:
         return 3 if envelope or path.name.startswith("rollout-") else 0
 
     def units(self, files: Sequence[Path]) -> list[LoadUnit]:
+        """One unit per project, a fork going with the first session it was forked from
+        (whatever its own cwd), and each source read before its forks, so the copies a fork
+        holds are recognised in the fork and the source keeps its own calls."""
+        heads = {path: _head(path) for path in files}
+        by_id: dict[str, Path] = {}
+        for path in sorted(files, key=lambda p: (p.name, str(p))):
+            sid = heads[path].session_id
+            if sid is not None:
+                by_id.setdefault(sid, path)
+        depth: dict[Path, int] = {}
         groups: dict[str, list[Path]] = {}
         for path in files:
-            groups.setdefault(project_name(from_fs(_first_cwd(path) or "")), []).append(path)
+            chain = _lineage(path, heads, by_id)
+            depth[path] = len(chain) - 1
+            root_cwd = heads[chain[-1]].cwd or heads[path].cwd
+            groups.setdefault(project_name(from_fs(root_cwd or "")), []).append(path)
         units = []
         for project, paths in groups.items():
-            paths.sort(key=lambda p: (p.name, str(p)))  # rollout-<time>: sources before forks
+            # sources before forks, then rollout-<time>: older first
+            paths.sort(key=lambda p: (depth[p], p.name, str(p)))
             size = sum(_size(p) for p in paths)
             units.append(LoadUnit(self.name, f"codex/{project}", tuple(paths), size))
         return units
 
     def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         result = LoadResult()
-        project = Path(unit.key).name
         seen: set[CallKey] = set()
+        aliases: dict[str, str] = {}
         for path in unit.files:
             name = from_fs(str(path))
-            reader = _FileReader(name, detail, result.skips, seen)
+            reader = _FileReader(name, detail, result.skips, seen, aliases)
             for number, obj in read_objects(path, name, result.skips):
                 try:
                     reader.line(obj, number)
@@ -424,7 +495,8 @@ class CodexLoader:
                 result.skips.note(
                     name, 0, "forked_history", f"{reader.copies} calls copied from another rollout"
                 )
-            session = reader.session(project)
+            # a fork recorded in another cwd is in its source's unit, under its own project
+            session = reader.session(project_name(from_fs(_first_cwd(path) or "")))
             if session is not None:
                 result.sessions.append(session)
         return result

@@ -5,8 +5,11 @@ README.md ("Interchange format") documents it for harness authors, and
 loader checks the same rules by hand (no schema library at run time). Version 1:
 
 * line 1 is the header `{"type": "session", "format": "mcsim-interchange", "version": 1,
-  "session_id", "project", "cwd", "source_format", ...}`; a file whose first line is not one
-  is not this format (the sniff reads it), and a version this mcsim does not know is refused;
+  "session_id", "project", "cwd", "source_format", ...}`. A file whose first line is an
+  interchange line other than the header (thread, item, call, compaction, with a `thread` key)
+  is claimed all the same; a file with no header, a version this mcsim does not know (or the
+  string "1") or a bad session_id or project is not read: line 1 is one bad_field with the
+  reason, and the lines after it are counted as `file_not_read` (one example);
 * then, in conversation order: `thread` lines declare each thread (`kind` main, subagent or
   compact) before it is used; `item` lines are what was added to a thread's context;
   `compaction` lines are a compaction (kinds compact_boundary, compact_summary) or a pruning
@@ -14,8 +17,9 @@ loader checks the same rules by hand (no schema library at run time). Version 1:
   a `call` line is one billed API call and takes the items and compaction of its thread
   written since the thread's previous call;
 * times are ISO-8601 strings (UTC when no zone is given) or Unix seconds; token counts are
-  non-negative integers; unknown keys are allowed (later minor additions), unknown line types
-  are passed over.
+  non-negative integers (usage's four required counts not null; cache_write_1h_tokens and
+  cache_deleted_tokens may be null: 0); an item's `tokens` wins over its text's estimate;
+  unknown keys are allowed (later minor additions), unknown line types are passed over.
 A unit is every interchange file of one project (the header's `project`), so a call written
 twice (a session converted twice) is counted once. Every line that cannot be used is counted
 in the skip report with its file, line and the path of the field at fault.
@@ -59,6 +63,14 @@ FORMAT = "mcsim-interchange"
 VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("interchange.schema.json")
 PROVIDERS = ("anthropic", "openai")
+_JSON_TYPES = {
+    str: "a string",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "an object",
+}
+_LINE_TYPES = frozenset({b"thread", b"item", b"call", b"compaction"})
 # An item that gives neither text nor a size: its size from its token count, at the ratio
 # mcsim assumes whenever it only has sizes (mcsim.replay.calibrate._chars_estimate).
 CHARS_PER_TOKEN = 4
@@ -136,8 +148,8 @@ def parse_usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         raise _BadField("usage", "missing" if raw is None else "not an object")
     for key in _USAGE_COUNTS[:3] + _USAGE_COUNTS[4:]:  # the 1-hour writes may be left out
-        if key not in raw:
-            raise _BadField(f"usage.{key}", "missing")
+        if raw.get(key) is None:  # as the schema says: required, and not null
+            raise _BadField(f"usage.{key}", "missing" if key not in raw else "null, not a count")
     counts = [_count(raw, key, "usage") for key in _USAGE_COUNTS]
     speed = _str(raw, "speed", "usage.")
     geo = _str(raw, "inference_geo", "usage.")
@@ -210,11 +222,20 @@ class _FileReader:
     seen: set[CallKey]  # calls of the unit so far
     header: dict[str, Any] | None = None
     threads: dict[str, _ThreadAcc] = field(default_factory=dict)
+    refused: bool = False  # the header was refused: no later line is read
+    unread: int = 0  # lines after a refused header
+    first_unread: int = 0
 
     def line(self, obj: dict[str, Any], number: int) -> None:
         kind = obj.get("type")
+        if self.refused:
+            self.unread += 1
+            self.first_unread = self.first_unread or number
+            return
         if self.header is None:
-            self._header(obj)
+            self.refused = True  # until the header is read
+            self._header(obj, number)
+            self.refused = False
             return
         if kind == "session":
             raise _BadField("type", "a second session header (one file holds one session)")
@@ -239,16 +260,51 @@ class _FileReader:
             raise _BadField("type", "missing" if kind is None else "not a string")
         # other types: added by a later minor version, nothing this mcsim uses
 
-    def _header(self, obj: dict[str, Any]) -> None:
-        if obj.get("type") != "session" or obj.get("format") != FORMAT:
-            raise _BadField("format", f"the first line is not an {FORMAT} session header")
+    def _header(self, obj: dict[str, Any], number: int) -> None:
+        """Read the header; a bad one raises, and the file is not read (`refused`)."""
+        if obj.get("type") != "session":
+            raise _BadField(
+                "session",
+                f'line {number} is not the session header ({{"type": "session", '
+                f'"format": "{FORMAT}", ...}}), which must come first; the file is not read',
+            )
+        if obj.get("format") != FORMAT:
+            raise _BadField("format", f"not {FORMAT!r} in the session header; the file is not read")
         version = obj.get("version")
-        if version != VERSION or isinstance(version, bool):
-            raise _BadField("version", f"{str(version)[:20]} is not a version this mcsim reads (1)")
-        _str(obj, "session_id", required=True)
-        _str(obj, "project", required=True)
-        _str(obj, "cwd")
+        if isinstance(version, int) and not isinstance(version, bool):
+            if version != VERSION:
+                raise _BadField(
+                    "version",
+                    f"{str(version)[:20]} is not a version this mcsim reads ({VERSION}); "
+                    "the file is not read",
+                )
+        else:
+            shown = orjson.dumps(version).decode()[:20] if version is not None else "missing"
+            kind = _JSON_TYPES.get(type(version), type(version).__name__)
+            raise _BadField(
+                "version",
+                f"{shown} is {kind}, not the integer {VERSION}; the file is not read",
+            )
+        try:
+            _str(obj, "session_id", required=True)
+            _str(obj, "project", required=True)
+            _str(obj, "cwd")
+        except _BadField as exc:
+            raise _BadField(
+                str(exc).split(": ", 1)[0], f"{str(exc).split(': ', 1)[1]}; the file is not read"
+            ) from None
         self.header = obj
+
+    def finish(self) -> None:
+        """Count the lines a refused header left unread, with one example."""
+        if self.unread:
+            self.skips.add(
+                self.name,
+                self.first_unread,
+                "file_not_read",
+                f"this line and the {self.unread - 1} after it: the header (line 1) was refused",
+            )
+            self.skips.counts["file_not_read"] += self.unread - 1
 
     def _thread(self, obj: dict[str, Any]) -> None:
         thread_id = _str(obj, "thread", required=True)
@@ -365,7 +421,24 @@ class InterchangeLoader:
     def sniff(self, path: Path, head: bytes) -> int:
         first = head.split(b"\n", 1)[0]
         # Surer than any other format: the header names this one.
-        return 4 if b'"mcsim-interchange"' in first and b'"session"' in first else 0
+        if b'"mcsim-interchange"' in first and b'"session"' in first:
+            return 4
+        # A file without its header (or with it further down) is still recognisable by its
+        # lines, {"type": "thread" | "item" | "call" | "compaction", "thread": ...}: claimed,
+        # so the loader says once that the header is missing (over Claude Code's 1 and 2).
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            return 0
+        if (
+            isinstance(obj, dict)
+            and isinstance(obj.get("type"), str)
+            and obj["type"].encode() in _LINE_TYPES
+            and isinstance(obj.get("thread"), str)
+            and not {"sessionId", "parentUuid", "payload"} & obj.keys()
+        ):
+            return 3
+        return 0
 
     def units(self, files: Sequence[Path]) -> list[LoadUnit]:
         groups: dict[str, list[Path]] = {}
@@ -392,6 +465,7 @@ class InterchangeLoader:
                     reader.line(obj, number)
                 except _BadField as exc:
                     result.skips.add(name, number, "bad_field", str(exc))
+            reader.finish()
             session = reader.session()
             if session is not None:
                 result.sessions.append(session)
