@@ -52,7 +52,7 @@ from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
-from mcsim.ingest.pipeline import CallKey, Loaded, without_calls
+from mcsim.ingest.pipeline import Loaded, without_calls
 from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
 from mcsim.replay.calibrate import (
     CalCall,
@@ -157,7 +157,7 @@ class CalibratedSource:
 
     cache_dir: Path | None
 
-    def __call__(self, unit: LoadUnit, exclude: frozenset[CallKey]) -> Loaded[CalSession]:
+    def __call__(self, unit: LoadUnit, exclude: frozenset[int]) -> Loaded[CalSession]:
         entry = stamp = None
         if self.cache_dir is not None:
             name, stamp = paths_key(unit, CACHE_FORMAT), unit_key(unit)
