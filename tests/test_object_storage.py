@@ -22,7 +22,7 @@ from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
 from mcsim.ingest import storage
-from mcsim.ingest.loaders.claude_code import read_objects
+from mcsim.ingest.loaders.fields import read_objects
 from mcsim.model import SkipReport
 
 s3fs = pytest.importorskip("s3fs")  # in the test extra: skipped only outside the README's setup

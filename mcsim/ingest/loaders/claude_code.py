@@ -33,16 +33,22 @@ details describe the problem (sizes, positions, field names), never transcript c
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import orjson
-
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
-from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
+from mcsim.ingest.loaders.fields import (
+    MAX_TOKENS_PER_CALL,
+    BadField,
+    file_size,
+    json_text,
+    optional_timestamp,
+    parse_timestamp,
+    read_objects,
+    token_count,
+)
 from mcsim.model import (
     Call,
     Compaction,
@@ -80,13 +86,6 @@ _BOUNDARIES = {
     "compact_boundary": (CompactionKind.BOUNDARY, "compactMetadata"),
     "microcompact_boundary": (CompactionKind.MICROCOMPACT, "microcompactMetadata"),
 }
-# No real response comes near this: it is 100x the largest context window.
-MAX_TOKENS_PER_CALL = 100_000_000
-# Times outside these years are damage, and would not survive conversion to UTC dates.
-_EARLIEST_S = 0.0
-_LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
-_INVALID = object()
-_BLANK = frozenset(b" \t\r\f\v")
 _MAIN = "main"
 CallKey = tuple[str, str | None]
 
@@ -152,51 +151,10 @@ class _SessionAcc:
     thread_of: dict[str, str] = field(default_factory=dict)  # uuid -> thread, latest line
 
 
-class _BadField(Exception):
-    """A field a line needs is missing or of the wrong type; the line is skipped."""
-
-    def __init__(self, key: str, why: str) -> None:
-        super().__init__(f"{key}: {why}")
-
-
-def _parse_timestamp(value: Any, key: str = "timestamp") -> float:
-    if not isinstance(value, str):
-        raise _BadField(
-            key, "missing" if value is None else f"not a string ({type(value).__name__})"
-        )
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise _BadField(key, "not an ISO-8601 time") from None
-    if moment.tzinfo is None:  # Claude Code writes UTC; never the reading machine's zone
-        moment = moment.replace(tzinfo=UTC)
-    seconds = moment.timestamp()
-    if not _EARLIEST_S <= seconds < _LATEST_S:
-        raise _BadField(key, "outside the years 1970 to 2999")
-    return seconds
-
-
-def _count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
-    """A token count: missing or null is 0, anything but a non-negative integer is an error."""
-    value = usage.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _BadField(f"{prefix}.{key}", f"not a number ({type(value).__name__})")
-    if value < 0 or value != int(value):
-        raise _BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r:.40})")
-    if value > MAX_TOKENS_PER_CALL:
-        raise _BadField(
-            f"{prefix}.{key}",
-            f"{value:.3g} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
-        )
-    return int(value)
-
-
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
-        raise _BadField("message.usage", "missing" if raw is None else "not an object")
-    cache_write = _count(raw, "cache_creation_input_tokens")
+        raise BadField("message.usage", "missing" if raw is None else "not an object")
+    cache_write = token_count(raw, "cache_creation_input_tokens")
     split = raw.get("cache_creation")
     has_split = isinstance(split, dict) and (
         "ephemeral_5m_input_tokens" in split or "ephemeral_1h_input_tokens" in split
@@ -205,8 +163,8 @@ def _usage(raw: Any) -> Usage:
     mismatch = False
     if has_split:
         assert isinstance(split, dict)
-        write_5m = _count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
-        write_1h = _count(split, "ephemeral_1h_input_tokens", "message.usage.cache_creation")
+        write_5m = token_count(split, "ephemeral_5m_input_tokens", "message.usage.cache_creation")
+        write_1h = token_count(split, "ephemeral_1h_input_tokens", "message.usage.cache_creation")
         if write_5m + write_1h != cache_write:
             # The billed total wins; the unexplained part is priced as 5-minute writes.
             mismatch = True
@@ -215,16 +173,16 @@ def _usage(raw: Any) -> Usage:
     speed = raw.get("speed")
     geo = raw.get("inference_geo")
     return Usage(
-        input_tokens=_count(raw, "input_tokens"),
+        input_tokens=token_count(raw, "input_tokens"),
         cache_write_5m_tokens=write_5m,
         cache_write_1h_tokens=write_1h,
-        cache_read_tokens=_count(raw, "cache_read_input_tokens"),
-        output_tokens=_count(raw, "output_tokens"),
+        cache_read_tokens=token_count(raw, "cache_read_input_tokens"),
+        output_tokens=token_count(raw, "output_tokens"),
         has_ttl_split=has_split,
         split_mismatch=mismatch,
         speed=speed if isinstance(speed, str) and speed else None,
         inference_geo=geo if isinstance(geo, str) and geo else None,
-        cache_deleted_tokens=0 if _deleted_problem(raw) else _count(raw, _DELETED),
+        cache_deleted_tokens=0 if _deleted_problem(raw) else token_count(raw, _DELETED),
     )
 
 
@@ -237,8 +195,8 @@ def _deleted_problem(usage: dict[str, Any]) -> str | None:
     if usage.get(_DELETED) is None:
         return None
     try:
-        _count(usage, _DELETED)
-    except _BadField as exc:
+        token_count(usage, _DELETED)
+    except BadField as exc:
         return f"{exc}; ignored"
     return None
 
@@ -255,81 +213,9 @@ def _tool_result_text(content: Any) -> str:
                 if isinstance(text, str):
                     parts.append(text)
                 elif block.get("type") == "image":
-                    parts.append(_json_text(block))
+                    parts.append(json_text(block))
         return "\n".join(parts)
     return ""
-
-
-def _json_text(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return ""
-
-
-def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each JSON object line of `path` with its number. Blank lines are passed over; every
-    other line is counted in `skips.lines_read`, and one that is too long, not JSON or not an
-    object is counted in the skip report, as is a file that cannot be read. Shared by the
-    JSONL loaders."""
-    try:
-        with open_regular(path) as fh:
-            for number, raw, size, unterminated in iter_lines(fh):
-                if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
-                    continue
-                skips.lines_read += 1
-                if raw is None:
-                    skips.add(
-                        name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
-                    )
-                    continue
-                obj = _decode(raw, name, number, unterminated, skips)
-                if obj is not None:
-                    yield number, obj
-    except NotRegularFileError as exc:
-        skips.add(name, 0, "not_regular_file", exc.what)
-    except OSError as exc:
-        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
-
-
-def _decode(
-    raw: memoryview, file: str, line: int, truncated: bool, skips: SkipReport
-) -> dict[str, Any] | None:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        obj = _decode_repaired(bytes(raw), file, line, truncated, exc, skips)
-        if obj is _INVALID:
-            return None
-    if not isinstance(obj, dict):
-        skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
-        return None
-    return obj
-
-
-def _decode_repaired(
-    raw: bytes,
-    file: str,
-    line: int,
-    truncated: bool,
-    error: orjson.JSONDecodeError,
-    skips: SkipReport,
-) -> Any:
-    """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        try:
-            obj = orjson.loads(raw.decode("utf-8", "replace"))
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
-            return obj
-    reason = "truncated_line" if truncated else "invalid_json"
-    # The parser's message gives the position, never the content (which may be secret).
-    skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
-    return _INVALID
 
 
 class _LineReader:
@@ -358,7 +244,7 @@ class _LineReader:
         for number, obj in read_objects(path, name, self.skips):
             try:
                 fallback = self._line(obj, name, number, fallback)
-            except _BadField as exc:
+            except BadField as exc:
                 self.skips.add(name, number, "bad_field", str(exc))
 
     # ---------------------------------------------------------------- one line
@@ -369,7 +255,7 @@ class _LineReader:
         if kind is None and _is_whole_call(obj):
             kind = "assistant"  # ccusage counts such lines too: they carry a billed call
         if not isinstance(kind, str):
-            raise _BadField("type", "missing" if kind is None else "not a string")
+            raise BadField("type", "missing" if kind is None else "not a string")
         if kind not in _CONVERSATION_TYPES:
             if kind not in _IGNORED_TYPES:
                 self.skips.add(file, line, "unknown_type", kind[:60])
@@ -396,7 +282,7 @@ class _LineReader:
         elif self.items:  # attachment: injected context the model reads
             att = obj.get("attachment")
             if att is not None:
-                text = _json_text(att)
+                text = json_text(att)
                 node.items.append(self._item(ItemKind.ATTACHMENT, text))
         self._place(obj, node, file, line, session_id)
         return session_id
@@ -466,17 +352,17 @@ class _LineReader:
     ) -> None:
         msg = obj.get("message")
         if not isinstance(msg, dict):
-            raise _BadField("message", "missing" if msg is None else "not an object")
+            raise BadField("message", "missing" if msg is None else "not an object")
         model = msg.get("model")
         if model == _SYNTHETIC_MODEL:
             self.skips.add(file, line, "synthetic", "not an API call (error or interrupt)")
             self._content_items(msg.get("content"), node, file, line, assistant=True)
             return
         if not isinstance(model, str) or not model:
-            raise _BadField("message.model", "missing" if model is None else "not a string")
+            raise BadField("message.model", "missing" if model is None else "not a string")
         message_id = msg.get("id")
         if not isinstance(message_id, str) or not message_id:
-            raise _BadField("message.id", "missing" if message_id is None else "not a string")
+            raise BadField("message.id", "missing" if message_id is None else "not a string")
         request = obj.get("requestId")
         if isinstance(request, int) and not isinstance(request, bool):
             request = str(request)  # a number written by some gateway: still an id
@@ -486,8 +372,8 @@ class _LineReader:
         raw = msg.get("usage")
         if acc is not None:  # a later line of the same call: only its output count can differ
             if not isinstance(raw, dict):
-                raise _BadField("message.usage", "missing" if raw is None else "not an object")
-            acc.output_tokens = max(acc.output_tokens, _count(raw, "output_tokens"))
+                raise BadField("message.usage", "missing" if raw is None else "not an object")
+            acc.output_tokens = max(acc.output_tokens, token_count(raw, "output_tokens"))
             if not acc.conflict_noted and _counts_differ(raw, acc.first_usage):
                 acc.conflict_noted = True
                 self.skips.note(
@@ -506,7 +392,7 @@ class _LineReader:
             acc = _CallAcc(
                 message_id,
                 request_id,
-                _parse_timestamp(obj.get("timestamp")),
+                parse_timestamp(obj.get("timestamp")),
                 model,
                 usage,
                 usage.output_tokens,
@@ -545,10 +431,10 @@ class _LineReader:
     def _user(self, obj: dict[str, Any], node: _Node, file: str, line: int) -> None:
         msg = obj.get("message")
         if not isinstance(msg, dict):
-            raise _BadField("message", "missing" if msg is None else "not an object")
+            raise BadField("message", "missing" if msg is None else "not an object")
         if obj.get("isCompactSummary") is True:
             node.compaction = Compaction(
-                CompactionKind.SUMMARY, _optional_timestamp(obj.get("timestamp"))
+                CompactionKind.SUMMARY, optional_timestamp(obj.get("timestamp"))
             )
         self._content_items(msg.get("content"), node, file, line, assistant=False)
 
@@ -560,7 +446,7 @@ class _LineReader:
             meta = meta if isinstance(meta, dict) else {}
             node.compaction = Compaction(  # saved tokens and ids: only pruning reads them
                 kind,
-                _optional_timestamp(obj.get("timestamp")),
+                optional_timestamp(obj.get("timestamp")),
                 trigger=_optional_str(meta.get("trigger")),
                 pre_tokens=_optional_int(meta.get("preTokens")),
                 tokens_saved=_optional_int(meta.get("tokensSaved")),
@@ -608,7 +494,7 @@ class _LineReader:
                 self.tool_names[tool_id] = name
             return self._item(
                 ItemKind.TOOL_USE,
-                _json_text(block.get("input")),
+                json_text(block.get("input")),
                 tool_name=name,
                 tool_use_id=tool_id,
             )
@@ -622,7 +508,7 @@ class _LineReader:
                 is_error=block.get("is_error") is True,
             )
         if btype in ("image", "document"):
-            return self._item(ItemKind.IMAGE, _json_text(block.get("source")))
+            return self._item(ItemKind.IMAGE, json_text(block.get("source")))
         return None
 
     # ---------------------------------------------------------------- assembly
@@ -696,8 +582,8 @@ class _LineReader:
         for (call, usage, items, compaction, sent), done, pruned in zip(
             found, last, prunings, strict=True
         ):
-            sent_s = _optional_timestamp(sent) if sent is not None else None
-            done_s = _optional_timestamp(done)
+            sent_s = optional_timestamp(sent) if sent is not None else None
+            done_s = optional_timestamp(done)
             calls.append(
                 Call(
                     call.message_id,
@@ -798,13 +684,6 @@ def _counts_differ(usage: dict[str, Any], first: dict[str, Any]) -> bool:
     )
 
 
-def _optional_timestamp(value: Any) -> float | None:
-    try:
-        return _parse_timestamp(value)
-    except _BadField:
-        return None
-
-
 def _project_dir(path: Path) -> Path:
     """The project folder a transcript belongs to, whichever layout it uses."""
     if path.parent.name == "subagents":
@@ -831,7 +710,7 @@ class ClaudeCodeLoader:
         units = []
         for folder, paths in groups.items():
             paths.sort()
-            size = sum(_size(p) for p in paths)
+            size = sum(file_size(p) for p in paths)
             units.append(LoadUnit(self.name, str(folder), tuple(paths), size))
         return units
 
@@ -842,13 +721,6 @@ class ClaudeCodeLoader:
             reader.read_file(path)
         result.sessions = reader.sessions_out()
         return result
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 register(ClaudeCodeLoader())

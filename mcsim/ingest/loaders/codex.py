@@ -66,14 +66,14 @@ from typing import Any
 import orjson
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
-from mcsim.ingest.loaders.claude_code import (
-    _BadField,
-    _count,
-    _json_text,
-    _optional_timestamp,
-    _parse_timestamp,
-    _size,
+from mcsim.ingest.loaders.fields import (
+    BadField,
+    file_size,
+    json_text,
+    optional_timestamp,
+    parse_timestamp,
     read_objects,
+    token_count,
 )
 from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
 from mcsim.model import (
@@ -160,9 +160,9 @@ class _FileReader:
         if kind not in _KNOWN_TYPES or not isinstance(payload, dict):
             if "payload" in obj and isinstance(kind, str):
                 if kind in _KNOWN_TYPES:
-                    raise _BadField("payload", "not an object")
+                    raise BadField("payload", "not an object")
                 return  # a line type added since: nothing mcsim uses
-            raise _BadField(
+            raise BadField(
                 "type", "no {timestamp, type, payload} envelope (a rollout before 0.4x?)"
             )
         if kind == "session_meta":
@@ -170,7 +170,7 @@ class _FileReader:
         elif kind == "turn_context":
             self._model(payload.get("model"), "payload.model")
         elif kind == "response_item":
-            self._response_item(payload, _optional_timestamp(obj.get("timestamp")))
+            self._response_item(payload, optional_timestamp(obj.get("timestamp")))
         elif kind == "compacted":
             self._compacted(payload, obj.get("timestamp"))
         else:
@@ -179,10 +179,10 @@ class _FileReader:
     def _meta(self, payload: dict[str, Any]) -> None:
         sid = payload.get("id") or payload.get("session_id")
         if not isinstance(sid, str) or not sid:
-            raise _BadField("payload.id", "missing" if sid is None else "not a string")
+            raise BadField("payload.id", "missing" if sid is None else "not a string")
         source = payload.get("forked_from_id")
         if source is not None and (not isinstance(source, str) or not source):
-            raise _BadField("payload.forked_from_id", "not a non-empty string")
+            raise BadField("payload.forked_from_id", "not a non-empty string")
         # A fork's calls are keyed in its source's namespace (and a fork of a fork in the
         # first source's), so the copies it holds, with or without the source's session_meta
         # line, get the keys of the source's own calls.
@@ -199,8 +199,8 @@ class _FileReader:
         if model is None:
             return
         if not isinstance(model, str) or not model:
-            shown = _json_text(model)[:60]
-            raise _BadField(where, f"not a model name (a non-empty string): {shown}")
+            shown = json_text(model)[:60]
+            raise BadField(where, f"not a model name (a non-empty string): {shown}")
         self.model = model
 
     def _event(self, payload: dict[str, Any], obj: dict[str, Any], number: int) -> None:
@@ -217,7 +217,7 @@ class _FileReader:
     def _compacted(self, payload: dict[str, Any], stamp: Any) -> None:
         pending = self.pending
         if pending.compaction is None:  # the line and the event of one compaction: one
-            pending.compaction = Compaction(CompactionKind.BOUNDARY, _optional_timestamp(stamp))
+            pending.compaction = Compaction(CompactionKind.BOUNDARY, optional_timestamp(stamp))
             pending.carried, pending.items = [], []
         message = payload.get("message")
         if isinstance(message, str) and message and self.detail >= Detail.SIZES:
@@ -228,7 +228,7 @@ class _FileReader:
         if info is None:
             return  # rate limits only: no usage known yet
         if not isinstance(info, dict):
-            raise _BadField("payload.info", "not an object")
+            raise BadField("payload.info", "not an object")
         last = _token_usage(info.get("last_token_usage"), "payload.info.last_token_usage")
         raw_total = info.get("total_token_usage")
         totals = (
@@ -239,7 +239,7 @@ class _FileReader:
             return  # a repeat of the previous count
         if last[0] == 0 and last[2] == 0:
             return  # no request: an estimate after compaction, or a placeholder
-        timestamp_s = _parse_timestamp(obj.get("timestamp"))
+        timestamp_s = parse_timestamp(obj.get("timestamp"))
         if (
             totals is not None
             and previous is not None
@@ -325,7 +325,7 @@ class _FileReader:
             if call_id is not None:
                 self.tool_names[call_id] = name
             body = payload.get("arguments", payload.get("input", payload.get("action")))
-            text = body if isinstance(body, str) else _json_text(body)
+            text = body if isinstance(body, str) else json_text(body)
             return self._item(ItemKind.TOOL_USE, text, tool_name=name, tool_use_id=call_id)
         if rtype in _TOOL_RESULTS:
             call_id = payload.get("call_id")
@@ -353,11 +353,11 @@ class _FileReader:
 def _token_usage(raw: Any, where: str) -> tuple[int, ...]:
     """(input, cached, output, reasoning, cache write) of a TokenUsage object."""
     if not isinstance(raw, dict):
-        raise _BadField(where, "missing" if raw is None else "not an object")
-    counts = [_count(raw, key, where) for key in _USAGE_KEYS]
-    counts.append(_count(raw, "cache_write_input_tokens", where))
+        raise BadField(where, "missing" if raw is None else "not an object")
+    counts = [token_count(raw, key, where) for key in _USAGE_KEYS]
+    counts.append(token_count(raw, "cache_write_input_tokens", where))
     if counts[1] + counts[4] > counts[0]:
-        raise _BadField(where, "cached and cache-write tokens exceed input_tokens")
+        raise BadField(where, "cached and cache-write tokens exceed input_tokens")
     return tuple(counts)
 
 
@@ -475,7 +475,7 @@ class CodexLoader:
         for project, paths in groups.items():
             # sources before forks, then rollout-<time>: older first
             paths.sort(key=lambda p: (depth[p], p.name, str(p)))
-            size = sum(_size(p) for p in paths)
+            size = sum(file_size(p) for p in paths)
             units.append(LoadUnit(self.name, f"codex/{project}", tuple(paths), size))
         return units
 
@@ -489,7 +489,7 @@ class CodexLoader:
             for number, obj in read_objects(path, name, result.skips):
                 try:
                     reader.line(obj, number)
-                except _BadField as exc:
+                except BadField as exc:
                     result.skips.add(name, number, "bad_field", str(exc))
             if reader.copies:
                 result.skips.note(

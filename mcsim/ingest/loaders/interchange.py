@@ -36,12 +36,12 @@ from typing import Any
 import orjson
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
-from mcsim.ingest.loaders.claude_code import (
-    _BadField,
-    _count,
-    _parse_timestamp,
-    _size,
+from mcsim.ingest.loaders.fields import (
+    BadField,
+    file_size,
+    parse_timestamp,
     read_objects,
+    token_count,
 )
 from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
 from mcsim.model import (
@@ -91,12 +91,12 @@ def _str(obj: dict[str, Any], key: str, where: str = "", *, required: bool = Fal
     value = obj.get(key)
     if value is None:
         if required:
-            raise _BadField(where + key, "missing")
+            raise BadField(where + key, "missing")
         return None
     if not isinstance(value, str):
-        raise _BadField(where + key, f"not a string ({type(value).__name__})")
+        raise BadField(where + key, f"not a string ({type(value).__name__})")
     if not value:
-        raise _BadField(where + key, "empty")
+        raise BadField(where + key, "empty")
     return value
 
 
@@ -105,7 +105,7 @@ def _bool(obj: dict[str, Any], key: str, where: str = "", default: bool = False)
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise _BadField(where + key, f"not true or false ({type(value).__name__})")
+        raise BadField(where + key, f"not true or false ({type(value).__name__})")
     return value
 
 
@@ -116,9 +116,9 @@ def _time(obj: dict[str, Any], key: str, *, required: bool = False) -> float | N
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not 0 <= value < 32_503_680_000:  # 1970 to 2999, as for ISO times
-            raise _BadField(key, "outside the years 1970 to 2999")
+            raise BadField(key, "outside the years 1970 to 2999")
         return float(value)
-    return _parse_timestamp(value, key)
+    return parse_timestamp(value, key)
 
 
 def _optional_count(obj: dict[str, Any], key: str) -> int | None:
@@ -126,31 +126,31 @@ def _optional_count(obj: dict[str, Any], key: str) -> int | None:
     if obj.get(key) is None:
         return None
     try:
-        return _count(obj, key, "")
-    except _BadField as exc:  # named ".key" by _count: the path is the key itself
-        raise _BadField(key, str(exc).split(": ", 1)[1]) from None
+        return token_count(obj, key, "")
+    except BadField as exc:  # named ".key" by token_count: the path is the key itself
+        raise BadField(key, str(exc).split(": ", 1)[1]) from None
 
 
 def _enum(value: Any, kind: type[Any], key: str) -> Any:
     if not isinstance(value, str):
-        raise _BadField(
+        raise BadField(
             key, "missing" if value is None else f"not a string ({type(value).__name__})"
         )
     try:
         return kind(value)
     except ValueError:
         known = ", ".join(k.value for k in kind)
-        raise _BadField(key, f"unknown value {value[:40]!r} (one of {known})") from None
+        raise BadField(key, f"unknown value {value[:40]!r} (one of {known})") from None
 
 
 def parse_usage(raw: Any) -> Usage:
     """A call's `usage` object."""
     if not isinstance(raw, dict):
-        raise _BadField("usage", "missing" if raw is None else "not an object")
+        raise BadField("usage", "missing" if raw is None else "not an object")
     for key in _USAGE_COUNTS[:3] + _USAGE_COUNTS[4:]:  # the 1-hour writes may be left out
         if raw.get(key) is None:  # as the schema says: required, and not null
-            raise _BadField(f"usage.{key}", "missing" if key not in raw else "null, not a count")
-    counts = [_count(raw, key, "usage") for key in _USAGE_COUNTS]
+            raise BadField(f"usage.{key}", "missing" if key not in raw else "null, not a count")
+    counts = [token_count(raw, key, "usage") for key in _USAGE_COUNTS]
     speed = _str(raw, "speed", "usage.")
     geo = _str(raw, "inference_geo", "usage.")
     return Usage(
@@ -163,7 +163,7 @@ def parse_usage(raw: Any) -> Usage:
         split_mismatch=_bool(raw, "ttl_split_mismatch", "usage."),
         speed=speed,
         inference_geo=geo,
-        cache_deleted_tokens=_count(raw, "cache_deleted_tokens", "usage"),
+        cache_deleted_tokens=token_count(raw, "cache_deleted_tokens", "usage"),
     )
 
 
@@ -171,11 +171,11 @@ def parse_item(obj: dict[str, Any], detail: Detail) -> Item:
     kind = _enum(obj.get("kind"), ItemKind, "kind")
     text = obj.get("text")
     if text is not None and not isinstance(text, str):
-        raise _BadField("text", f"not a string ({type(text).__name__})")
+        raise BadField("text", f"not a string ({type(text).__name__})")
     tokens = _optional_count(obj, "tokens")
     chars = _optional_count(obj, "chars")
     if text is None and tokens is None and chars is None:
-        raise _BadField("text", "missing (an item gives its text, its tokens or its chars)")
+        raise BadField("text", "missing (an item gives its text, its tokens or its chars)")
     if chars is None:
         chars = len(text) if text is not None else CHARS_PER_TOKEN * (tokens or 0)
     return Item(
@@ -192,7 +192,7 @@ def parse_item(obj: dict[str, Any], detail: Detail) -> Item:
 def parse_compaction(obj: dict[str, Any]) -> Compaction:
     ids = obj.get("tool_use_ids", [])
     if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-        raise _BadField("tool_use_ids", "not a list of strings")
+        raise BadField("tool_use_ids", "not a list of strings")
     return Compaction(
         _enum(obj.get("kind"), CompactionKind, "kind"),
         _time(obj, "timestamp"),
@@ -238,7 +238,7 @@ class _FileReader:
             self.refused = False
             return
         if kind == "session":
-            raise _BadField("type", "a second session header (one file holds one session)")
+            raise BadField("type", "a second session header (one file holds one session)")
         if kind == "thread":
             self._thread(obj)
         elif kind in ("item", "call", "compaction"):
@@ -246,7 +246,7 @@ class _FileReader:
             assert thread_id is not None
             thread = self.threads.get(thread_id)
             if thread is None:
-                raise _BadField("thread", f"{thread_id[:40]!r} is not declared by a thread line")
+                raise BadField("thread", f"{thread_id[:40]!r} is not declared by a thread line")
             if kind == "item":
                 if self.detail >= Detail.SIZES:
                     thread.items.append(parse_item(obj, self.detail))
@@ -257,23 +257,23 @@ class _FileReader:
             else:
                 self._call(thread, obj, number)
         elif not isinstance(kind, str):
-            raise _BadField("type", "missing" if kind is None else "not a string")
+            raise BadField("type", "missing" if kind is None else "not a string")
         # other types: added by a later minor version, nothing this mcsim uses
 
     def _header(self, obj: dict[str, Any], number: int) -> None:
         """Read the header; a bad one raises, and the file is not read (`refused`)."""
         if obj.get("type") != "session":
-            raise _BadField(
+            raise BadField(
                 "session",
                 f'line {number} is not the session header ({{"type": "session", '
                 f'"format": "{FORMAT}", ...}}), which must come first; the file is not read',
             )
         if obj.get("format") != FORMAT:
-            raise _BadField("format", f"not {FORMAT!r} in the session header; the file is not read")
+            raise BadField("format", f"not {FORMAT!r} in the session header; the file is not read")
         version = obj.get("version")
         if isinstance(version, int) and not isinstance(version, bool):
             if version != VERSION:
-                raise _BadField(
+                raise BadField(
                     "version",
                     f"{str(version)[:20]} is not a version this mcsim reads ({VERSION}); "
                     "the file is not read",
@@ -281,7 +281,7 @@ class _FileReader:
         else:
             shown = orjson.dumps(version).decode()[:20] if version is not None else "missing"
             kind = _JSON_TYPES.get(type(version), type(version).__name__)
-            raise _BadField(
+            raise BadField(
                 "version",
                 f"{shown} is {kind}, not the integer {VERSION}; the file is not read",
             )
@@ -289,8 +289,8 @@ class _FileReader:
             _str(obj, "session_id", required=True)
             _str(obj, "project", required=True)
             _str(obj, "cwd")
-        except _BadField as exc:
-            raise _BadField(
+        except BadField as exc:
+            raise BadField(
                 str(exc).split(": ", 1)[0], f"{str(exc).split(': ', 1)[1]}; the file is not read"
             ) from None
         self.header = obj
@@ -311,7 +311,7 @@ class _FileReader:
         assert thread_id is not None
         kind = _enum(obj.get("kind"), ThreadKind, "kind")
         if thread_id in self.threads:
-            raise _BadField("thread", f"{thread_id[:40]!r} is declared twice")
+            raise BadField("thread", f"{thread_id[:40]!r} is declared twice")
         self.threads[thread_id] = _ThreadAcc(kind)
 
     def _compaction(self, thread: _ThreadAcc, compaction: Compaction, number: int) -> None:
@@ -331,7 +331,7 @@ class _FileReader:
         assert model is not None
         provider = _str(obj, "provider") or "anthropic"
         if provider not in PROVIDERS:
-            raise _BadField(
+            raise BadField(
                 "provider", f"unknown value {provider[:40]!r} (one of {', '.join(PROVIDERS)})"
             )
         timestamp_s = _time(obj, "timestamp", required=True)
@@ -406,9 +406,9 @@ def format_time(seconds: float) -> str | float:
     float, else Unix seconds (so a round trip is exact)."""
     text = datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
     try:
-        if _parse_timestamp(text) == seconds:
+        if parse_timestamp(text) == seconds:
             return text
-    except _BadField:
+    except BadField:
         pass
     return seconds
 
@@ -450,7 +450,7 @@ class InterchangeLoader:
         units = []
         for project, paths in groups.items():
             paths.sort()
-            size = sum(_size(p) for p in paths)
+            size = sum(file_size(p) for p in paths)
             units.append(LoadUnit(self.name, f"interchange/{project}", tuple(paths), size))
         return units
 
@@ -463,7 +463,7 @@ class InterchangeLoader:
             for number, obj in read_objects(path, name, result.skips):
                 try:
                     reader.line(obj, number)
-                except _BadField as exc:
+                except BadField as exc:
                     result.skips.add(name, number, "bad_field", str(exc))
             reader.finish()
             session = reader.session()

@@ -1,0 +1,150 @@
+"""What every JSON-lines loader needs: reading a file's objects line by line (every line
+counted, a bad one reported with its number), and reading fields with one-line reasons
+(`BadField`: the key and what is wrong with it, never the content)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
+from mcsim.model import SkipReport
+
+# No real response comes near this: it is 100x the largest context window.
+MAX_TOKENS_PER_CALL = 100_000_000
+# Times outside these years are damage, and would not survive conversion to UTC dates.
+_EARLIEST_S = 0.0
+_LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
+_INVALID = object()
+_BLANK = frozenset(b" \t\r\f\v")
+
+
+class BadField(Exception):
+    """A field a line needs is missing or of the wrong type; the line is skipped."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(f"{key}: {why}")
+
+
+def parse_timestamp(value: Any, key: str = "timestamp") -> float:
+    if not isinstance(value, str):
+        raise BadField(
+            key, "missing" if value is None else f"not a string ({type(value).__name__})"
+        )
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadField(key, "not an ISO-8601 time") from None
+    if moment.tzinfo is None:  # Claude Code writes UTC; never the reading machine's zone
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    if not _EARLIEST_S <= seconds < _LATEST_S:
+        raise BadField(key, "outside the years 1970 to 2999")
+    return seconds
+
+
+def optional_timestamp(value: Any) -> float | None:
+    try:
+        return parse_timestamp(value)
+    except BadField:
+        return None
+
+
+def token_count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
+    """A token count: missing or null is 0, anything but a non-negative integer is an error."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadField(f"{prefix}.{key}", f"not a number ({type(value).__name__})")
+    if value < 0 or value != int(value):
+        raise BadField(f"{prefix}.{key}", f"not a non-negative integer ({value!r:.40})")
+    if value > MAX_TOKENS_PER_CALL:
+        raise BadField(
+            f"{prefix}.{key}",
+            f"{value:.3g} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
+        )
+    return int(value)
+
+
+def json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return ""
+
+
+def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each JSON object line of `path` with its number. Blank lines are passed over; every
+    other line is counted in `skips.lines_read`, and one that is too long, not JSON or not an
+    object is counted in the skip report, as is a file that cannot be read. Shared by the
+    JSONL loaders."""
+    try:
+        with open_regular(path) as fh:
+            for number, raw, size, unterminated in iter_lines(fh):
+                if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
+                    continue
+                skips.lines_read += 1
+                if raw is None:
+                    skips.add(
+                        name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
+                    )
+                    continue
+                obj = _decode(raw, name, number, unterminated, skips)
+                if obj is not None:
+                    yield number, obj
+    except NotRegularFileError as exc:
+        skips.add(name, 0, "not_regular_file", exc.what)
+    except OSError as exc:
+        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+
+def _decode(
+    raw: memoryview, file: str, line: int, truncated: bool, skips: SkipReport
+) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        obj = _decode_repaired(bytes(raw), file, line, truncated, exc, skips)
+        if obj is _INVALID:
+            return None
+    if not isinstance(obj, dict):
+        skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
+        return None
+    return obj
+
+
+def _decode_repaired(
+    raw: bytes,
+    file: str,
+    line: int,
+    truncated: bool,
+    error: orjson.JSONDecodeError,
+    skips: SkipReport,
+) -> Any:
+    """Retry a line with invalid UTF-8 bytes replaced; otherwise count it as invalid."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            obj = orjson.loads(raw.decode("utf-8", "replace"))
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            skips.repair(file, line, "invalid_utf8", "undecodable bytes replaced")
+            return obj
+    reason = "truncated_line" if truncated else "invalid_json"
+    # The parser's message gives the position, never the content (which may be secret).
+    skips.add(file, line, reason, f"{len(raw):,} bytes; {error.msg} at char {error.pos}")
+    return _INVALID
+
+
+def file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
