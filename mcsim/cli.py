@@ -533,7 +533,9 @@ def replay(
         run_record,
         write_replay_outputs,
     )
+    from mcsim.outputs.rows_sink import RowsSink
     from mcsim.replay.presets import resolve_policy
+    from mcsim.replay.run import RECORDED
     from mcsim.replay.scenario import load_policy_file
     from mcsim.replay.session_cache import default_cache_dir
 
@@ -543,21 +545,23 @@ def replay(
     prices = load_table(prices_path)
     cache = None if no_cache else (cache_dir or default_cache_dir())
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
-    charts = ChartProcess()  # imports matplotlib while the replay runs
-    try:
-        report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
-                           (engine, ray_address),
-                           fidelity_threshold=fidelity_threshold)  # fmt: skip
-        options = {
-            "since": str(since) if since else None,
-            "until": str(until) if until else None,
-            "prices": str(prices_path) if prices_path else None,
-            "fidelity_threshold": fidelity_threshold,
-        }
-        run = run_record(report, list(paths), source.path, options, source.preset)
-        write_replay_outputs(report, out_dir, force, run, charts)
-    finally:
-        charts.close()
+    # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
+    with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
+        charts = ChartProcess()  # imports matplotlib while the replay runs
+        try:
+            report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
+                               (engine, ray_address), sink=sink,
+                               fidelity_threshold=fidelity_threshold)  # fmt: skip
+            options = {
+                "since": str(since) if since else None,
+                "until": str(until) if until else None,
+                "prices": str(prices_path) if prices_path else None,
+                "fidelity_threshold": fidelity_threshold,
+            }
+            run = run_record(report, list(paths), source.path, options, source.preset)
+            write_replay_outputs(report, out_dir, force, run, charts, sink)
+        finally:
+            charts.close()
     if as_json:
         _print_json(replay_json(report, str(out_dir)))
     else:

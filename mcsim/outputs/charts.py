@@ -143,10 +143,11 @@ def session_order(rows: RowsTable) -> tuple[Any, Any]:
     return order, number[codes[order]]
 
 
-def chart_data(report: ReplayReport) -> ChartData:
-    """What every chart draws."""
+def chart_data(report: ReplayReport, rows: RowsTable | None = None) -> ChartData:
+    """What every chart draws; the per-call lines from `rows` (what a `RowsSink` read back
+    from the calls table it wrote), else from the rows the report holds."""
     data = savings_data(report)
-    add_calls(data, report.call_rows())
+    add_calls(data, rows if rows is not None else report.call_rows())
     return data
 
 

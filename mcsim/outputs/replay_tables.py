@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,9 +11,16 @@ from typing import Any
 
 from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.charts import ChartProcess
+from mcsim.outputs.rows_sink import (
+    REPLAY_BREAKS_SCHEMA as REPLAY_BREAKS_SCHEMA,
+)
+from mcsim.outputs.rows_sink import (
+    REPLAY_CALLS_SCHEMA as REPLAY_CALLS_SCHEMA,
+)
+from mcsim.outputs.rows_sink import RowsSink, breaks_columns_frame, rows_frame
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
-from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
-from mcsim.replay.run import BREAK_COLUMNS, RECORDED, PolicyTotals, ReplayReport
+from mcsim.outputs.tables import TS, frame, write_parquet
+from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
 from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, printable
 
 CACHE_EDIT_NOTE = (
@@ -22,20 +29,6 @@ CACHE_EDIT_NOTE = (
     "and the drop in reads they cause is not a cache break (not documented by Anthropic)"
 )
 
-REPLAY_CALLS_SCHEMA: dict[str, str] = {
-    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
-    "thread_kind": "str", "call_index": "int", "timestamp": TS, "model": "str", "ttl": "str",
-    "prompt_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
-    "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
-    "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
-    "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
-}  # fmt: skip
-REPLAY_BREAKS_SCHEMA: dict[str, str] = {
-    "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
-    "call_index": "int", "timestamp": TS, "model": "str", "previous_read_tokens": "int",
-    "read_tokens": "int", "drop_tokens": "int", "gap_seconds": "float", "cause": "str",
-    "expected": "bool",
-}  # fmt: skip
 REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "start": TS, "calls": "int",
     "cost_usd": "float", "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
@@ -147,54 +140,15 @@ def sessions_frame(report: ReplayReport) -> Any:
     return frame(rows, REPLAY_SESSIONS_SCHEMA)
 
 
-def _columns_frame(
-    parts: list[list[list[object]]], columns: tuple[str, ...], schema: dict[str, str]
-) -> Any:
-    """One table from every session's columns (timestamps arrive as epoch seconds)."""
-    import polars as pl
-
-    empty = frame([], schema)
-    if not parts:
-        return empty
-    data = {
-        name: list(itertools.chain.from_iterable(p[i] for p in parts))
-        for i, name in enumerate(columns)
-    }
-    stamps = pl.Series("timestamp", data.pop("timestamp"), dtype=pl.Float64)
-    df = pl.DataFrame(data, schema={k: v for k, v in empty.schema.items() if k in data})
-    df = df.with_columns(
-        (stamps * 1000).round().cast(pl.Int64).cast(pl.Datetime("ms", "UTC")).alias("timestamp"),
-        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
-    )
-    return df.select(empty.columns)
-
-
 def calls_frame(report: ReplayReport) -> Any:
     """Every call of every policy (and of the recording), ordered by policy, session, thread
-    and call."""
-    import polars as pl
-
-    rows = report.call_rows()
-    empty = frame([], REPLAY_CALLS_SCHEMA)
-    columns = {}
-    for name, dtype in empty.schema.items():
-        if name in rows.codes:
-            columns[name] = rows.string(name)
-        elif name in rows.numbers:
-            values = rows.numbers[name]
-            if name == "timestamp":  # epoch seconds to milliseconds
-                values = (values * 1000).round().astype("int64")
-            columns[name] = pl.Series(name, values).cast(dtype)
-    table = pl.DataFrame(columns).with_columns(
-        pl.col("cost_usd").fill_nan(None),
-        pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
-    )
-    return table.select(empty.columns)
+    and call, from the rows the report holds (a replay without a `RowsSink`)."""
+    return rows_frame(report.call_rows())
 
 
 def breaks_frame(report: ReplayReport) -> Any:
-    parts = [s.break_columns for s in report.sessions if s.break_columns]
-    return _columns_frame(parts, BREAK_COLUMNS, REPLAY_BREAKS_SCHEMA)
+    """Every break, session by session, from the rows the report holds."""
+    return breaks_columns_frame([s.break_columns for s in report.sessions if s.break_columns])
 
 
 def run_record(
@@ -268,27 +222,42 @@ def write_replay_outputs(
     force: bool,
     run: dict[str, Any],
     chart_process: ChartProcess | None = None,
+    sink: RowsSink | None = None,
 ) -> list[str]:
-    """Tables, run.json and charts; the charts are drawn by `chart_process` when given."""
+    """Tables, run.json and charts; the charts are drawn by `chart_process` when given. With
+    `sink` (the one the replay wrote its rows to) the calls and breaks tables are the sink's,
+    written here into its folder and moved into the run's temporary folder."""
     from mcsim.outputs.charts import CHARTS, chart_data, draw_all, savings_data
 
+    if sink is not None:
+        calls: Callable[[Path], None] = lambda p: _move(sink.calls_path, p)  # noqa: E731
+        breaks: Callable[[Path], None] = lambda p: _move(sink.breaks_path, p)  # noqa: E731
+    else:
+        calls = lambda p: write_parquet(calls_frame(report), p)  # noqa: E731
+        breaks = lambda p: write_parquet(breaks_frame(report), p)  # noqa: E731
     writers: dict[str, Callable[[Path], None]] = {
         "summary.parquet": lambda p: write_parquet(summary_frame(report), p),
         "sessions.parquet": lambda p: write_parquet(sessions_frame(report), p),
-        "calls.parquet": lambda p: write_parquet(calls_frame(report), p),
-        "breaks.parquet": lambda p: write_parquet(breaks_frame(report), p),
+        "calls.parquet": calls,
+        "breaks.parquet": breaks,
         "run.json": lambda p: write_json(p, run),
     }
 
+    def per_call() -> Any:
+        if sink is None:
+            return chart_data(report)
+        sink.finish(report.sessions)  # the calls table, which the lines are read back from
+        return chart_data(report, sink.chart_rows())
+
     def charts(folder: Path) -> ChartProcess | None:
         if chart_process is None:
-            draw_all(chart_data(report), folder)
+            draw_all(per_call(), folder)
             return None
         try:
             # The savings chart needs only the totals: it is drawn while the rest is prepared.
             chart_process.start(savings_data(report), folder, ["savings.png"])
             others = [name for name in CHARTS if name != "savings.png"]
-            chart_process.start(chart_data(report), folder, others)
+            chart_process.start(per_call(), folder, others)
         except BaseException:
             chart_process.close()  # it may be drawing into the folder that is about to go
             raise
@@ -296,6 +265,11 @@ def write_replay_outputs(
 
     write_run_dir(out_dir, writers, force, background=charts)
     return [*writers, *CHARTS]
+
+
+def _move(source: Path, target: Path) -> None:
+    """A table the sink wrote, into the run's temporary folder (a rename on one file system)."""
+    shutil.move(source, target)
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:

@@ -158,6 +158,25 @@ class RowsTable:
         causes[np.asarray(at, dtype=np.int64)] = cause_codes
         self._set("break_cause", values, causes[order])
 
+    @classmethod
+    def from_columns(
+        cls,
+        policies: Sequence[str],
+        calls: int,
+        numbers: dict[str, Any],
+        strings: dict[str, tuple[list[str], Any]],
+    ) -> RowsTable:
+        """A table of columns read back from a written calls table (policy-major, `calls`
+        rows per policy): numpy `numbers`, and string columns as (values, codes)."""
+        table = cls.__new__(cls)
+        table.policies = list(policies)
+        table.calls = calls
+        table.rows = calls * len(policies)
+        table.numbers = numbers
+        table.values = {name: values for name, (values, _) in strings.items()}
+        table.codes = {name: codes for name, (_, codes) in strings.items()}
+        return table
+
     def _set(self, name: str, values: list[str], codes: Any) -> None:
         self.values[name] = values
         self.codes[name] = codes

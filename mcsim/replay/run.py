@@ -10,7 +10,7 @@ against the recording says how far the other numbers can be trusted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -557,9 +557,13 @@ def run_replay(
     progress: ProgressFn | None = None,
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
     engine: Engine | None = None,
+    sink: Callable[[SessionReplay], None] | None = None,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
-    `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine)."""
+    `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
+    `sink` is handed each session's result as it arrives, after its totals are counted: a
+    writer that takes its rows (and drops them from the result) keeps the driver's memory
+    flat (mcsim.outputs.rows_sink)."""
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
@@ -576,6 +580,8 @@ def run_replay(
         engine=engine,
     ):
         report.add(result)
+        if sink is not None:
+            sink(result)
     report.finish()
     if cache_dir is not None:
         enforce_cap(cache_dir, cap)

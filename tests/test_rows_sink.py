@@ -1,0 +1,70 @@
+"""The replay's rows written as the sessions arrive (issue 13): the same tables and charts as
+from rows held in memory, and no session keeps its rows once they are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import CORPUS, REPO
+from polars.testing import assert_frame_equal
+
+from mcsim.accounting.prices import default_table
+from mcsim.outputs import rows_sink
+from mcsim.outputs.charts import chart_data
+from mcsim.outputs.replay_tables import breaks_frame, calls_frame
+from mcsim.outputs.rows_sink import RowsSink
+from mcsim.replay.run import RECORDED, ReplayReport, run_replay
+from mcsim.replay.scenario import load_policy_file
+
+SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
+NAMES = [RECORDED, *(s.name for s in SCENARIOS)]
+
+
+def replayed(sink: RowsSink | None = None) -> ReplayReport:
+    return run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1,
+                      sink=sink)  # fmt: skip
+
+
+@pytest.mark.parametrize("batch_rows", [1, rows_sink.BATCH_ROWS])
+def test_tables_and_chart_lines_equal_the_in_memory_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+) -> None:
+    held = replayed()
+    calls, breaks = calls_frame(held), breaks_frame(held)
+    expected = chart_data(held)
+    assert calls.height > 1000 and breaks.height > 0
+    monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
+    with RowsSink(NAMES, tmp_path / "run") as sink:
+        report = replayed(sink)
+        assert sink.sunk == len(report.sessions) > 1
+        # No session holds its rows any more.
+        assert all(s.call_rows is None and not s.break_columns for s in report.sessions)
+        sink.finish(report.sessions)
+        assert_frame_equal(pl.read_parquet(sink.calls_path), calls)
+        assert_frame_equal(pl.read_parquet(sink.breaks_path), breaks)
+        assert sorted(p.name for p in sink.folder.iterdir()) == ["breaks.parquet", "calls.parquet"]
+        got = chart_data(report, sink.chart_rows())
+        folder = sink.folder
+    assert not folder.exists()  # removed on leaving
+    assert got.sessions == expected.sessions and got.boundaries == expected.boundaries
+    assert got.same_cost == expected.same_cost and got.same_prompt == expected.same_prompt
+    for name in NAMES:
+        for mine, theirs in ((got.cumulative_cost, expected.cumulative_cost),
+                             (got.prompt_k, expected.prompt_k)):  # fmt: skip
+            assert list(mine[name][0]) == list(theirs[name][0])
+            np.testing.assert_array_equal(mine[name][1], theirs[name][1])
+    assert sorted(got.breaks) == sorted(expected.breaks) and got.breaks
+    for cause, (xs, policy_rows) in expected.breaks.items():
+        np.testing.assert_array_equal(got.breaks[cause][0], xs)
+        np.testing.assert_array_equal(got.breaks[cause][1], policy_rows)
+
+
+def test_a_failed_run_leaves_no_spool(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), RowsSink(NAMES, tmp_path / "run") as sink:
+        folder = sink.folder
+        assert folder.parent == tmp_path and folder.name.startswith(".mcsim-rows-run.")
+        raise KeyboardInterrupt
+    assert not any(tmp_path.iterdir())
