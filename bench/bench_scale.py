@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import CORPUS, REPO, replicate
+from common import CORPUS, REPO, children, replicate, rss_kb
 
 MODES = ("inspect", "cold", "fill", "warm")
 
@@ -64,28 +64,6 @@ class Result:
     def largest(self, exclude: str = "") -> Proc | None:
         rest = [p for p in self.procs.values() if p.role != exclude]
         return max(rest, key=lambda p: p.peak_kb) if rest else None
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                out.extend(int(c) for c in fh.read().split())
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        pass
-    return out
-
-
-def _rss_kb(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return 0  # a zombie has no VmRSS line
 
 
 def _describe(pid: int, root: int) -> tuple[str, str]:
@@ -130,7 +108,7 @@ def run(cmd: list[str], interval: float) -> tuple[float, dict[int, Proc], bytes]
         stack = [proc.pid]
         while stack:
             pid = stack.pop()
-            rss = _rss_kb(pid)
+            rss = rss_kb(pid)
             if rss is None:
                 continue
             # Described at every sample: a child is forked (with its parent's command line)
@@ -139,7 +117,7 @@ def run(cmd: list[str], interval: float) -> tuple[float, dict[int, Proc], bytes]
             if pid not in seen or role != "gone":
                 seen[pid] = Proc(role, name, seen[pid].peak_kb if pid in seen else 0)
             seen[pid].peak_kb = max(seen[pid].peak_kb, rss)
-            stack.extend(_children(pid))
+            stack.extend(children(pid))
         time.sleep(interval)
     wall = time.perf_counter() - start
     for r in readers:

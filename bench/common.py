@@ -68,22 +68,37 @@ def ensure_ccusage(work: Path) -> Path:
     return binary
 
 
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (every thread's), from /proc; none once it is gone."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        pass
+    return out
+
+
+def rss_kb(pid: int) -> int | None:
+    """A process's resident memory in KB (0 for a zombie, None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return 0  # a zombie has no VmRSS line
+
+
 def _tree_rss_kb(pid: int) -> int:
     total = 0
     stack = [pid]
     while stack:
         p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    stack.extend(int(c) for c in fh.read().split())
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
+        total += rss_kb(p) or 0
+        stack.extend(children(p))
     return total
 
 
