@@ -212,6 +212,13 @@ def _echo(text: str) -> None:
         click.echo(fit_lines(text, terminal_width()))  # flushes: a failure is met here
 
 
+def _as_yaml(value: Any) -> Any:
+    """A parameter's default as a policy file spells it (false, not Python's False)."""
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 def _print_json(doc: dict[str, Any]) -> None:
     from mcsim.outputs.run_dir import json_bytes
 
@@ -425,9 +432,9 @@ def inspect(
 ) -> None:
     """Account recorded usage: calls, tokens by kind, cost, cache hit ratio, cache breaks.
 
-    PATHS are transcript files, folders (searched recursively) or globs; with none, Claude
-    Code's default locations are read ($CLAUDE_CONFIG_DIR, ~/.claude/projects,
-    ~/.config/claude/projects).
+    PATHS are transcript files, folders (searched recursively), globs or s3:// gs:// URLs;
+    with none, Claude Code's default locations ($CLAUDE_CONFIG_DIR, ~/.claude/projects,
+    ~/.config/claude/projects) and Codex's ($CODEX_HOME/sessions, ~/.codex/sessions) are read.
 
     \b
     Example:
@@ -777,7 +784,8 @@ def convert(
             _echo(
                 f"converted {report.sessions} sessions ({report.calls} calls) into "
                 f"{len(report.files)} files under {printable(out_dir)}; "
-                f"{stats.skips.total} input lines skipped"
+                f"{stats.skips.total} input {'line' if stats.skips.total == 1 else 'lines'} "
+                "skipped"
             )
     if not report.sessions:
         raise _no_calls(stats, "convert")
@@ -864,11 +872,11 @@ def policies(as_json: bool, show: str | None) -> None:
     for kind in kinds:
         _echo(f"{kind['kind']}: {kind['summary']}")
         for p in kind["params"]:
-            default = "none" if p["default"] is None else p["default"]
-            _echo(f"    {p['name']} (default {default}): {p['help']}")
+            _echo(f"    {p['name']} (default {_as_yaml(p['default'])}): {p['help']}")
     _echo(
-        "Every policy also takes the scenario keys: ttl (5m|1h|recorded), "
-        "compactable_tools, exclude_tools, main_thread_only."
+        "Every policy also takes the scenario keys: ttl (5m|1h|24h|recorded; 24h with "
+        "provider: openai), provider (recorded|anthropic|openai), compactable_tools, "
+        "exclude_tools, main_thread_only."
     )
     _echo("Presets (--policy NAME; see one with --show NAME):")
     for preset in presets:

@@ -123,3 +123,19 @@ def test_the_charts_are_drawn(tmp_path: Path, empty: bool) -> None:
         width, height = png_size(tmp_path / chart)
         assert 600 <= width <= 2000 and 250 <= height <= 1200, (chart, width, height)
         assert 5_000 < (tmp_path / chart).stat().st_size < 1_000_000
+
+
+def test_a_policy_has_one_style_on_every_chart() -> None:
+    # The context-size chart has no line for the recording; the baseline and p must still
+    # look as on the cost chart, where the recording's line comes first.
+    from mcsim.outputs.charts import _lines, pyplot
+
+    plt = pyplot()
+    names = ["recorded", "baseline", "p"]
+    series = {n: ([0, 1], [1.0, 2.0]) for n in names}
+    _, (cost, context) = plt.subplots(1, 2)
+    _lines(cost, series, names, [], lambda name, ys: name)
+    _lines(context, {n: series[n] for n in names[1:]}, names, [], lambda name, ys: name)
+    style = lambda line: (line.get_color(), line.get_linestyle(), line.get_marker())  # noqa: E731
+    assert [style(line) for line in cost.lines[1:]] == [style(line) for line in context.lines]
+    plt.close("all")

@@ -37,7 +37,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     assert result.exit_code == 0, result.output
     # 8 Claude Code sessions (355 calls) and 2 Codex rollouts (2 calls)
     assert result.stdout.strip() == (
-        f"converted 10 sessions (357 calls) into 10 files under {out}; 1 input lines skipped"
+        f"converted 10 sessions (357 calls) into 10 files under {out}; 1 input line skipped"
     )
     return out
 

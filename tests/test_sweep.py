@@ -203,7 +203,7 @@ def test_corpus_sweep_gives_twenty_variants_and_a_recommendation(
     assert low["cached_microcompact.keep_recent=6,ttl=5m"] > 0
     assert all(low[f"cached_microcompact.keep_recent={k},ttl=5m"] < 0 for k in (7, 8, 9, 10))
     assert rec["reason"].startswith(
-        "cached_microcompact.keep_recent=6,ttl=5m is within noise of "
+        "within noise of the highest, "
         "cached_microcompact.keep_recent=1,ttl=5m (difference +1.09 points, 95% interval "
     )
     assert "over 8 sessions, 1,000 resamples, seed 0" in rec["reason"]
@@ -355,8 +355,8 @@ def test_a_more_conservative_variant_within_noise_is_recommended() -> None:
     rec = recommend([best, within, behind, risky], max_risk=0.5)
     assert rec.best is within and rec.passed_over is best
     assert rec.reason == (
-        "keep_recent=4 is within noise of keep_recent=1 (difference +1.00 points, 95% interval "
-        "-0.85..+2.85) and clears less: recommended; +9.00% net (95% interval +7.15..+10.85 "
+        "within noise of the highest, keep_recent=1 (difference +1.00 points, 95% interval "
+        "-0.85..+2.85), and clears less; +9.00% net (95% interval +7.15..+10.85 "
         "over 4 sessions, 4 resamples, seed 0), re-fetch risk 20% (2 hazards); keep_recent=1: "
         "+10.00% net, risk 30%"
     )
@@ -372,7 +372,7 @@ def test_the_most_conservative_within_noise_that_still_clearly_saves() -> None:
     nine = _keep(9, 8.0, [12, 8, 8, 4], 3, -0.5, 11.9)
     rec = recommend([best, five, nine, eight], max_risk=0.5)
     assert rec.best is eight  # furthest in keep_recent's conservative direction (higher)
-    assert rec.reason.startswith("keep_recent=8 is within noise of keep_recent=1")
+    assert rec.reason.startswith("within noise of the highest, keep_recent=1")
 
 
 def test_the_best_stays_recommended_when_clearly_ahead() -> None:

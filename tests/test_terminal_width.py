@@ -55,8 +55,9 @@ def test_tables_fit_80_columns_and_keep_every_number(
 
 def test_long_names_get_an_ellipsis_and_notes_wrap(monkeypatch: pytest.MonkeyPatch) -> None:
     narrow = run(monkeypatch, 80, "inspect", str(CORPUS))
-    # -Users-dain-workspace-claude-code-log-sample, shortened to 19 columns in the middle
-    assert "-Users-da…og-sample" in narrow
+    # -Users-dain-workspace-claude-code-log-sample, shortened in the middle: the name columns
+    # get half of 80 less the 2 between them, 38; the session ids keep their 8, the project 30.
+    assert "-Users-dain-wor…ode-log-sample" in narrow
     # 40 columns: "note: " and 7 words make 40; a continuation is indented 2, so 7 words.
     assert fit_lines("note: " + "word " * 30, 40).splitlines() == [
         "note: " + " ".join(["word"] * 7),

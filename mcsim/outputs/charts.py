@@ -243,16 +243,18 @@ def _lines(
 ) -> None:  # fmt: skip
     """One line per name, each with its own colour, dash pattern and markers (staggered along
     the line), so lines drawn on top of each other stay told apart; a line identical to an
-    earlier one says which in its label."""
+    earlier one says which in its label. A policy's style follows its place among all the
+    run's names, so it is the same on every chart, whichever lines a chart leaves out."""
     same = {n: g[0] for g in groups for n in g[1:]}
     drawn = [n for n in names if n in series]
-    for i, name in enumerate(drawn):
+    for name in drawn:
+        i = names.index(name)
         xs, ys = series[name]
         text = label(name, ys) + (f" (= {_label(same[name])})" if name in same else "")
         step = max(1, len(ys) // 10)
         style: dict[str, Any] = {"label": _wrapped(text), "linewidth": 1.3,
                                  "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4,
-                                 "markevery": (i * step // max(1, len(drawn)), step)}  # fmt: skip
+                                 "markevery": (i * step // max(1, len(names)), step)}  # fmt: skip
         if name == RECORDED:
             style.update(color="black", linewidth=2.2, linestyle="-")
         else:
@@ -294,8 +296,10 @@ def cumulative_cost(data: ChartData, path: Path) -> None:
 def context_size(data: ChartData, path: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(12, 5.5))
-    names = [n for n in data.names if n != RECORDED]  # the baseline's prompt is the recorded one
-    _lines(ax, data.prompt_k, names, data.same_prompt, lambda name, ys: name)
+    # The recording's line is left out (the baseline's prompt is the recorded one): `_lines`
+    # draws only the names with a series, each in its style of the cost chart.
+    prompts = {n: xy for n, xy in data.prompt_k.items() if n != RECORDED}
+    _lines(ax, prompts, data.names, data.same_prompt, lambda name, ys: name)
     _finish_lines(plt, fig, ax, data, path, "Context size sent on each call, per policy",
                   "prompt size (thousand tokens)", data.same_prompt)  # fmt: skip
 

@@ -406,7 +406,7 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
     ]
     rec = run.obj("recommendation")
     text = (
-        f"Recommendation: {_name(rec.text('name'), TEXT_LIMIT)}, for the {rec.text('reason', '')}."
+        f"Recommendation: {_name(rec.text('name'), TEXT_LIMIT)}: {rec.text('reason', '')}."
         if rec.text("name", "")
         else f"No recommendation: {rec.text('reason', 'no variant qualified')}."
     )
@@ -444,6 +444,13 @@ figcaption{font-size:.88em;color:#555}
 _BRACKETS = str.maketrans({"[": "&#91;", "]": "&#93;"})
 
 
+def _policy_source(run: Any) -> str:
+    """Where a run's policies came from: a built-in preset by its name (not the path it has in
+    the installed package), or the user's policy file."""
+    preset = run.text("policy_preset", "")
+    return f"preset {preset}" if preset else f"policy file {run.text('policy_file', '')}"
+
+
 def _html_text(value: object) -> str:
     """Any text as HTML that shows it: no tag, no attribute break, no control character, and
     brackets as references too, so the file holds no Markdown link or image for a tool that
@@ -460,8 +467,8 @@ def _html(title: str, run: Fields, sections: list[Section], charts: dict[str, by
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(title)}</h1>",
         f'<p class="meta">Run of {e(run.text("created", ""))} over '
-        f"{e(', '.join(run.texts('paths')) or 'the default transcript folders')}; policy "
-        f"file {e(run.text('policy_file', ''))}.</p>",
+        f"{e(', '.join(run.texts('paths')) or 'the default transcript folders')}; "
+        f"{e(_policy_source(run))}.</p>",
     ]
     for section in sections:
         parts.append(f"<h2>{e(section.title)}</h2>")

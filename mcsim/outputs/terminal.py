@@ -174,9 +174,13 @@ def table(headers: list[str], rows: list[list[str]], right: set[int], key: int =
         return _block(shown, widths, right, list(range(len(headers))))
     blocks: list[list[int]] = [list(range(len(headers)))]
     if _span(widths) > columns:
-        room = max(8, (columns // 2 - 2 * (key - 1)) // key)  # for each name column
+        # Half the width for the name columns, taken from the longest first (a session id of
+        # 8 keeps its 8; a project name gets the rest).
+        rooms = widths[:key]
+        while sum(rooms) + 2 * (key - 1) > columns // 2 and max(rooms) > 8:
+            rooms[rooms.index(max(rooms))] -= 1
         for r in shown[1:]:
-            r[:key] = [printable(c, limit=room) for c in r[:key]]
+            r[:key] = [printable(c, limit=n) for c, n in zip(r[:key], rooms, strict=True)]
         widths = [max(width(r[i]) for r in shown) for i in range(len(headers))]
         blocks = _blocks(widths, key, columns)
     lines: list[str] = []

@@ -458,9 +458,9 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
         )
         difference = top.net_savings_pct - pick.net_savings_pct
         reason = (
-            f"{pick.variant.name} is within noise of {top.variant.name} (difference "
-            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}) and clears "
-            f"less: recommended; {pick.interval_text()}, re-fetch risk "
+            f"within noise of the highest, {top.variant.name} (difference "
+            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}), and clears "
+            f"less; {pick.interval_text()}, re-fetch risk "
             f"{pick.totals.refetch_risk:.0%} ({pick.totals.refetch_hazards} hazards); "
             f"{top.variant.name}: {top.interval_text().split(' (')[0]}, risk "
             f"{top.totals.refetch_risk:.0%}"
