@@ -188,7 +188,8 @@ def terminal_width() -> int | None:
 
 def fit_lines(text: str, columns: int | None) -> str:
     """`text` with each line longer than `columns` wrapped at spaces, continuation lines
-    indented (None: as it is). A word longer than a line (a file path) is broken."""
+    indented (None: as it is). A word longer than a line (a file path) is kept whole on a
+    line of its own, so it can be copied: the terminal folds it, mcsim does not cut it."""
     if columns is None:
         return text
     out = []
@@ -199,6 +200,7 @@ def fit_lines(text: str, columns: int | None) -> str:
         lead = line[: len(line) - len(line.lstrip(" "))]
         out.extend(
             textwrap.wrap(line.lstrip(" "), columns, initial_indent=lead,
-                          subsequent_indent=lead + "  ", break_on_hyphens=False) or [line]
+                          subsequent_indent=lead + "  ", break_on_hyphens=False,
+                          break_long_words=False) or [line]
         )  # fmt: skip
     return "\n".join(out)

@@ -43,7 +43,8 @@ def test_tables_fit_80_columns_and_keep_every_number(
         args[-1] = str(tmp_path / "r2")
     narrow = run(monkeypatch, 80, *args)
     assert max(len(line) for line in piped.splitlines()) > 80  # the whole table, as before
-    assert max(len(line) for line in narrow.splitlines()) <= 80
+    # Every line fits, but one holding a single word longer than a line (a path, kept whole).
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in narrow.splitlines())
     table_of = lambda text: text.split("\nfidelity")[0].split("\ncache breaks")[0]  # noqa: E731
     # Each block repeats the name columns (the project and session, or the policy) and holds
     # other columns: once those are set aside, the figures are the same, none cut.
@@ -64,10 +65,11 @@ def test_long_names_get_an_ellipsis_and_notes_wrap(monkeypatch: pytest.MonkeyPat
         *["  " + " ".join(["word"] * 7)] * 3,
         "  word word",
     ]
-    path = "  /a/very/long/path/that/cannot/fit/in/twenty/columns.jsonl:42: bad"
+    # A path longer than a line stays whole, to be copied; the words after it wrap.
+    path = "  /a/very/long/path/that/cannot/fit/in/twenty/columns.jsonl:42: bad thing"
     wrapped = fit_lines(path, 20).splitlines()
-    assert max(len(line) for line in wrapped) <= 20
-    assert "".join(wrapped).replace(" ", "") == path.replace(" ", "")
+    assert wrapped == ["  /a/very/long/path/that/cannot/fit/in/twenty/columns.jsonl:42:",
+                       "    bad thing"]  # fmt: skip
     assert fit_lines("short\nlines", None) == "short\nlines"
 
 
