@@ -407,6 +407,7 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
     rec = run.obj("recommendation")
     text = (
         f"Recommendation: {_name(rec.text('name'), TEXT_LIMIT)}: {rec.text('reason', '')}."
+        + "".join(f" Caution: {c}." for c in rec.texts("cautions"))
         if rec.text("name", "")
         else f"No recommendation: {rec.text('reason', 'no variant qualified')}."
     )

@@ -225,6 +225,12 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         )
     if rec.best is not None:
         _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best)
+    if rec.best is not None and rec.passed_over is not None:
+        # Off the front on purpose: the highest is not clearly ahead, and this one clears less.
+        for o, text in ((rec.best, "recommended: clears less, within noise of the highest"),
+                        (rec.passed_over, "highest net savings")):  # fmt: skip
+            ax.annotate(text, (100 * o.totals.refetch_risk, o.net_savings_pct), fontsize=7,
+                        xytext=(4, -10), textcoords="offset points", color="red")  # fmt: skip
     ax.axhline(0, color="black", linewidth=0.8)
     finish(plt, fig, ax, path, "Savings (net of re-fetches) vs re-fetch risk",
            "re-fetch risk (% of cleared results the agent needed again)",
@@ -276,6 +282,7 @@ def sweep_json(
             "reason": rec.reason,
             "runner_up": dict(rec.runner_up.variant.params) if rec.runner_up else None,
             "passed_over": dict(rec.passed_over.variant.params) if rec.passed_over else None,
+            "cautions": list(rec.cautions),
         },
         "bootstrap": _bootstrap_json(results),
         "baseline": {"cost_usd": report.baseline.cost_usd},
@@ -350,6 +357,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
     # Variant names are spelled from the --grid values; they are shown whole, made printable.
     if rec.best is not None:
         lines.append(printable(f"recommendation: {rec.best.variant.name} — {rec.reason}"))
+        lines.extend(printable(f"caution: {c}") for c in rec.cautions)
     else:
         lines.append(printable(f"no recommendation: {rec.reason}"))
     lines.extend(load_notes(report.stats))

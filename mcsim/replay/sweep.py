@@ -25,7 +25,8 @@ keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least a
 on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
 `ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
 that the best is not clearly ahead of, and that clearly save where the best clearly saves
-(the lower end of their own interval above 0 when the best's is), the most conservative
+(the lower end of their own interval above 0 when the best's is), and that no other of them
+beats on both net savings and re-fetch risk, the most conservative
 (furthest in the declared directions, the first --grid key first; then the lowest re-fetch
 risk) is recommended instead, and the reason says so: with keep_recent 1..8, 1 best, and 3,
 4 and 5 within noise of it, 5.
@@ -336,6 +337,32 @@ class Recommendation:
     # The variant with the highest net savings, when a more conservative one within noise of
     # it is recommended instead (`best`); None otherwise.
     passed_over: Outcome | None = None
+    cautions: tuple[str, ...] = ()  # what to weigh before shipping it (`cautions`)
+
+
+def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
+    """What the recommendation cannot tell: that its own interval reaches below 0, or that
+    a swept number sits at the end of its range (the best may lie beyond what was tried)."""
+    out = []
+    if best.low_pct <= 0:  # False for NaN: one session has no interval to speak of
+        out.append(
+            f"its {LEVEL}% interval reaches below 0 ({best.low_pct:+.2f}..{best.high_pct:+.2f}):"
+            " on other sessions it may save nothing"
+        )
+    for i, (key, value) in enumerate(best.variant.params):
+        values = sorted(
+            {
+                o.variant.params[i][1]
+                for o in results
+                if isinstance(o.variant.params[i][1], int | float)
+            }
+        )
+        if len(values) >= 3 and isinstance(value, int | float) and value in (values[0], values[-1]):
+            out.append(
+                f"{key}={value} is at the {'top' if value == values[-1] else 'bottom'} of the "
+                f"values tried ({values[0]}..{values[-1]}): try beyond it"
+            )
+    return tuple(out)
 
 
 def resample_counts(sessions: int, resamples: int, seed: int) -> npt.NDArray[np.int64]:
@@ -452,8 +479,11 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
         if paired is not None and paired[0] <= 0 and keeps_sign and more_conservative(o, top):
             within.append((o, paired))
     if within:
+        # Not one another candidate beats on both net savings and risk (it would sit off the
+        # risk chart's front for no reason); of the rest, the furthest in the directions.
+        front = {id(o) for o in pareto_front([w[0] for w in within])}
         pick, (low, high) = min(
-            within,
+            (w for w in within if id(w[0]) in front),
             key=lambda w: (tuple(-x for x in _leaning(w[0])), w[0].totals.refetch_risk),
         )
         difference = top.net_savings_pct - pick.net_savings_pct
@@ -466,7 +496,7 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
             f"{top.totals.refetch_risk:.0%}"
         )
         runner = next((o for o in ranked if o is not pick), None)
-        return Recommendation(pick, runner, reason, passed_over=top)
+        return Recommendation(pick, runner, reason, top, cautions(pick, results))
     best = top
     runner = ranked[1] if len(ranked) > 1 else None
     reason = (
@@ -486,7 +516,7 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
                 f", behind by {best.net_savings_pct - runner.net_savings_pct:+.2f} points "
                 f"({LEVEL}% interval {paired[0]:+.2f}..{paired[1]:+.2f})"
             )
-    return Recommendation(best, runner, reason)
+    return Recommendation(best, runner, reason, cautions=cautions(best, results))
 
 
 def pareto_front(results: Sequence[Outcome]) -> list[Outcome]:
