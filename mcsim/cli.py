@@ -360,9 +360,16 @@ def _replayed(
 
 def _no_calls(stats: Any, what: str) -> McsimError:
     """The one error every command gives for an input without a single API call."""
+    why = ""
+    if stats.files_skipped_by_project:
+        why = f"; --project matched no project (the {stats.files_skipped_by_project} files found"
+        why += " belong to others)"
+    elif not stats.files:
+        why = "; no transcript file (*.jsonl) was found there"
     return McsimError(
         f"no API calls could be read from the input ({stats.files} files, "
         f"{stats.skips.lines_read} lines read, {stats.skips.total} skipped); nothing to {what}"
+        + why
     )
 
 

@@ -224,3 +224,17 @@ def test_corpus_days_add_up_to_sessions_and_reference(
     assert costs[1:] == pytest.approx([costs[0]] * 3, abs=1e-5)  # rows are rounded to 1e-6
     by_model = _doc(runner, str(corpus))["totals"]["by_model"]
     assert sum(m["calls"] for m in by_model.values()) == ref["calls"]
+
+
+def test_a_project_pattern_that_matches_nothing_says_so(tmp_path: Path) -> None:
+    write(tmp_path / "-src-app" / "s.jsonl", [user("u1", None, 0), assistant("a1", "u1", 1, "m1")])
+    write(tmp_path / "-src-lib" / "s.jsonl", [user("u1", None, 0), assistant("a1", "u1", 1, "m2")])
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path), "--project", "*nomatch*"])
+    assert result.exit_code == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "nothing to account; --project matched no project (the 2 files found belong to others)"
+        )
+    )

@@ -237,3 +237,14 @@ def test_time_zones_resolve_without_the_systems_database() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "Asia/Tokyo"
+
+
+def test_a_missing_policies_path_points_to_its_preset(tmp_path: Path) -> None:
+    # `--policy policies/all.yaml` as the README's "Try it" has it, run where there is no
+    # repository: the same policies ship with mcsim as the preset `all`.
+    missing = tmp_path / "policies" / "all.yaml"
+    result = CliRunner().invoke(cli, ["replay", str(tmp_path), "--policy", str(missing)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"Error: --policy {missing}: no such file; the preset all ships with mcsim: --policy all"
+    )

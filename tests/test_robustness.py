@@ -233,8 +233,9 @@ def test_an_input_without_calls_is_the_same_error_in_every_command(tmp_path: Pat
             for extra in ([], ["--json"]):
                 result = CliRunner().invoke(cli, [*args, *extra])
                 assert result.exit_code == 1, result.output
+                none = "; no transcript file (*.jsonl) was found there" if folder == empty else ""
                 assert result.stderr.splitlines()[-1] == (
                     f"Error: no API calls could be read from the input ({counts}); "
-                    f"nothing to {what}"
+                    f"nothing to {what}{none}"
                 )
         assert not [p.name for p in tmp_path.iterdir() if p.name not in ("empty", "titles")]

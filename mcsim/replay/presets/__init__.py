@@ -67,6 +67,12 @@ def resolve_policy(value: str | os.PathLike[str]) -> PolicySource:
     """A `--policy` value: an existing file, else a preset name, else a one-line error."""
     path = Path(value)
     text = str(value)
+    if not path.exists() and not _bare(text) and path.stem in preset_names():
+        # The README's policies/all.yaml, run outside the repository: the preset is here.
+        raise UnknownPresetError(
+            f"--policy {text}: no such file; the preset {path.stem} ships with mcsim: "
+            f"--policy {path.stem}"
+        )
     if path.exists() or not _bare(text):
         return PolicySource(path)
     names = preset_names()
