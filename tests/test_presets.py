@@ -21,7 +21,7 @@ from conftest import REPO, SAMPLES
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
-from mcsim.replay.presets import preset_names, resolve_policy
+from mcsim.replay.presets import UnknownPresetError, preset_names, resolve_policy
 
 PRESETS = REPO / "mcsim" / "replay" / "presets"
 EXAMPLES = REPO / "policies"
@@ -54,9 +54,12 @@ def test_a_file_wins_over_a_preset_and_a_bare_unknown_name_is_refused(
     Path("claude-code").write_text("policies: [{name: mine, kind: none}]")
     assert resolve_policy("claude-code").preset is None
     assert resolve_policy("claude-code").path == Path("claude-code")
-    # Path-like values are files even when missing: the reader's own message names them.
-    assert resolve_policy("claude-code.yaml").preset is None
-    assert resolve_policy("sub/claude-code").preset is None
+    # Path-like values are never taken for a preset: a missing one named like a preset is
+    # refused with a pointer to it; any other is a file, and the reader's message names it.
+    for value in ("claude-code.yaml", "sub/claude-code"):
+        with pytest.raises(UnknownPresetError, match="the preset claude-code ships with mcsim"):
+            resolve_policy(value)
+    assert resolve_policy("sub/mine.yaml").preset is None
     result = CliRunner().invoke(cli, ["replay", str(SAMPLES), "--policy", "claud-code"])
     assert result.exit_code == 2
     assert result.stderr == (
