@@ -10,6 +10,7 @@ from typing import Any
 from mcsim.accounting.recorded import InspectReport
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import TS, frame, write_parquet
+from mcsim.outputs.terminal import session_json
 
 
 def _utc(ts: float) -> datetime:
@@ -17,30 +18,9 @@ def _utc(ts: float) -> datetime:
 
 
 def sessions_frame(report: InspectReport) -> Any:
+    """The sessions as `--json` gives them, with start and end as timestamps."""
     rows = [
-        {
-            "session_id": s.session_id,
-            "project": s.project,
-            "cwd": s.cwd,
-            "start": _utc(s.start_s),
-            "end": _utc(s.end_s),
-            "calls": s.calls,
-            "threads": s.threads,
-            "models": list(s.models),
-            "input_tokens": s.tokens.input_tokens,
-            "cache_write_5m_tokens": s.tokens.cache_write_5m_tokens,
-            "cache_write_1h_tokens": s.tokens.cache_write_1h_tokens,
-            "cache_read_tokens": s.tokens.cache_read_tokens,
-            "output_tokens": s.tokens.output_tokens,
-            "cost_usd": s.cost_usd,
-            "unpriced_calls": s.unpriced_calls,
-            "cache_hit_ratio": s.tokens.cache_hit_ratio,
-            "cache_breaks": s.cache_breaks,
-            "cache_edit_drops": s.cache_edit_drops,
-            "compactions": s.compactions,
-            "recorded_prunes": s.recorded_prunes,
-        }
-        for s in report.sessions
+        {**session_json(s), "start": _utc(s.start_s), "end": _utc(s.end_s)} for s in report.sessions
     ]
     return frame(rows, SESSIONS_SCHEMA)
 

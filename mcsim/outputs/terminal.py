@@ -36,7 +36,7 @@ def skip_examples_json(stats: LoadStats) -> list[dict[str, object]]:
     ]
 
 
-def _session_json(s: SessionSummary) -> dict[str, Any]:
+def session_json(s: SessionSummary) -> dict[str, Any]:
     return {
         "session_id": s.session_id,
         "project": s.project,
@@ -118,7 +118,7 @@ def inspect_json(
             "files_skipped_by_project": stats.files_skipped_by_project,
             "duplicate_calls_across_projects": stats.duplicate_calls,
         },
-        "sessions": [_session_json(s) for s in report.sessions],
+        "sessions": [session_json(s) for s in report.sessions],
         "breaks": [
             {
                 "session_id": b.session_id,
