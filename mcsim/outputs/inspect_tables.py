@@ -10,7 +10,7 @@ from typing import Any
 from mcsim.accounting.recorded import InspectReport
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import TS, frame, write_parquet
-from mcsim.outputs.terminal import session_json
+from mcsim.outputs.terminal import break_json, session_json
 
 
 def _utc(ts: float) -> datetime:
@@ -72,18 +72,8 @@ def calls_frame(report: InspectReport) -> Any:
 def breaks_frame(report: InspectReport) -> Any:
     rows = [
         {
-            "session_id": b.session_id,
-            "project": b.project,
-            "thread_id": b.thread_id,
-            "call_index": b.cache_break.call_index,
+            **break_json(b),
             "timestamp": _utc(b.timestamp_s),
-            "model": b.model,
-            "previous_read_tokens": b.cache_break.previous_read_tokens,
-            "read_tokens": b.cache_break.read_tokens,
-            "drop_tokens": b.cache_break.drop_tokens,
-            "gap_seconds": b.cache_break.gap_seconds,
-            "cause": b.cache_break.cause.value,
-            "expected": b.cache_break.expected,
             "source_file": b.source.file,
             "source_line": b.source.line,
         }

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from mcsim.accounting.recorded import InspectReport, SessionSummary, TokenTotals, UsageGroup
+from mcsim.accounting.recorded import (
+    BreakRecord,
+    InspectReport,
+    SessionSummary,
+    TokenTotals,
+    UsageGroup,
+)
 from mcsim.ingest.pipeline import LoadStats
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, terminal_width, width
 
@@ -75,6 +81,25 @@ def skipped_json(stats: LoadStats) -> dict[str, Any]:
     }
 
 
+def break_json(b: BreakRecord) -> dict[str, Any]:
+    """A recorded cache break's fields, as `--json` and breaks.parquet both give them (each
+    adds its time and source in its own spelling)."""
+    brk = b.cache_break
+    return {
+        "session_id": b.session_id,
+        "project": b.project,
+        "thread_id": b.thread_id,
+        "call_index": brk.call_index,
+        "model": b.model,
+        "previous_read_tokens": brk.previous_read_tokens,
+        "read_tokens": brk.read_tokens,
+        "drop_tokens": brk.drop_tokens,
+        "gap_seconds": brk.gap_seconds,
+        "cause": brk.cause.value,
+        "expected": brk.expected,
+    }
+
+
 def group_json(group: UsageGroup) -> dict[str, Any]:
     return {
         "key": group.key,
@@ -121,18 +146,8 @@ def inspect_json(
         "sessions": [session_json(s) for s in report.sessions],
         "breaks": [
             {
-                "session_id": b.session_id,
-                "project": b.project,
-                "thread_id": b.thread_id,
-                "call_index": b.cache_break.call_index,
+                **break_json(b),
                 "timestamp": _iso(b.timestamp_s),
-                "model": b.model,
-                "previous_read_tokens": b.cache_break.previous_read_tokens,
-                "read_tokens": b.cache_break.read_tokens,
-                "drop_tokens": b.cache_break.drop_tokens,
-                "gap_seconds": b.cache_break.gap_seconds,
-                "cause": b.cache_break.cause.value,
-                "expected": b.cache_break.expected,
                 "file": b.source.file,
                 "line": b.source.line,
             }
