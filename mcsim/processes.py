@@ -162,3 +162,17 @@ class _Stop:
 
 _AGAIN_SECONDS = 0.1
 STOP = _Stop()
+
+
+def give_back_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's malloc_trim; nothing elsewhere).
+
+    Freed memory stays in the process otherwise: replaying 2 GB, each batch of rows a run
+    writes (outputs/rows_sink.py) left about 2 MB more resident than the one before, though
+    nothing of it was alive (issue 13). Takes about a millisecond."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)

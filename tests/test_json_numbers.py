@@ -76,3 +76,28 @@ def test_every_document_of_a_replay_and_a_sweep(tmp_path: Path) -> None:
     assert bad == []
     # The refetch figures were printed with 16 digits before (4.068755697620452).
     assert "net_savings_vs_baseline_pct" in docs[0]["policies"][1]
+
+
+def test_a_streamed_document_is_the_same_bytes() -> None:
+    """`json_stream` (what --json prints, a piece at a time) writes what `json_bytes` does."""
+    from mcsim.outputs.run_dir import Each, json_bytes, json_stream
+
+    docs: list[dict[str, Any]] = [
+        {},
+        {"a": [], "b": {}, "c": None},
+        {"cost_usd": 1.23456789, "rows": [1.5, {"saved_pct": 2.123456789}, []], "n": -0.0},
+        {"x": {"deep": {"deeper": [[1, 2], [], {"k_tokens": 3.33333}]}, "s": "é\u0085"}},
+        {"sessions": Each([1.0, 2.0], lambda v: {"gap_seconds": v / 3, "id": "a\nb"})},
+        {"none": Each([], str), "inner": {"rows": Each(["x"], str)}},
+    ]
+    for doc in docs:
+        held = {k: _lists(v) for k, v in doc.items()}  # every Each made a list
+        assert b"".join(json_stream(doc)) == json_bytes(held)
+
+
+def _lists(value: Any) -> Any:
+    from mcsim.outputs.run_dir import Each
+
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return list(value) if isinstance(value, Each) else value

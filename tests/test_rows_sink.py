@@ -13,8 +13,8 @@ from polars.testing import assert_frame_equal
 
 from mcsim.accounting.prices import default_table
 from mcsim.outputs import rows_sink
-from mcsim.outputs.charts import chart_data
-from mcsim.outputs.replay_tables import breaks_frame, calls_frame
+from mcsim.outputs.charts import CallLines, chart_data
+from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
 from mcsim.replay.run import RECORDED, ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
@@ -33,20 +33,28 @@ def test_tables_and_chart_lines_equal_the_in_memory_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
 ) -> None:
     held = replayed()
-    calls, breaks = calls_frame(held), breaks_frame(held)
+    calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
     monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
     with RowsSink(NAMES, tmp_path / "run") as sink:
         report = replayed(sink)
         assert sink.sunk == len(report.sessions) > 1
-        # No session holds its rows any more.
+        # No session holds its rows or its per-policy totals any more; the run's are whole.
         assert all(s.call_rows is None and not s.break_columns for s in report.sessions)
-        sink.finish(report.sessions)
+        assert all(not s.policies and not s.providers for s in report.sessions)
+        assert report.policies == held.policies and report.recorded == held.recorded
+        assert report.providers == held.providers == {"anthropic": 355}
+        assert report.recorded_prunes == held.recorded_prunes
+        lines = CallLines(NAMES, sink.calls)
+        sink.finish(report.sessions, lines)
         assert_frame_equal(pl.read_parquet(sink.calls_path), calls)
         assert_frame_equal(pl.read_parquet(sink.breaks_path), breaks)
-        assert sorted(p.name for p in sink.folder.iterdir()) == ["breaks.parquet", "calls.parquet"]
-        got = chart_data(report, sink.chart_rows())
+        assert_frame_equal(pl.read_parquet(sink.sessions_path), table)
+        assert table.height == 8 * len(NAMES)  # the 8 sessions of the corpus
+        names = ["breaks.parquet", "calls.parquet", "sessions.parquet"]
+        assert sorted(p.name for p in sink.folder.iterdir()) == names
+        got = chart_data(report, lines)
         folder = sink.folder
     assert not folder.exists()  # removed on leaving
     assert got.sessions == expected.sessions and got.boundaries == expected.boundaries

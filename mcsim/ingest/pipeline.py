@@ -23,11 +23,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from mcsim.ingest.discovery import discover
 from mcsim.ingest.engines import Engine, LocalEngine
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
+from mcsim.ingest.seen import SeenCalls
 from mcsim.model import Session, SkipReport
-from mcsim.processes import STOP
+from mcsim.processes import STOP, give_back_memory
 from mcsim.text import from_fs
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+_TRIM_BYTES = 64 * 1024 * 1024  # input read between two give_back_memory()
 CallKey = tuple[str, str | None]
 T = TypeVar("T")
 
@@ -240,48 +242,50 @@ def project_matches(unit: LoadUnit, pattern: str) -> bool:
 def _collect(
     jobs: list[_Job[Any, T]], engine: Engine, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
-    seen: dict[int, int] = {}  # every call so far (its call_digest), with its counts
+    seen = SeenCalls()  # every call so far (its call_digest), with its counts
     total = stats.bytes
     done = 0
     outputs = engine.map_units(jobs, _run_job, total)
     for job, output in zip(jobs, outputs, strict=True):
         STOP.check()
-        digests = [[call_digest(key) for key in keys] for keys, _, _ in output.results]
-        if any(d in seen for ds in digests for d in ds):
-            _note_conflicts(output, digests, seen, job.unit.key, stats)
-            output = _run_job(replace(job, exclude=frozenset(seen)))
+        digests = [call_digest(key) for keys, _, _ in output.results for key in keys]
+        found = seen.find(digests)
+        if any(f is not None for f in found):
+            _note_conflicts(output, found, job.unit.key, stats)
+            repeated = frozenset(d for d, f in zip(digests, found, strict=True) if f is not None)
+            output = _run_job(replace(job, exclude=repeated))
             stats.duplicate_calls += output.excluded_calls
-            digests = [[call_digest(key) for key in keys] for keys, _, _ in output.results]
+            digests = [call_digest(key) for keys, _, _ in output.results for key in keys]
         stats.skips.merge(output.skips)
         stats.sessions_outside_dates += output.outside_dates
         stats.examples_outside_dates += output.examples_outside_dates
         done += job.unit.size_bytes
+        if done // _TRIM_BYTES != (done - job.unit.size_bytes) // _TRIM_BYTES:
+            give_back_memory()  # what unpickling the results left
         if progress is not None:
             progress(done, total)
-        for ds, (_, counts, result) in zip(digests, output.results, strict=True):
-            seen.update(zip(ds, counts, strict=True))
+        seen.add(digests, [count for _, counts, _ in output.results for count in counts])
+        for _, _, result in output.results:
             yield result
 
 
 def _note_conflicts(
-    output: _UnitOutput[Any],
-    digests: list[list[int]],
-    seen: dict[int, int],
-    unit: str,
-    stats: LoadStats,
+    output: _UnitOutput[Any], found: list[int | None], unit: str, stats: LoadStats
 ) -> None:
     """Note each call of `output` that an earlier unit also holds with other counts (the
-    earlier one stands): a copy must bill what its original billed."""
-    for ds, (keys, counts, _) in zip(digests, output.results, strict=True):
-        for digest, key, count in zip(ds, keys, counts, strict=True):
-            if digest in seen and seen[digest] != count:
-                stats.skips.note(
-                    from_fs(unit),
-                    0,
-                    "conflicting_usage",
-                    f"call {key[0][:40]} bills other counts than its copy in an earlier project "
-                    "folder, which stands",
-                )
+    earlier one stands): a copy must bill what its original billed. `found`: the earlier
+    counts of each call, in order."""
+    calls = ((key, count) for keys, counts, _ in output.results
+             for key, count in zip(keys, counts, strict=True))  # fmt: skip
+    for (key, count), earlier in zip(calls, found, strict=True):
+        if earlier is not None and earlier != count:
+            stats.skips.note(
+                from_fs(unit),
+                0,
+                "conflicting_usage",
+                f"call {key[0][:40]} bills other counts than its copy in an earlier project "
+                "folder, which stands",
+            )
 
 
 def iter_sessions(

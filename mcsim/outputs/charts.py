@@ -9,12 +9,13 @@ overlap the replay and the tables. matplotlib is imported here only.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import multiprocessing
 import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,20 +99,6 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join([*lines, text])
 
 
-def _thin(values: Any) -> tuple[Any, Any]:
-    """Every n-th point of a series so a line has at most _MAX_POINTS points."""
-    step = max(1, len(values) // _MAX_POINTS)
-    return range(0, len(values), step), values[::step]
-
-
-def _identical(series: dict[str, Any]) -> list[list[str]]:
-    """Groups (2+ names, in the dict's order) of series equal at every point."""
-    groups: dict[bytes, list[str]] = {}
-    for name, values in series.items():
-        groups.setdefault(values.tobytes(), []).append(name)
-    return [g for g in groups.values() if len(g) > 1]
-
-
 def savings_data(report: ReplayReport) -> ChartData:
     """What the savings chart draws: the totals alone, ready as soon as the replay is."""
     names = [RECORDED, *(s.name for s in report.scenarios)]
@@ -143,44 +130,130 @@ def session_order(rows: RowsTable) -> tuple[Any, Any]:
     return order, number[codes[order]]
 
 
-def chart_data(report: ReplayReport, rows: RowsTable | None = None) -> ChartData:
-    """What every chart draws; the per-call lines from `rows` (what a `RowsSink` read back
-    from the calls table it wrote), else from the rows the report holds."""
+def chart_data(report: ReplayReport, lines: CallLines | None = None) -> ChartData:
+    """What every chart draws; the per-call lines from `lines` (what a `RowsSink` gathered
+    while writing the calls table), else from the rows the report holds."""
     data = savings_data(report)
-    add_calls(data, rows if rows is not None else report.call_rows())
+    if lines is None:
+        add_calls(data, report.call_rows())
+    else:
+        lines.finish(data)
     return data
 
 
 def add_calls(data: ChartData, rows: RowsTable) -> None:
-    """The per-call part of `data`: lines, session boundaries, coinciding lines, breaks."""
-    import numpy as np
+    """The per-call part of `data` from one table of rows."""
+    lines = CallLines(rows.policies, rows.calls)
+    lines.add(rows)
+    lines.finish(data)
 
-    n = rows.calls
-    order, session = session_order(rows)
-    data.sessions = len(rows.values["session_id"]) if n else 0
-    data.boundaries = (np.flatnonzero(np.diff(session)) + 1).tolist()
-    costs, prompts = {}, {}
-    for index, name in enumerate(rows.policies):
-        part = rows.policy_slice(index)
-        costs[name] = np.nancumsum(rows.numbers["cost_usd"][part][order])
-        prompts[name] = rows.numbers["prompt_tokens"][part][order] / 1000
-        data.cumulative_cost[name] = _thin(costs[name])
-        data.prompt_k[name] = _thin(prompts[name])
-    data.same_cost = _identical(costs)
-    prompts.pop(RECORDED, None)  # not drawn: the baseline's prompt is the recorded prompt
-    data.same_prompt = _identical(prompts)
-    # Where each call of a policy falls on the break timeline's x.
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
-    calls = np.bincount(session, minlength=data.sessions)
-    first = np.cumsum(calls) - calls
-    place = np.empty(n)
-    place[order] = session + (np.arange(n) - first[session] + 0.5) / np.maximum(calls, 1)[session]
-    broke = np.flatnonzero(rows.numbers["is_break"])
-    broke_cause = rows.codes["break_cause"][broke]
-    for code, cause in enumerate(rows.values["break_cause"]):
-        mine = broke[broke_cause == code]
-        data.breaks[cause] = (place[mine % n], mine // n)  # row = policy
+
+class CallLines:
+    """The per-call part of `ChartData` (lines, session boundaries, coinciding lines, breaks),
+    built from batches of whole sessions given in start order: a `RowsSink` hands over each
+    batch it writes, so the driver never holds every call's row (issue 13: reading the
+    written calls table back grew the driver by about 20 MB per GB of transcripts). A line
+    keeps only its thinned points, and a hash of its whole series to find the lines that
+    coincide; `calls` (rows per policy over all batches) fixes the thinning step up front.
+    Batches give exactly what one table of all the rows gives (`tests/test_rows_sink.py`)."""
+
+    def __init__(self, policies: Sequence[str], calls: int) -> None:
+        self.policies = list(policies)
+        self.calls = calls
+        self.step = max(1, calls // _MAX_POINTS)  # as `_thin` on the whole series
+        self.done = 0  # calls laid so far, per policy
+        self.sessions = 0
+        self.boundaries: list[int] = []
+        self._carry = [0.0 for _ in self.policies]  # each line's cumulative cost so far
+        self._cost: list[list[Any]] = [[] for _ in self.policies]
+        self._prompt: list[list[Any]] = [[] for _ in self.policies]
+        self._cost_hash = [hashlib.blake2b() for _ in self.policies]
+        self._prompt_hash = [hashlib.blake2b() for _ in self.policies]
+        self._breaks: dict[str, list[list[Any]]] = {}  # cause -> per policy, its breaks' x
+
+    def add(self, rows: RowsTable) -> None:
+        """The next batch: whole sessions, later in start order than any batch before."""
+        import numpy as np
+
+        if list(rows.policies) != self.policies:
+            raise ValueError(f"a batch holds runs {rows.policies}, not {self.policies}")
+        n = rows.calls
+        if not n:
+            return
+        order, session = session_order(rows)
+        if self.done:  # the batch's first session begins a new one
+            self.boundaries.append(self.done)
+        self.boundaries.extend((np.flatnonzero(np.diff(session)) + 1 + self.done).tolist())
+        picked = slice((-self.done) % self.step, n, self.step)  # the thinned points' rows
+        for index in range(len(self.policies)):
+            part = rows.policy_slice(index)
+            # The carry goes first, so every sum is added in the order of one whole series.
+            costs = np.concatenate(([self._carry[index]], rows.numbers["cost_usd"][part][order]))
+            cumulative = np.nancumsum(costs)[1:]
+            self._carry[index] = float(cumulative[-1])
+            prompts = rows.numbers["prompt_tokens"][part][order] / 1000
+            # Copies: a slice is a view, which would keep the whole batch's series alive.
+            self._cost[index].append(cumulative[picked].copy())
+            self._prompt[index].append(prompts[picked].copy())
+            self._cost_hash[index].update(cumulative.tobytes())
+            self._prompt_hash[index].update(prompts.tobytes())
+        # Where each call of a policy falls on the break timeline's x.
+        sessions = len(rows.values["session_id"])
+        calls = np.bincount(session, minlength=sessions)
+        first = np.cumsum(calls) - calls
+        place = np.empty(n)
+        place[order] = (session + self.sessions) + (
+            np.arange(n) - first[session] + 0.5
+        ) / np.maximum(calls, 1)[session]
+        broke = np.flatnonzero(rows.numbers["is_break"])
+        broke_cause = rows.codes["break_cause"][broke]
+        for code, cause in enumerate(rows.values["break_cause"]):
+            mine = broke[broke_cause == code]
+            if not len(mine):
+                continue
+            per_policy = self._breaks.setdefault(cause, [[] for _ in self.policies])
+            policy = mine // n
+            for index in np.unique(policy).tolist():
+                at = mine[policy == index] % n
+                per_policy[index].append(place[at])
+        self.done += n
+        self.sessions += sessions
+
+    def finish(self, data: ChartData) -> None:
+        """Put the lines, boundaries and breaks into `data`."""
+        import numpy as np
+
+        if self.done != self.calls:
+            raise ValueError(f"the batches held {self.done} calls, not {self.calls}")
+        data.sessions = self.sessions
+        data.boundaries = list(self.boundaries)
+        x = range(0, self.calls, self.step)
+        for index, name in enumerate(self.policies):
+            data.cumulative_cost[name] = (x, _joined(np, self._cost[index]))
+            data.prompt_k[name] = (x, _joined(np, self._prompt[index]))
+        data.same_cost = _same(self.policies, self._cost_hash)
+        # Not drawn: the baseline's prompt is the recorded prompt.
+        drawn = [i for i, name in enumerate(self.policies) if name != RECORDED]
+        data.same_prompt = _same(
+            [self.policies[i] for i in drawn], [self._prompt_hash[i] for i in drawn]
+        )
+        for cause in sorted(self._breaks):
+            per_policy = self._breaks[cause]
+            xs = [_joined(np, parts) for parts in per_policy]
+            rows = [np.full(len(v), index, dtype=np.int64) for index, v in enumerate(xs)]
+            data.breaks[cause] = (np.concatenate(xs), np.concatenate(rows))  # row = policy
+
+
+def _joined(np: Any, parts: list[Any]) -> Any:
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _same(names: Sequence[str], hashes: Sequence[Any]) -> list[list[str]]:
+    """Groups (2+ names, in `names` order) of series whose hashes are equal."""
+    groups: dict[bytes, list[str]] = {}
+    for name, digest in zip(names, hashes, strict=True):
+        groups.setdefault(digest.digest(), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _fit_to_labels(fig: Any) -> None:

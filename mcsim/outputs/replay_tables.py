@@ -17,9 +17,15 @@ from mcsim.outputs.rows_sink import (
 from mcsim.outputs.rows_sink import (
     REPLAY_CALLS_SCHEMA as REPLAY_CALLS_SCHEMA,
 )
-from mcsim.outputs.rows_sink import RowsSink, breaks_columns_frame, rows_frame
+from mcsim.outputs.rows_sink import (
+    REPLAY_SESSIONS_SCHEMA,
+    RowsSink,
+    breaks_columns_frame,
+    rows_frame,
+    session_rows,
+)
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
-from mcsim.outputs.tables import TS, frame, write_parquet
+from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
 from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, printable
 
@@ -29,12 +35,6 @@ CACHE_EDIT_NOTE = (
     "and the drop in reads they cause is not a cache break (not documented by Anthropic)"
 )
 
-REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
-    "policy": "str", "session_id": "str", "project": "str", "start": TS, "calls": "int",
-    "cost_usd": "float", "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
-    "cleared_tokens": "int", "cache_read_tokens": "int", "cache_write_tokens": "int",
-    "cache_hit_ratio": "float", "cache_breaks": "int", "fidelity_error": "float",
-}  # fmt: skip
 SUMMARY_SCHEMA: dict[str, str] = {
     "policy": "str", "description": "str", "cost_usd": "float",
     "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
@@ -114,30 +114,9 @@ def summary_frame(report: ReplayReport) -> Any:
 
 
 def sessions_frame(report: ReplayReport) -> Any:
-    rows = []
-    for s in report.sessions:
-        base = next((p for p in s.policies if p.name == "baseline"), None)
-        for t in [s.recorded, *s.policies]:
-            rows.append(
-                {
-                    "policy": t.name,
-                    "session_id": s.session_id,
-                    "project": s.project,
-                    "start": _utc(s.start_s),
-                    "calls": s.calls,
-                    "cost_usd": t.cost_usd,
-                    "savings_vs_recorded_pct": _pct(t.cost_usd, s.recorded.cost_usd),
-                    "savings_vs_baseline_pct": _pct(t.cost_usd, base.cost_usd if base else 0),
-                    "cleared_tokens": t.cleared_tokens,
-                    "cache_read_tokens": t.tokens.cache_read_tokens,
-                    "cache_write_tokens": t.tokens.cache_write_5m_tokens
-                    + t.tokens.cache_write_1h_tokens,
-                    "cache_hit_ratio": t.tokens.cache_hit_ratio,
-                    "cache_breaks": t.cache_breaks,
-                    "fidelity_error": s.fidelity_error,
-                }
-            )
-    return frame(rows, REPLAY_SESSIONS_SCHEMA)
+    """Every session's row under each policy, from the totals the report holds (a replay
+    without a `RowsSink`)."""
+    return frame([r for s in report.sessions for r in session_rows(s)], REPLAY_SESSIONS_SCHEMA)
 
 
 def calls_frame(report: ReplayReport) -> Any:
@@ -227,17 +206,19 @@ def write_replay_outputs(
     """Tables, run.json and charts; the charts are drawn by `chart_process` when given. With
     `sink` (the one the replay wrote its rows to) the calls and breaks tables are the sink's,
     written here into its folder and moved into the run's temporary folder."""
-    from mcsim.outputs.charts import CHARTS, chart_data, draw_all, savings_data
+    from mcsim.outputs.charts import CHARTS, CallLines, chart_data, draw_all, savings_data
 
     if sink is not None:
         calls: Callable[[Path], None] = lambda p: _move(sink.calls_path, p)  # noqa: E731
         breaks: Callable[[Path], None] = lambda p: _move(sink.breaks_path, p)  # noqa: E731
+        sessions: Callable[[Path], None] = lambda p: _move(sink.sessions_path, p)  # noqa: E731
     else:
         calls = lambda p: write_parquet(calls_frame(report), p)  # noqa: E731
         breaks = lambda p: write_parquet(breaks_frame(report), p)  # noqa: E731
+        sessions = lambda p: write_parquet(sessions_frame(report), p)  # noqa: E731
     writers: dict[str, Callable[[Path], None]] = {
         "summary.parquet": lambda p: write_parquet(summary_frame(report), p),
-        "sessions.parquet": lambda p: write_parquet(sessions_frame(report), p),
+        "sessions.parquet": sessions,
         "calls.parquet": calls,
         "breaks.parquet": breaks,
         "run.json": lambda p: write_json(p, run),
@@ -246,8 +227,9 @@ def write_replay_outputs(
     def per_call() -> Any:
         if sink is None:
             return chart_data(report)
-        sink.finish(report.sessions)  # the calls table, which the lines are read back from
-        return chart_data(report, sink.chart_rows())
+        lines = CallLines(sink.policies, sink.calls)
+        sink.finish(report.sessions, lines)  # the tables, and the lines as they are written
+        return chart_data(report, lines)
 
     def charts(folder: Path) -> ChartProcess | None:
         if chart_process is None:

@@ -6,8 +6,8 @@ Kept in the report until the end, every session's rows made the driver grow with
 folder and drops them from the result. `finish` then writes calls.parquet and breaks.parquet
 in the documented order (calls: policy, then session in start order, thread and call; breaks:
 session by session), a batch of sessions at a time: each batch's rows of each policy go to a
-part file, and polars streams the parts, in order, into one table. The charts read back from
-the written calls table only the columns they draw (`chart_rows`).
+part file, and polars streams the parts, in order, into one table. Each batch is also handed to
+the charts' `CallLines`, which keeps only what the charts draw.
 """
 
 from __future__ import annotations
@@ -18,15 +18,19 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import McsimError
 from mcsim.ingest.storage import ObjectPath
+from mcsim.outputs.charts import CallLines
 from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
+from mcsim.processes import give_back_memory
 from mcsim.replay.rows import RowsTable, SessionRows
-from mcsim.replay.run import BREAK_COLUMNS, SessionReplay
+from mcsim.replay.run import BREAK_COLUMNS, SessionReplay, shed_totals
 
 REPLAY_CALLS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
@@ -43,7 +47,14 @@ REPLAY_BREAKS_SCHEMA: dict[str, str] = {
     "expected": "bool",
 }  # fmt: skip
 
-BATCH_ROWS = 250_000  # rows (every policy's) turned into a table at a time: about 50 MB
+REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
+    "policy": "str", "session_id": "str", "project": "str", "start": TS, "calls": "int",
+    "cost_usd": "float", "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
+    "cleared_tokens": "int", "cache_read_tokens": "int", "cache_write_tokens": "int",
+    "cache_hit_ratio": "float", "cache_breaks": "int", "fidelity_error": "float",
+}  # fmt: skip
+
+BATCH_ROWS = 100_000  # rows (every policy's) turned into a table at a time
 
 
 def rows_frame(rows: RowsTable) -> Any:
@@ -87,6 +98,31 @@ def breaks_columns_frame(parts: list[list[list[object]]]) -> Any:
     return df.select(empty.columns)
 
 
+def session_rows(s: SessionReplay) -> list[dict[str, Any]]:
+    """A session's rows of sessions.parquet: the recording's, then each policy's."""
+    base = next((p for p in s.policies if p.name == "baseline"), None)
+    start = datetime.fromtimestamp(s.start_s, UTC)
+    return [
+        {
+            "policy": t.name,
+            "session_id": s.session_id,
+            "project": s.project,
+            "start": start,
+            "calls": s.calls,
+            "cost_usd": t.cost_usd,
+            "savings_vs_recorded_pct": savings_pct(t.cost_usd, s.recorded.cost_usd),
+            "savings_vs_baseline_pct": savings_pct(t.cost_usd, base.cost_usd if base else 0),
+            "cleared_tokens": t.cleared_tokens,
+            "cache_read_tokens": t.tokens.cache_read_tokens,
+            "cache_write_tokens": t.tokens.cache_write_5m_tokens + t.tokens.cache_write_1h_tokens,
+            "cache_hit_ratio": t.tokens.cache_hit_ratio,
+            "cache_breaks": t.cache_breaks,
+            "fidelity_error": s.fidelity_error,
+        }
+        for t in [s.recorded, *s.policies]
+    ]
+
+
 def _near(out_dir: Path | None) -> Path | None:
     """The folder a spool goes in: the nearest existing folder above the run directory (the
     same file system as the run's temporary folder), or the system's for a remote run."""
@@ -112,10 +148,12 @@ class RowsSink:
         self.folder = Path(tempfile.mkdtemp(prefix=f".mcsim-rows-{name}.", dir=_near(out_dir)))
         self.calls_path = self.folder / "calls.parquet"
         self.breaks_path = self.folder / "breaks.parquet"
+        self.sessions_path = self.folder / "sessions.parquet"
         self._spool: IO[bytes] | None = open(self.folder / "rows.spool", "wb")  # noqa: SIM115
         # By id of each result (the report holds them all): where its rows are in the spool.
         self._at: dict[int, tuple[int, int]] = {}
         self.sunk = 0  # sessions whose rows were taken
+        self.calls = 0  # calls per run (policy) of those sessions
 
     def __enter__(self) -> RowsSink:
         return self
@@ -135,32 +173,38 @@ class RowsSink:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __call__(self, result: SessionReplay) -> None:
-        """Append `result`'s rows to the spool and drop them from it."""
+        """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
+        and drop them, and its per-policy totals, from it (`run.shed_totals`)."""
         if self._spool is None:
             raise ValueError("the rows sink is finished")
-        if result.call_rows is None and not result.break_columns:
-            return
-        blob = pickle.dumps((result.call_rows, result.break_columns), pickle.HIGHEST_PROTOCOL)
+        taken = (result.call_rows, result.break_columns, session_rows(result))
+        blob = pickle.dumps(taken, pickle.HIGHEST_PROTOCOL)
         self._at[id(result)] = (self._spool.tell(), len(blob))
         try:
             self._spool.write(blob)
         except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
             raise McsimError(f"{self.out_dir}: could not write the run ({exc.strerror})") from exc
+        if result.call_rows is not None:
+            self.calls += result.call_rows.calls
         result.call_rows = None
         result.break_columns = []
+        shed_totals(result)
         self.sunk += 1
 
-    def finish(self, sessions: Sequence[SessionReplay]) -> None:
-        """Write calls.parquet and breaks.parquet into the sink's folder, `sessions` (the
-        report's, in start order) a batch at a time."""
+    def finish(self, sessions: Sequence[SessionReplay], lines: CallLines | None = None) -> None:
+        """Write calls.parquet, breaks.parquet and sessions.parquet into the sink's folder,
+        `sessions` (the report's, in start order) a batch at a time, handing each batch to
+        `lines`."""
         if self._spool is None:
             raise ValueError("the rows sink is finished")
         self._spool.close()
         self._spool = None
         parts: list[list[Path]] = [[] for _ in self.policies]
         break_parts: list[Path] = []
+        session_parts: list[Path] = []
         batch: list[SessionRows] = []
         breaks: list[list[list[object]]] = []
+        table: list[dict[str, Any]] = []
         size = 0
         with open(self.folder / "rows.spool", "rb") as spool:
             for session in sessions:
@@ -168,19 +212,29 @@ class RowsSink:
                 if where is None:
                     continue
                 spool.seek(where[0])
-                rows, columns = pickle.loads(spool.read(where[1]))
+                rows, columns, session_table = pickle.loads(spool.read(where[1]))
                 if rows is not None:
                     batch.append(rows)
                     size += rows.rows
                 if columns:
                     breaks.append(columns)
+                table.extend(session_table)
                 if size >= BATCH_ROWS:
-                    self._write_batch(batch, breaks, parts, break_parts)
-                    batch, breaks, size = [], [], 0
-        self._write_batch(batch, breaks, parts, break_parts)
+                    self._write_batch(batch, breaks, parts, break_parts, lines)
+                    session_parts.append(self._part("sessions", len(session_parts), table))
+                    batch, breaks, table, size = [], [], [], 0
+        self._write_batch(batch, breaks, parts, break_parts, lines)
+        if table:
+            session_parts.append(self._part("sessions", len(session_parts), table))
         os.remove(self.folder / "rows.spool")
         _concat([p for policy in parts for p in policy], self.calls_path, REPLAY_CALLS_SCHEMA)
         _concat(break_parts, self.breaks_path, REPLAY_BREAKS_SCHEMA)
+        _concat(session_parts, self.sessions_path, REPLAY_SESSIONS_SCHEMA)
+
+    def _part(self, name: str, index: int, rows: list[dict[str, Any]]) -> Path:
+        path = self.folder / f"{name}-{index}.parquet"
+        write_parquet(frame(rows, REPLAY_SESSIONS_SCHEMA), path)
+        return path
 
     def _write_batch(
         self,
@@ -188,9 +242,12 @@ class RowsSink:
         breaks: list[list[list[object]]],
         parts: list[list[Path]],
         break_parts: list[Path],
+        lines: CallLines | None,
     ) -> None:
         if batch:
             rows = RowsTable(batch, self.policies)
+            if lines is not None:
+                lines.add(rows)
             table = rows_frame(rows)
             for index, policy_parts in enumerate(parts):
                 path = self.folder / f"calls-{index}-{len(policy_parts)}.parquet"
@@ -200,10 +257,7 @@ class RowsSink:
             path = self.folder / f"breaks-{len(break_parts)}.parquet"
             write_parquet(breaks_columns_frame(breaks), path)
             break_parts.append(path)
-
-    def chart_rows(self) -> RowsTable:
-        """The columns of the written calls table the charts draw (see `chart_rows`)."""
-        return chart_rows(self.calls_path, self.policies)
+        give_back_memory()
 
 
 def _concat(parts: list[Path], path: Path, schema: dict[str, str]) -> None:
@@ -217,41 +271,3 @@ def _concat(parts: list[Path], path: Path, schema: dict[str, str]) -> None:
     pl.scan_parquet(parts, glob=False).sink_parquet(path)
     for part in parts:
         os.remove(part)
-
-
-def chart_rows(path: Path, policies: Sequence[str]) -> RowsTable:
-    """What `charts.add_calls` reads of a calls table (policy-major, every policy with the
-    same calls): the order columns of the first policy's rows, and every row's cost, prompt
-    size and break."""
-    import polars as pl
-
-    table = pl.scan_parquet(path, glob=False)
-    calls = table.select(pl.len()).collect().item() // max(len(policies), 1)
-    first = table.head(calls).select("session_id", "thread_id", "call_index", "timestamp")
-    order = first.collect()
-    every = table.select("cost_usd", "prompt_tokens", "is_break", "break_cause").collect()
-    numbers = {
-        "call_index": order["call_index"].to_numpy(),
-        "timestamp": order["timestamp"].dt.epoch("ms").to_numpy() / 1000,
-        "cost_usd": every["cost_usd"].cast(pl.Float64).to_numpy(),  # null: NaN
-        "prompt_tokens": every["prompt_tokens"].to_numpy(),
-        "is_break": every["is_break"].to_numpy(),
-    }
-    strings = {
-        "session_id": _codes(order["session_id"]),
-        "thread_id": _codes(order["thread_id"]),
-        "break_cause": _codes(every["break_cause"]),
-    }
-    return RowsTable.from_columns(policies, calls, numbers, strings)
-
-
-def _codes(column: Any) -> tuple[list[str], Any]:
-    """A string column as its distinct values (first-seen order) and a code per row (-1 =
-    null)."""
-    import polars as pl
-
-    values = column.drop_nulls().unique(maintain_order=True).to_list()
-    codes = column.replace_strict(
-        values, list(range(len(values))), default=-1, return_dtype=pl.Int32
-    )
-    return values, codes.fill_null(-1).to_numpy()

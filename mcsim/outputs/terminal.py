@@ -15,6 +15,7 @@ from mcsim.accounting.recorded import (
     UsageGroup,
 )
 from mcsim.ingest.pipeline import LoadStats
+from mcsim.outputs.run_dir import Each
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, terminal_width, width
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
@@ -143,23 +144,24 @@ def inspect_json(
             "files_skipped_by_project": stats.files_skipped_by_project,
             "duplicate_calls_across_projects": stats.duplicate_calls,
         },
-        "sessions": [session_json(s) for s in report.sessions],
-        "breaks": [
-            {
-                **break_json(b),
-                "timestamp": _iso(b.timestamp_s),
-                "file": b.source.file,
-                "line": b.source.line,
-            }
-            for b in report.breaks
-        ],
+        "sessions": Each(report.sessions, session_json),
+        "breaks": Each(report.breaks, _located_break_json),
         "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
     if grouped is not None:
         by, tz, rows = grouped
-        doc["groups"] = {"by": by, "timezone": tz, "rows": [group_json(g) for g in rows]}
+        doc["groups"] = {"by": by, "timezone": tz, "rows": Each(rows, group_json)}
     return doc
+
+
+def _located_break_json(b: BreakRecord) -> dict[str, Any]:
+    return {
+        **break_json(b),
+        "timestamp": _iso(b.timestamp_s),
+        "file": b.source.file,
+        "line": b.source.line,
+    }
 
 
 def _k(n: int) -> str:
