@@ -57,6 +57,8 @@ def optional_timestamp(value: Any) -> float | None:
 def token_count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
     """A token count: missing or null is 0, anything but a non-negative integer is an error."""
     value = usage.get(key)
+    if value.__class__ is int and 0 <= value <= MAX_TOKENS_PER_CALL:
+        return value  # the usual case first (bool is not int's class: it goes on below)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int | float):
