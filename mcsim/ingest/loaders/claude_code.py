@@ -647,10 +647,12 @@ def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     thread (a new chain, a compaction, or a resumed session continuing history held
     elsewhere). Every node appears exactly once. Iterative: chains can be very deep.
     """
+    first = thread.first
+    if not thread.reused and _is_chain(thread.nodes, first):
+        return thread.nodes
     children: dict[int, list[_Node]] = {}
     roots: list[_Node] = []
     latest: dict[str, _Node] = {}
-    first = thread.first
     for node in thread.nodes:
         parent = None
         if node.parent is not None:
@@ -673,6 +675,20 @@ def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     if len(order) < len(thread.nodes):  # cycles in a corrupt file: keep the rest in file order
         order.extend(n for n in thread.nodes if id(n) not in seen)
     return order
+
+
+def _is_chain(nodes: list[_Node], first: dict[str, _Node]) -> bool:
+    """Whether every node's parent is the node before it, or none of the thread's (a root):
+    then the depth-first order is the file order. Only for a thread whose uuids are unique
+    (no reused ones). Most threads are such chains; telling so costs a third of the walk
+    (_depth_first: 0.50 of 0.77 s in a profile of the 506 MB replica)."""
+    previous: str | None = None
+    for node in nodes:
+        parent = node.parent
+        if parent is not None and parent != previous and parent != node.uuid and parent in first:
+            return False  # a branch, or a parent written later
+        previous = node.uuid
+    return True
 
 
 def _thread_kind(thread_id: str) -> ThreadKind:
