@@ -232,9 +232,6 @@ class _LineReader:
         self.replays: set[CallKey] = set()  # sidechain copies of calls counted elsewhere
         self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._file_thread: str | None = None  # agent-<id> for sub-agent files
-        # optional_timestamp of each time string met: a call's time, its request's (the line
-        # before it) and its last line's are mostly the same few strings, parsed once each.
-        self._times: dict[str, float | None] = {}
 
     # ---------------------------------------------------------------- entry points
 
@@ -346,21 +343,6 @@ class _LineReader:
             thread.first[node.uuid] = node
         thread.nodes.append(node)
 
-    def _time(self, value: Any) -> float | None:
-        """optional_timestamp(value), each string parsed once per unit."""
-        if value.__class__ is not str:
-            return optional_timestamp(value)
-        try:
-            return self._times[value]
-        except KeyError:
-            seconds = self._times[value] = optional_timestamp(value)
-            return seconds
-
-    def _call_time(self, value: Any) -> float:
-        """parse_timestamp(value) (a call must have a valid time), from the same cache."""
-        seconds = self._time(value)
-        return parse_timestamp(value) if seconds is None else seconds
-
     def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
         return Item(kind, len(text), text if self.keep_text else None, **extra)
 
@@ -410,7 +392,7 @@ class _LineReader:
             acc = _CallAcc(
                 message_id,
                 request_id,
-                self._call_time(obj.get("timestamp")),
+                parse_timestamp(obj.get("timestamp")),
                 model,
                 usage,
                 usage.output_tokens,
@@ -602,8 +584,8 @@ class _LineReader:
         for (call, usage, items, compaction, sent), done, pruned in zip(
             found, last, prunings, strict=True
         ):
-            sent_s = self._time(sent) if sent is not None else None
-            done_s = self._time(done)
+            sent_s = optional_timestamp(sent) if sent is not None else None
+            done_s = optional_timestamp(done)
             calls.append(
                 Call(
                     call.message_id,
