@@ -175,8 +175,10 @@ def _generate_mixed(projects: Path) -> None:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
     def ident(prefix: str) -> str:
-        return prefix + "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
-                                for _ in range(24))  # fmt: skip
+        return prefix + "".join(
+            rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
+            for _ in range(24)
+        )
 
     def text(n: int) -> str:
         words = ("the", "cache", "prefix", "tool", "result", "file", "def", "return", "line")
@@ -192,8 +194,14 @@ def _generate_mixed(projects: Path) -> None:
     def session_lines(sid: str, cwd: str, calls: int, agent: str | None) -> list[str]:
         out: list[str] = []
         parent: str | None = None
-        base = {"isSidechain": agent is not None, "userType": "external", "cwd": cwd,
-                "sessionId": sid, "version": "2.1.114", "gitBranch": "main"}  # fmt: skip
+        base = {
+            "isSidechain": agent is not None,
+            "userType": "external",
+            "cwd": cwd,
+            "sessionId": sid,
+            "version": "2.1.114",
+            "gitBranch": "main",
+        }
         if agent:
             base["agentId"] = agent
 
@@ -207,50 +215,166 @@ def _generate_mixed(projects: Path) -> None:
 
         if agent is None:
             msg_id = uid()
-            add({"type": "file-history-snapshot", "messageId": msg_id, "isSnapshotUpdate": False,
-                 "snapshot": {"messageId": msg_id, "timestamp": stamp(), "trackedFileBackups": {
-                     f"src/f{i}.py": {"backupFileName": f"{uid()}@v1", "version": 1,
-                                      "backupTime": stamp()} for i in range(rng.randint(0, 12))}}},
-                link=False)  # fmt: skip
-            add({"type": "progress", "data": {"type": "hook_progress", "hookEvent": "SessionStart",
-                 "hookName": "SessionStart:startup", "command": "hooks/start"},
-                 "parentToolUseID": uid(), "toolUseID": uid()})  # fmt: skip
-            add({"type": "attachment", "attachment": {"type": "hook_success", "hookName":
-                 "SessionStart:startup", "hookEvent": "SessionStart", "content": "",
-                 "stdout": text(200), "stderr": "", "exitCode": 0, "durationMs": 120}})  # fmt: skip
+            add(
+                {
+                    "type": "file-history-snapshot",
+                    "messageId": msg_id,
+                    "isSnapshotUpdate": False,
+                    "snapshot": {
+                        "messageId": msg_id,
+                        "timestamp": stamp(),
+                        "trackedFileBackups": {
+                            f"src/f{i}.py": {
+                                "backupFileName": f"{uid()}@v1",
+                                "version": 1,
+                                "backupTime": stamp(),
+                            }
+                            for i in range(rng.randint(0, 12))
+                        },
+                    },
+                },
+                link=False,
+            )
+            add(
+                {
+                    "type": "progress",
+                    "data": {
+                        "type": "hook_progress",
+                        "hookEvent": "SessionStart",
+                        "hookName": "SessionStart:startup",
+                        "command": "hooks/start",
+                    },
+                    "parentToolUseID": uid(),
+                    "toolUseID": uid(),
+                }
+            )
+            add(
+                {
+                    "type": "attachment",
+                    "attachment": {
+                        "type": "hook_success",
+                        "hookName": "SessionStart:startup",
+                        "hookEvent": "SessionStart",
+                        "content": "",
+                        "stdout": text(200),
+                        "stderr": "",
+                        "exitCode": 0,
+                        "durationMs": 120,
+                    },
+                }
+            )
         add({"type": "user", "message": {"role": "user", "content": text(rng.randint(50, 2000))}})
         read = 8_000
         for c in range(calls):
             mid, rid, tool = ident("msg_01"), ident("req_011"), ident("toolu_01")
             write = rng.randint(50, 4_000)
-            usage = {"input_tokens": rng.randint(1, 9), "cache_creation_input_tokens": write,
-                     "cache_read_input_tokens": read, "cache_creation": {
-                         "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": write},
-                     "output_tokens": rng.randint(1, 40), "service_tier": "standard"}  # fmt: skip
+            usage = {
+                "input_tokens": rng.randint(1, 9),
+                "cache_creation_input_tokens": write,
+                "cache_read_input_tokens": read,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 0,
+                    "ephemeral_1h_input_tokens": write,
+                },
+                "output_tokens": rng.randint(1, 40),
+                "service_tier": "standard",
+            }
             read += write
-            message = {"model": "claude-sonnet-4-5-20250929", "id": mid, "type": "message",
-                       "role": "assistant", "stop_reason": None, "usage": usage}  # fmt: skip
-            add({"type": "assistant", "requestId": rid, "message": {**message, "content": [
-                {"type": "thinking", "thinking": text(rng.randint(20, 600)), "signature": "x"}]}})  # fmt: skip
+            message = {
+                "model": "claude-sonnet-4-5-20250929",
+                "id": mid,
+                "type": "message",
+                "role": "assistant",
+                "stop_reason": None,
+                "usage": usage,
+            }
+            add(
+                {
+                    "type": "assistant",
+                    "requestId": rid,
+                    "message": {
+                        **message,
+                        "content": [
+                            {
+                                "type": "thinking",
+                                "thinking": text(rng.randint(20, 600)),
+                                "signature": "x",
+                            }
+                        ],
+                    },
+                }
+            )
             usage = {**usage, "output_tokens": usage["output_tokens"] + rng.randint(10, 900)}
-            add({"type": "assistant", "requestId": rid, "message": {**message, "usage": usage,
-                 "content": [{"type": "tool_use", "id": tool, "name": "Read",
-                              "input": {"file_path": f"/src/f{c}.py"}}]}})  # fmt: skip
-            add({"type": "progress", "data": {"type": "hook_progress", "hookEvent": "PostToolUse",
-                 "hookName": "PostToolUse:Read", "command": "hooks/post"},
-                 "parentToolUseID": tool, "toolUseID": tool})  # fmt: skip
-            add({"type": "user", "toolUseResult": {"stdout": text(rng.randint(50, 1_500))},
-                 "message": {"role": "user", "content": [{"type": "tool_result",
-                 "tool_use_id": tool, "content": text(rng.randint(100, 5_000))}]}})  # fmt: skip
+            add(
+                {
+                    "type": "assistant",
+                    "requestId": rid,
+                    "message": {
+                        **message,
+                        "usage": usage,
+                        "content": [
+                            {
+                                "type": "tool_use",
+                                "id": tool,
+                                "name": "Read",
+                                "input": {"file_path": f"/src/f{c}.py"},
+                            }
+                        ],
+                    },
+                }
+            )
+            add(
+                {
+                    "type": "progress",
+                    "data": {
+                        "type": "hook_progress",
+                        "hookEvent": "PostToolUse",
+                        "hookName": "PostToolUse:Read",
+                        "command": "hooks/post",
+                    },
+                    "parentToolUseID": tool,
+                    "toolUseID": tool,
+                }
+            )
+            add(
+                {
+                    "type": "user",
+                    "toolUseResult": {"stdout": text(rng.randint(50, 1_500))},
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": tool,
+                                "content": text(rng.randint(100, 5_000)),
+                            }
+                        ],
+                    },
+                }
+            )
             if c % 25 == 24:
-                add({"type": "system", "subtype": "stop_hook_summary", "hookCount": 1,
-                     "hookInfos": [{"command": "hooks/stop", "durationMs": 90}],
-                     "hookErrors": [], "preventedContinuation": False, "level": "suggestion"})  # fmt: skip
+                add(
+                    {
+                        "type": "system",
+                        "subtype": "stop_hook_summary",
+                        "hookCount": 1,
+                        "hookInfos": [{"command": "hooks/stop", "durationMs": 90}],
+                        "hookErrors": [],
+                        "preventedContinuation": False,
+                        "level": "suggestion",
+                    }
+                )
             if c % 97 == 96:
                 out.append(out[-1][: len(out[-1]) // 2])  # a line cut short: a broken line
             if agent is None and c % 150 == 149:
-                add({"type": "system", "subtype": "compact_boundary", "content": "Conversation "
-                     "compacted", "compactMetadata": {"trigger": "auto", "preTokens": read}})  # fmt: skip
+                add(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "content": "Conversation compacted",
+                        "compactMetadata": {"trigger": "auto", "preTokens": read},
+                    }
+                )
                 read = 8_000
         return out
 
