@@ -1,6 +1,7 @@
 """Speed and memory of `mcsim inspect --json` next to ccusage on two >= 500 MB replicas.
 
     python bench/bench_inspect.py [--size-mb 520] [--mixed-mb 540] [--runs 3] [--work bench/.work]
+                                  [--only corpus|mixed]
 
 Two replicas are built once each (see common.py) and reused:
 
@@ -9,7 +10,9 @@ Two replicas are built once each (see common.py) and reused:
   common.mixed_source) plus generated projects with many sub-agents, call-heavy sessions,
   file-history-snapshot, progress and hook lines, compact boundaries and broken lines.
 
-ccusage is installed from npm once. On each replica the two tools run alternately (mcsim,
+ccusage is installed from npm once. mcsim's bytecode is compiled first, as pip does on install
+(with PYTHONDONTWRITEBYTECODE set, as on the reference machine, every run would compile
+mcsim's modules again: about 50 ms a run). On each replica the two tools run alternately (mcsim,
 ccusage, mcsim, ...); each run prints wall time, CPU time (user + sys of the whole tree) and
 peak memory of the whole process tree; then the medians and the ratio. Prints figures;
 asserts nothing.
@@ -21,10 +24,11 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
-from common import arguments, ensure_ccusage, measure, mixed_source, replicate
+from common import REPO, arguments, ensure_ccusage, measure, mixed_source, replicate
 
 
 def cpu_s() -> float:
@@ -66,6 +70,7 @@ def bench(label: str, config: Path, ccusage: Path, runs: int) -> None:
 def main() -> None:
     args = arguments(__doc__, runs=3, **{"mixed-mb": 540, "only": ""})
     ccusage = ensure_ccusage(args.work)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "mcsim")], check=True)
     if args.only in ("", "corpus"):
         corpus = replicate(args.work / "replica", args.size_mb, args.corpus)
         bench("corpus", corpus, ccusage, args.runs)

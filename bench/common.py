@@ -139,7 +139,12 @@ def mcsim(command: str, projects: str, *options: str, cache: Path, out: Path) ->
             "--cache-dir", str(cache), "--out", str(out), "--force", "--json"]  # fmt: skip
 
 
-SHARED_CORPUS = Path("/work/shared/corpus/claude/projects")
+# Real transcripts for the mixed replica: shared/ beside the repository (as CI lays it out),
+# else the reference machine's /work/shared.
+SHARED_CORPUS = next(
+    (p for p in (REPO.parent / "shared" / "corpus" / "claude" / "projects",) if p.is_dir()),
+    Path("/work/shared/corpus/claude/projects"),
+)
 
 
 def mixed_source(work: Path, real: Path = SHARED_CORPUS) -> Path:
