@@ -1,46 +1,82 @@
-"""Speed and memory of `mcsim inspect --json` next to ccusage on a >= 500 MB corpus replica.
+"""Speed and memory of `mcsim inspect --json` next to ccusage on two >= 500 MB replicas.
 
-    python bench/bench_inspect.py [--size-mb 520] [--runs 3] [--work bench/.work]
+    python bench/bench_inspect.py [--size-mb 520] [--mixed-mb 540] [--runs 3] [--work bench/.work]
+                                  [--only corpus|mixed]
 
-Builds the replica once (see common.py), installs ccusage from npm once, then runs the two
-tools alternately and prints wall time and peak memory for each run, their medians and the
-ratio. Prints figures; asserts nothing.
+Two replicas are built once each (see common.py) and reused:
+
+* corpus: copies of the bundled test corpus (tests/data/corpus, or --corpus);
+* mixed: copies of real transcripts (/work/shared/corpus/claude/projects when it exists, see
+  common.mixed_source) plus generated projects with many sub-agents, call-heavy sessions,
+  file-history-snapshot, progress and hook lines, compact boundaries and broken lines.
+
+ccusage is installed from npm once. mcsim's bytecode is compiled first, as pip does on install
+(with PYTHONDONTWRITEBYTECODE set, as on the reference machine, every run would compile
+mcsim's modules again: about 50 ms a run). On each replica the two tools run alternately (mcsim,
+ccusage, mcsim, ...); each run prints wall time, CPU time (user + sys of the whole tree) and
+peak memory of the whole process tree; then the medians and the ratio. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
+from pathlib import Path
 
-from common import arguments, ensure_ccusage, measure, replicate
+from common import REPO, arguments, ensure_ccusage, measure, mixed_source, replicate
 
 
-def main() -> None:
-    args = arguments(__doc__, runs=3)
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
-    config = replicate(args.work / "replica", args.size_mb, args.corpus)
+
+def bench(label: str, config: Path, ccusage: Path, runs: int) -> None:
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
-    ccusage = ensure_ccusage(args.work)
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
     mcsim = [sys.executable, "-m", "mcsim", "inspect", str(config / "projects"), "--json"]
-    tools = {"ccusage": [str(ccusage), "session", "--offline", "--json"], "mcsim": mcsim}
-    print(f"corpus replica: {size / 1e6:.0f} MB in {config}")
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
-    for run in range(args.runs):
+    tools = {"mcsim": mcsim, "ccusage": [str(ccusage), "session", "--offline", "--json"]}
+    print(f"{label} replica: {size / 1e6:.0f} MB in {config}")
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
+    for run in range(runs):
         for name, cmd in tools.items():
+            cpu = cpu_s()
             wall, peak, out = measure(cmd, env)
-            results[name].append((wall, peak))
-            print(f"run {run + 1} {name:8s} {wall:6.2f} s  peak {peak:7.0f} MB")
+            cpu = cpu_s() - cpu
+            results[name].append((wall, cpu, peak))
+            print(f"run {run + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:5.0f} MB")
             if name == "mcsim" and run == 0:
                 totals = json.loads(out)["totals"]
                 print(f"         mcsim totals: {totals['calls']} calls, ${totals['cost_usd']:.2f}")
-    med = {n: statistics.median(w for w, _ in r) for n, r in results.items()}
-    peak = {n: max(p for _, p in r) for n, r in results.items()}
+    med = {n: statistics.median(w for w, _, _ in r) for n, r in results.items()}
+    cpu = {n: statistics.median(c for _, c, _ in r) for n, r in results.items()}
+    peak = {n: max(p for _, _, p in r) for n, r in results.items()}
     for name in tools:
-        print(f"median {name:8s} {med[name]:6.2f} s  max peak {peak[name]:7.0f} MB")
-    print(f"mcsim / ccusage wall time: {med['mcsim'] / med['ccusage']:.2f}x (target <= 2x)")
+        print(
+            f"median {name:8s} {med[name]:6.2f} s  cpu {cpu[name]:6.2f} s"
+            f"  max peak {peak[name]:5.0f} MB"
+        )
+    print(
+        f"{label}: mcsim / ccusage wall time {med['mcsim'] / med['ccusage']:.2f}x"
+        f" (target <= 1x), cpu time {cpu['mcsim'] / cpu['ccusage']:.2f}x\n"
+    )
+
+
+def main() -> None:
+    args = arguments(__doc__, runs=3, **{"mixed-mb": 540, "only": ""})
+    ccusage = ensure_ccusage(args.work)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "mcsim")], check=True)
+    if args.only in ("", "corpus"):
+        corpus = replicate(args.work / "replica", args.size_mb, args.corpus)
+        bench("corpus", corpus, ccusage, args.runs)
+    if args.only in ("", "mixed"):
+        mixed = replicate(args.work / "mixed", args.mixed_mb, mixed_source(args.work))
+        bench("mixed", mixed, ccusage, args.runs)
 
 
 if __name__ == "__main__":

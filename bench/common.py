@@ -137,3 +137,263 @@ def mcsim(command: str, projects: str, *options: str, cache: Path, out: Path) ->
     """An `mcsim replay`/`sweep` command line writing to `out`, with its cache in `cache`."""
     return [sys.executable, "-m", "mcsim", command, projects, *options,
             "--cache-dir", str(cache), "--out", str(out), "--force", "--json"]  # fmt: skip
+
+
+# Real transcripts for the mixed replica: shared/ beside the repository (as CI lays it out),
+# else the reference machine's /work/shared.
+SHARED_CORPUS = next(
+    (p for p in (REPO.parent / "shared" / "corpus" / "claude" / "projects",) if p.is_dir()),
+    Path("/work/shared/corpus/claude/projects"),
+)
+
+
+def mixed_source(work: Path, real: Path = SHARED_CORPUS) -> Path:
+    """A Claude projects folder for the mixed replica: the real transcripts in `real` (when
+    that folder exists) plus generated projects with the line kinds real logs hold in bulk
+    and the test corpus lacks: many sub-agents (2.1.2+ layout), call-heavy sessions (two
+    lines per call, as streamed), file-history-snapshot, progress, hook (system
+    stop_hook_summary, attachment hook_success) lines, compact boundaries and broken lines.
+    Deterministic; rebuilt only when missing."""
+    source = work / "mixed-source"
+    marker = source / "complete"
+    if marker.exists():
+        return source / "projects"
+    shutil.rmtree(source, ignore_errors=True)
+    projects = source / "projects"
+    if real.is_dir():
+        shutil.copytree(real, projects)
+    else:
+        print(f"note: {real} does not exist; the mixed replica is generated lines only")
+    _generate_mixed(projects)
+    marker.write_text("done\n")
+    return projects
+
+
+def _generate_mixed(projects: Path) -> None:
+    import json
+    import random
+    import uuid
+
+    rng = random.Random(14)
+
+    def uid() -> str:
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+    def ident(prefix: str) -> str:
+        return prefix + "".join(
+            rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
+            for _ in range(24)
+        )
+
+    def text(n: int) -> str:
+        words = ("the", "cache", "prefix", "tool", "result", "file", "def", "return", "line")
+        return " ".join(rng.choice(words) for _ in range(n // 5))
+
+    clock = [1_767_225_600.0]  # 2026-01-01
+
+    def stamp() -> str:
+        clock[0] += rng.uniform(0.5, 40.0)
+        t = time.gmtime(clock[0])
+        return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int(clock[0] * 1000) % 1000:03d}Z"
+
+    def session_lines(sid: str, cwd: str, calls: int, agent: str | None) -> list[str]:
+        out: list[str] = []
+        parent: str | None = None
+        base = {
+            "isSidechain": agent is not None,
+            "userType": "external",
+            "cwd": cwd,
+            "sessionId": sid,
+            "version": "2.1.114",
+            "gitBranch": "main",
+        }
+        if agent:
+            base["agentId"] = agent
+
+        def add(obj: dict[str, object], link: bool = True) -> None:
+            nonlocal parent
+            if link:
+                u = uid()
+                obj = {"parentUuid": parent, **base, **obj, "uuid": u, "timestamp": stamp()}
+                parent = u
+            out.append(json.dumps(obj, separators=(",", ":")))
+
+        if agent is None:
+            msg_id = uid()
+            add(
+                {
+                    "type": "file-history-snapshot",
+                    "messageId": msg_id,
+                    "isSnapshotUpdate": False,
+                    "snapshot": {
+                        "messageId": msg_id,
+                        "timestamp": stamp(),
+                        "trackedFileBackups": {
+                            f"src/f{i}.py": {
+                                "backupFileName": f"{uid()}@v1",
+                                "version": 1,
+                                "backupTime": stamp(),
+                            }
+                            for i in range(rng.randint(0, 12))
+                        },
+                    },
+                },
+                link=False,
+            )
+            add(
+                {
+                    "type": "progress",
+                    "data": {
+                        "type": "hook_progress",
+                        "hookEvent": "SessionStart",
+                        "hookName": "SessionStart:startup",
+                        "command": "hooks/start",
+                    },
+                    "parentToolUseID": uid(),
+                    "toolUseID": uid(),
+                }
+            )
+            add(
+                {
+                    "type": "attachment",
+                    "attachment": {
+                        "type": "hook_success",
+                        "hookName": "SessionStart:startup",
+                        "hookEvent": "SessionStart",
+                        "content": "",
+                        "stdout": text(200),
+                        "stderr": "",
+                        "exitCode": 0,
+                        "durationMs": 120,
+                    },
+                }
+            )
+        add({"type": "user", "message": {"role": "user", "content": text(rng.randint(50, 2000))}})
+        read = 8_000
+        for c in range(calls):
+            mid, rid, tool = ident("msg_01"), ident("req_011"), ident("toolu_01")
+            write = rng.randint(50, 4_000)
+            usage = {
+                "input_tokens": rng.randint(1, 9),
+                "cache_creation_input_tokens": write,
+                "cache_read_input_tokens": read,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 0,
+                    "ephemeral_1h_input_tokens": write,
+                },
+                "output_tokens": rng.randint(1, 40),
+                "service_tier": "standard",
+            }
+            read += write
+            message = {
+                "model": "claude-sonnet-4-5-20250929",
+                "id": mid,
+                "type": "message",
+                "role": "assistant",
+                "stop_reason": None,
+                "usage": usage,
+            }
+            add(
+                {
+                    "type": "assistant",
+                    "requestId": rid,
+                    "message": {
+                        **message,
+                        "content": [
+                            {
+                                "type": "thinking",
+                                "thinking": text(rng.randint(20, 600)),
+                                "signature": "x",
+                            }
+                        ],
+                    },
+                }
+            )
+            usage = {**usage, "output_tokens": usage["output_tokens"] + rng.randint(10, 900)}
+            add(
+                {
+                    "type": "assistant",
+                    "requestId": rid,
+                    "message": {
+                        **message,
+                        "usage": usage,
+                        "content": [
+                            {
+                                "type": "tool_use",
+                                "id": tool,
+                                "name": "Read",
+                                "input": {"file_path": f"/src/f{c}.py"},
+                            }
+                        ],
+                    },
+                }
+            )
+            add(
+                {
+                    "type": "progress",
+                    "data": {
+                        "type": "hook_progress",
+                        "hookEvent": "PostToolUse",
+                        "hookName": "PostToolUse:Read",
+                        "command": "hooks/post",
+                    },
+                    "parentToolUseID": tool,
+                    "toolUseID": tool,
+                }
+            )
+            add(
+                {
+                    "type": "user",
+                    "toolUseResult": {"stdout": text(rng.randint(50, 1_500))},
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": tool,
+                                "content": text(rng.randint(100, 5_000)),
+                            }
+                        ],
+                    },
+                }
+            )
+            if c % 25 == 24:
+                add(
+                    {
+                        "type": "system",
+                        "subtype": "stop_hook_summary",
+                        "hookCount": 1,
+                        "hookInfos": [{"command": "hooks/stop", "durationMs": 90}],
+                        "hookErrors": [],
+                        "preventedContinuation": False,
+                        "level": "suggestion",
+                    }
+                )
+            if c % 97 == 96:
+                out.append(out[-1][: len(out[-1]) // 2])  # a line cut short: a broken line
+            if agent is None and c % 150 == 149:
+                add(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "content": "Conversation compacted",
+                        "compactMetadata": {"trigger": "auto", "preTokens": read},
+                    }
+                )
+                read = 8_000
+        return out
+
+    for p in range(2):
+        cwd = f"/home/dev/gen/project{p}"
+        folder = projects / ("-home-dev-gen-project" + str(p))
+        folder.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            sid = uid()
+            lines = session_lines(sid, cwd, rng.randint(60, 150), None)
+            (folder / f"{sid}.jsonl").write_text("\n".join(lines) + "\n")
+            agents = folder / sid / "subagents"
+            agents.mkdir(parents=True)
+            for _ in range(rng.randint(3, 8)):
+                agent = f"a{rng.getrandbits(32):08x}"
+                lines = session_lines(sid, cwd, rng.randint(5, 30), agent)
+                (agents / f"agent-{agent}.jsonl").write_text("\n".join(lines) + "\n")

@@ -40,6 +40,34 @@ def test_rounded_by_the_unit_in_the_key() -> None:
     assert str(rounded({"cost_usd": -0.0000004})["cost_usd"]) == "0.0"  # no -0.0
 
 
+def test_rounded_walks_whatever_is_not_plain() -> None:
+    """Values of the plain JSON types are passed through unwalked; a float's subclass (numpy),
+    a tuple, or a key that is not a string are still rounded by their unit."""
+    import numpy as np
+
+    doc = {
+        "a_usd": np.float64(1.23456789),
+        "pairs": ((0.12345678, 1),),
+        7: 0.123456789,
+        "flag": True,
+        "none": None,
+        "count": 3,
+    }
+    assert rounded(doc) == {
+        "a_usd": 1.234568,
+        "pairs": [[0.123457, 1]],
+        7: 0.123457,
+        "flag": True,
+        "none": None,
+        "count": 3,
+    }
+    for _ in range(2):  # the same again, with the decimals of the keys met now cached
+        assert rounded({"x_seconds": 1.23456, "x_pct": 1.234567}) == {
+            "x_seconds": 1.235,
+            "x_pct": 1.2346,
+        }
+
+
 def _too_precise(value: Any, decimals: int, path: str, out: list[str]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():

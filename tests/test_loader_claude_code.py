@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
+import pytest
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
 from mcsim.ingest.loaders import Detail
@@ -171,3 +174,105 @@ def test_text_is_kept_only_on_request(tmp_path: Path) -> None:
     assert lean.calls[0].items[0].text is None
     assert full.calls[0].items[0].text == "abc"
     assert lean.calls[0].items[0].chars == full.calls[0].items[0].chars == 3
+
+
+# ---------------------------------------------------------------- fast paths (issue 14)
+
+
+def _general_walk(thread: Any) -> list[int]:
+    """_depth_first's order with the chain shortcut ruled out (a reused uuid forces the walk)."""
+    from mcsim.ingest.loaders.claude_code import _depth_first, _ThreadAcc
+
+    forced = _ThreadAcc(thread.nodes, thread.first, {"not-a-uuid-of-the-thread": []})
+    return [id(n) for n in _depth_first(forced)]
+
+
+@pytest.mark.parametrize(
+    "parents",
+    [
+        [None, "a", "b", "c"],  # a plain chain
+        [None, "a", None, "c"],  # a new root in the middle (a compaction)
+        ["elsewhere", "a", "b", "zz"],  # parents held in another thread or file
+        ["a", "a", "b", "c"],  # a line naming itself
+        [None, "a", "a", "c"],  # a branch: the chain shortcut must not apply
+        ["d", "a", "b", "c"],  # a parent written later
+        [None, "c", "b", "a"],  # children before parents
+        ["b", "a", None, None],  # a cycle
+    ],
+)
+def test_chain_shortcut_walks_as_the_tree_walk(parents: list[str | None]) -> None:
+    from mcsim.ingest.loaders.claude_code import _depth_first, _is_chain, _Node, _ThreadAcc
+
+    thread = _ThreadAcc()
+    for uuid, parent in zip("abcd", parents, strict=True):
+        node = _Node(uuid, parent, [], "user", None)
+        thread.nodes.append(node)
+        thread.first[uuid] = node
+    order = [id(n) for n in _depth_first(thread)]
+    assert order == _general_walk(thread)
+    if _is_chain(thread.nodes, thread.first):
+        assert order == [id(n) for n in thread.nodes]
+
+
+def test_chain_shortcut_on_the_corpus_threads(corpus: Path) -> None:
+    """Every thread of the bundled corpus, chain or not, walks as the general walk does."""
+    from mcsim.ingest.loaders.claude_code import _depth_first, _is_chain, _LineReader
+    from mcsim.model import SkipReport
+
+    chains = 0
+    for project in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        reader = _LineReader(project.name, Detail.CALLS, SkipReport())
+        for path in sorted(project.rglob("*.jsonl")):
+            reader.read_file(path)
+        for session in reader.sessions.values():
+            for thread in session.threads.values():
+                chains += not thread.reused and _is_chain(thread.nodes, thread.first)
+                assert [id(n) for n in _depth_first(thread)] == _general_walk(thread)
+    assert chains > 0  # the shortcut is exercised
+
+
+def test_usage_with_another_output_count_is_dataclass_replace() -> None:
+    from mcsim.ingest.loaders.claude_code import _with_output
+    from mcsim.model import Usage
+
+    usage = Usage(1, 2, 3, 4, 5, True, True, "fast", "us", 6)
+    assert [getattr(usage, f.name) for f in dataclasses.fields(Usage)] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        True,
+        True,
+        "fast",
+        "us",
+        6,
+    ]  # fmt: skip  (every field set apart from its default: a new field fails here)
+    assert _with_output(usage, 999) == dataclasses.replace(usage, output_tokens=999)
+
+
+def test_calls_detail_reads_as_the_fuller_details(tmp_path: Path) -> None:
+    """Detail.CALLS skips the content walk: its calls, times and skip report are those of the
+    detailed loads, on the bundled corpus and the sample transcripts."""
+    from mcsim.ingest.loaders import plan_units
+    from mcsim.ingest.loaders.claude_code import ClaudeCodeLoader
+
+    repo = Path(__file__).resolve().parents[1]
+    folders = [repo / "tests" / "data" / "corpus", repo / "sample_transcripts"]
+    files = sorted(f for folder in folders for f in folder.rglob("*.jsonl"))
+    loader = ClaudeCodeLoader()
+    for unit in plan_units(files):
+        if unit.loader != loader.name:
+            continue
+        results = [loader.load(unit, d) for d in (Detail.CALLS, Detail.SIZES)]
+        calls = [
+            [
+                (t.thread_id, [dataclasses.replace(c, items=()) for c in t.calls])
+                for s in r.sessions
+                for t in s.threads
+            ]
+            for r in results
+        ]
+        assert calls[0] == calls[1], unit.key
+        assert results[0].skips.lines_read == results[1].skips.lines_read
+        assert results[0].skips.counts == results[1].skips.counts

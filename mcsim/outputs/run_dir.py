@@ -81,8 +81,19 @@ _DECIMALS = (("_usd", 6), ("_pct", 4), ("_seconds", 3), ("_tokens", 1))
 _FRACTION_DECIMALS = 6
 
 
+_PLAIN = frozenset({int, str, bool, type(None)})  # values rounding leaves as they are
+_DECIMALS_OF: dict[str, int] = {}  # key -> decimals, filled as keys are met
+
+
 def _decimals(key: str) -> int:
-    return next((n for suffix, n in _DECIMALS if key.endswith(suffix)), _FRACTION_DECIMALS)
+    # Cached, and plain values not walked: the same few dozen keys recur in every row
+    # (rounding the 506 MB replica's inspect --json document took 0.20 s in a profile).
+    n = _DECIMALS_OF.get(key)
+    if n is None:
+        n = next((n for suffix, n in _DECIMALS if key.endswith(suffix)), _FRACTION_DECIMALS)
+        if len(_DECIMALS_OF) < 4096:  # keys named by the data (projects, models) are many
+            _DECIMALS_OF[key] = n
+    return n
 
 
 def rounded(value: Any, decimals: int = _FRACTION_DECIMALS) -> Any:
@@ -92,7 +103,10 @@ def rounded(value: Any, decimals: int = _FRACTION_DECIMALS) -> Any:
     if isinstance(value, float):
         return round(value, decimals) + 0.0  # + 0.0: no -0.0
     if isinstance(value, dict):
-        return {k: rounded(v, _decimals(str(k))) for k, v in value.items()}
+        return {
+            k: v if v.__class__ in _PLAIN else rounded(v, _decimals(str(k)))
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [rounded(v, decimals) for v in value]
     return value

@@ -34,7 +34,7 @@ details describe the problem (sizes, positions, field names), never transcript c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -241,9 +241,10 @@ class _LineReader:
         stem = from_fs(path.stem)
         fallback = from_fs(path.parent.parent.name) if path.parent.name == "subagents" else stem
         self._file_thread = stem if stem.startswith("agent-") else None
+        read_line = self._line
         for number, obj in read_objects(path, name, self.skips):
             try:
-                fallback = self._line(obj, name, number, fallback)
+                fallback = read_line(obj, name, number, fallback)
             except BadField as exc:
                 self.skips.add(name, number, "bad_field", str(exc))
 
@@ -251,7 +252,8 @@ class _LineReader:
 
     def _line(self, obj: dict[str, Any], file: str, line: int, fallback: str) -> str:
         """Read one parsed line; returns the session id later lines without one belong to."""
-        kind = obj.get("type")
+        get = obj.get
+        kind = get("type")
         if kind is None and _is_whole_call(obj):
             kind = "assistant"  # ccusage counts such lines too: they carry a billed call
         if not isinstance(kind, str):
@@ -262,17 +264,17 @@ class _LineReader:
             else:
                 self._link_only(obj, kind, file, line, fallback)
             return fallback
-        sid = obj.get("sessionId")
+        sid = get("sessionId")
         session_id = sid if isinstance(sid, str) and sid else fallback
-        uuid = obj.get("uuid")
+        uuid = get("uuid")
         if not isinstance(uuid, str) or not uuid:
             uuid = f"{file}:{line}"
-        parent = obj.get("parentUuid")
+        parent = get("parentUuid")
         if parent is not None and not isinstance(parent, str):
             self.skips.repair(file, line, "bad_field", "parentUuid: not a string, treated as root")
             parent = None
 
-        node = _Node(uuid, parent, [], kind, obj.get("timestamp"))
+        node = _Node(uuid, parent, [], kind, get("timestamp"))
         if kind == "assistant":
             self._assistant(obj, node, file, line, session_id)
         elif kind == "user":
@@ -309,12 +311,23 @@ class _LineReader:
             cwd = obj.get("cwd")
             if isinstance(cwd, str):
                 session.cwd = cwd
-        thread_id = self._thread_id(obj, node, session)
-        session.thread_of[node.uuid] = thread_id
+        # The thread (_thread_id, inlined: it runs for every line)
+        uuid = node.uuid
+        agent = obj.get("agentId")
+        if isinstance(agent, str) and agent:
+            thread_id = f"agent-{agent}"
+        elif self._file_thread is not None:
+            thread_id = self._file_thread
+        elif obj.get("isSidechain") is True:
+            known = session.thread_of.get(node.parent) if node.parent is not None else None
+            thread_id = known if known is not None else f"sidechain-{uuid}"
+        else:
+            thread_id = _MAIN
+        session.thread_of[uuid] = thread_id
         thread = session.threads.get(thread_id)
         if thread is None:
             thread = session.threads[thread_id] = _ThreadAcc()
-        first = thread.first.get(node.uuid)
+        first = thread.first.get(uuid)
         if first is not None:
             same = next(
                 (n for n in (first, *thread.reused.get(node.uuid, ())) if n.same_line(node)), None
@@ -330,20 +343,6 @@ class _LineReader:
             thread.first[node.uuid] = node
         thread.nodes.append(node)
 
-    def _thread_id(self, obj: dict[str, Any], node: _Node, session: _SessionAcc) -> str:
-        agent = obj.get("agentId")
-        if isinstance(agent, str) and agent:
-            return f"agent-{agent}"
-        if self._file_thread is not None:
-            return self._file_thread
-        if obj.get("isSidechain") is True:
-            if node.parent is not None:
-                known = session.thread_of.get(node.parent)
-                if known is not None:
-                    return known
-            return f"sidechain-{node.uuid}"
-        return _MAIN
-
     def _item(self, kind: ItemKind, text: str, **extra: Any) -> Item:
         return Item(kind, len(text), text if self.keep_text else None, **extra)
 
@@ -356,7 +355,8 @@ class _LineReader:
         model = msg.get("model")
         if model == _SYNTHETIC_MODEL:
             self.skips.add(file, line, "synthetic", "not an API call (error or interrupt)")
-            self._content_items(msg.get("content"), node, file, line, assistant=True)
+            if self.items:
+                self._content_items(msg.get("content"), node, file, line, assistant=True)
             return
         if not isinstance(model, str) or not model:
             raise BadField("message.model", "missing" if model is None else "not a string")
@@ -406,7 +406,8 @@ class _LineReader:
             else:
                 self.calls[key] = acc
                 node.call_key = key
-        self._content_items(msg.get("content"), node, file, line, assistant=True)
+        if self.items:
+            self._content_items(msg.get("content"), node, file, line, assistant=True)
 
     def _is_replay(self, acc: _CallAcc, session_id: str, file: str, line: int) -> bool:
         """Whether `acc` is a side-question log's copy of a call of its session (or that
@@ -436,7 +437,8 @@ class _LineReader:
             node.compaction = Compaction(
                 CompactionKind.SUMMARY, optional_timestamp(obj.get("timestamp"))
             )
-        self._content_items(msg.get("content"), node, file, line, assistant=False)
+        if self.items:
+            self._content_items(msg.get("content"), node, file, line, assistant=False)
 
     def _system(self, obj: dict[str, Any], node: _Node) -> None:
         subtype = obj.get("subtype")
@@ -556,7 +558,7 @@ class _LineReader:
             if call is not None and call.first_node is node:
                 usage = call.usage
                 if usage.output_tokens != call.output_tokens:
-                    usage = replace(usage, output_tokens=call.output_tokens)
+                    usage = _with_output(usage, call.output_tokens)
                 if usage.cache_deleted_tokens > deleted:
                     # The billed deletion is what left the prompt; a boundary line since the
                     # previous call (written after the call that deleted) adds its ids.
@@ -602,6 +604,23 @@ class _LineReader:
         return calls
 
 
+def _with_output(usage: Usage, output_tokens: int) -> Usage:
+    """`usage` with another output count: dataclasses.replace, spelled out (replace inspects
+    the fields on every call: 0.43 s of 9.3 s in a profile of the mixed replica)."""
+    return Usage(
+        usage.input_tokens,
+        usage.cache_write_5m_tokens,
+        usage.cache_write_1h_tokens,
+        usage.cache_read_tokens,
+        output_tokens,
+        usage.has_ttl_split,
+        usage.split_mismatch,
+        usage.speed,
+        usage.inference_geo,
+        usage.cache_deleted_tokens,
+    )
+
+
 def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     """Nodes in conversation order: depth first over the parentUuid tree, children in file order.
 
@@ -610,10 +629,12 @@ def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     thread (a new chain, a compaction, or a resumed session continuing history held
     elsewhere). Every node appears exactly once. Iterative: chains can be very deep.
     """
+    first = thread.first
+    if not thread.reused and _is_chain(thread.nodes, first):
+        return thread.nodes
     children: dict[int, list[_Node]] = {}
     roots: list[_Node] = []
     latest: dict[str, _Node] = {}
-    first = thread.first
     for node in thread.nodes:
         parent = None
         if node.parent is not None:
@@ -636,6 +657,20 @@ def _depth_first(thread: _ThreadAcc) -> list[_Node]:
     if len(order) < len(thread.nodes):  # cycles in a corrupt file: keep the rest in file order
         order.extend(n for n in thread.nodes if id(n) not in seen)
     return order
+
+
+def _is_chain(nodes: list[_Node], first: dict[str, _Node]) -> bool:
+    """Whether every node's parent is the node before it, or none of the thread's (a root):
+    then the depth-first order is the file order. Only for a thread whose uuids are unique
+    (no reused ones). Most threads are such chains; telling so costs a third of the walk
+    (_depth_first: 0.50 of 0.77 s in a profile of the 506 MB replica)."""
+    previous: str | None = None
+    for node in nodes:
+        parent = node.parent
+        if parent is not None and parent != previous and parent != node.uuid and parent in first:
+            return False  # a branch, or a parent written later
+        previous = node.uuid
+    return True
 
 
 def _thread_kind(thread_id: str) -> ThreadKind:

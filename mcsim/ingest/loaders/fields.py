@@ -57,6 +57,8 @@ def optional_timestamp(value: Any) -> float | None:
 def token_count(usage: dict[str, Any], key: str, prefix: str = "message.usage") -> int:
     """A token count: missing or null is 0, anything but a non-negative integer is an error."""
     value = usage.get(key)
+    if value.__class__ is int and 0 <= value <= MAX_TOKENS_PER_CALL:
+        return value  # the usual case first (bool is not int's class: it goes on below)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -83,6 +85,7 @@ def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int
     other line is counted in `skips.lines_read`, and one that is too long, not JSON or not an
     object is counted in the skip report, as is a file that cannot be read. Shared by the
     JSONL loaders."""
+    loads = orjson.loads
     try:
         with open_regular(path) as fh:
             for number, raw, size, unterminated in iter_lines(fh):
@@ -94,28 +97,21 @@ def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int
                         name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
                     )
                     continue
-                obj = _decode(raw, name, number, unterminated, skips)
-                if obj is not None:
+                # _decode, inlined: a call per line less (every line of every file comes here)
+                try:
+                    obj = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    obj = _decode_repaired(bytes(raw), name, number, unterminated, exc, skips)
+                    if obj is _INVALID:
+                        continue
+                if isinstance(obj, dict):
                     yield number, obj
+                else:
+                    skips.add(name, number, "not_object", f"a JSON {type(obj).__name__}")
     except NotRegularFileError as exc:
         skips.add(name, 0, "not_regular_file", exc.what)
     except OSError as exc:
         skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
-
-
-def _decode(
-    raw: memoryview, file: str, line: int, truncated: bool, skips: SkipReport
-) -> dict[str, Any] | None:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        obj = _decode_repaired(bytes(raw), file, line, truncated, exc, skips)
-        if obj is _INVALID:
-            return None
-    if not isinstance(obj, dict):
-        skips.add(file, line, "not_object", f"a JSON {type(obj).__name__}")
-        return None
-    return obj
 
 
 def _decode_repaired(
