@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -139,7 +140,9 @@ class _Job(Generic[S, T]):
 
 @dataclass
 class _UnitOutput(Generic[T]):
-    results: list[tuple[list[CallKey], list[int], T]]
+    # Per session: its calls' `call_digest`s and counts (packed: cheaper to send and to read
+    # back than the id strings, and hashed in the worker, not in the parent), and fn's result.
+    results: list[tuple[array[int], array[int], T]]
     skips: SkipReport
     outside_dates: int = 0
     excluded_calls: int = 0
@@ -162,7 +165,8 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
             outside.update(session.files)
             continue
         inside.update(session.files)
-        out.results.append((session.call_keys, session.call_counts, job.fn(session)))
+        digests = array("Q", map(call_digest, session.call_keys))
+        out.results.append((digests, array("q", session.call_counts), job.fn(session)))
     out.examples_outside_dates = _drop_examples(out.skips, outside - inside)
     return out
 
@@ -248,14 +252,14 @@ def _collect(
     outputs = engine.map_units(jobs, _run_job, total)
     for job, output in zip(jobs, outputs, strict=True):
         STOP.check()
-        digests = [call_digest(key) for keys, _, _ in output.results for key in keys]
+        digests = [d for ds, _, _ in output.results for d in ds]
         found = seen.find(digests)
         if any(f is not None for f in found):
-            _note_conflicts(output, found, job.unit.key, stats)
-            repeated = frozenset(d for d, f in zip(digests, found, strict=True) if f is not None)
-            output = _run_job(replace(job, exclude=repeated))
+            repeated = {d: f for d, f in zip(digests, found, strict=True) if f is not None}
+            _note_conflicts(job, repeated, stats)
+            output = _run_job(replace(job, exclude=frozenset(repeated)))
             stats.duplicate_calls += output.excluded_calls
-            digests = [call_digest(key) for keys, _, _ in output.results for key in keys]
+            digests = [d for ds, _, _ in output.results for d in ds]
         stats.skips.merge(output.skips)
         stats.sessions_outside_dates += output.outside_dates
         stats.examples_outside_dates += output.examples_outside_dates
@@ -269,23 +273,23 @@ def _collect(
             yield result
 
 
-def _note_conflicts(
-    output: _UnitOutput[Any], found: list[int | None], unit: str, stats: LoadStats
-) -> None:
-    """Note each call of `output` that an earlier unit also holds with other counts (the
-    earlier one stands): a copy must bill what its original billed. `found`: the earlier
-    counts of each call, in order."""
-    calls = ((key, count) for keys, counts, _ in output.results
-             for key, count in zip(keys, counts, strict=True))  # fmt: skip
-    for (key, count), earlier in zip(calls, found, strict=True):
-        if earlier is not None and earlier != count:
-            stats.skips.note(
-                from_fs(unit),
-                0,
-                "conflicting_usage",
-                f"call {key[0][:40]} bills other counts than its copy in an earlier project "
-                "folder, which stands",
-            )
+def _note_conflicts(job: _Job[Any, Any], repeated: dict[int, int], stats: LoadStats) -> None:
+    """Note each call of the job's unit that an earlier unit also holds with other counts
+    (the earlier one stands): a copy must bill what its original billed. `repeated`: the
+    earlier counts of the unit's calls an earlier unit holds. The unit is read once more
+    here for the calls' ids (the workers send only digests): copies across project folders
+    are rare."""
+    for session in job.source(job.unit, frozenset()).sessions:
+        for key, count in zip(session.call_keys, session.call_counts, strict=True):
+            earlier = repeated.get(call_digest(key))
+            if earlier is not None and earlier != count:
+                stats.skips.note(
+                    from_fs(job.unit.key),
+                    0,
+                    "conflicting_usage",
+                    f"call {key[0][:40]} bills other counts than its copy in an earlier "
+                    "project folder, which stands",
+                )
 
 
 def iter_sessions(
