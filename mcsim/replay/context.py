@@ -14,6 +14,7 @@ mechanisms clear oldest first), up to the tokens it removed.
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 from mcsim.model import ItemKind, ThreadKind
 from mcsim.replay.calibrate import CalCall, CalThread
@@ -46,6 +47,9 @@ class PreparedThread:
         self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
+        # The policies' decisions on this thread by scenario less its TTL (simulate.py): they
+        # never see the cache, so a scenario that differs only in TTL replays them again.
+        self.decisions: dict[Any, Any] = {}
         position = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
         for call in thread.calls:
