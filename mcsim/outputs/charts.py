@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import signal
 import sys
 import threading
@@ -396,56 +395,14 @@ def _serve(conn: Any, parent: Parent) -> None:
     end_with(parent)
     pyplot()
     while (request := conn.recv()) is not None:
-        conn.send(_draw_forked(*request))
-
-
-def _draw_forked(data: ChartData, folder: Path, names: Iterable[str]) -> str:
-    """Draw the charts, all but the first each in a process forked from this one; "ok", or
-    why one could not be drawn.
-
-    The charts drawn from the calls table are the end of a replay: the parent only waits for
-    them. Forked from the chart process (matplotlib already imported, the data already here)
-    a child starts in milliseconds, and the charts are drawn side by side: on the bundled
-    corpus's 506 MB replica the three took 1.3 s one after the other, 0.7 s side by side on
-    2 cores (measured). Where there is no fork, they are drawn in turn.
-    """
-    names = list(names)
-    if len(names) < 2 or not hasattr(os, "fork"):
-        return _answer(data, folder, names)
-    children = []
-    for name in names[1:]:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: draw one chart, say how it went, and end without clean-up
-            code = 1
-            try:
-                os.close(read_end)
-                end_with(Parent(os.getppid(), True))  # forked from this process's main thread
-                with os.fdopen(write_end, "wb") as fh:
-                    fh.write(_answer(data, folder, [name]).encode("utf-8", "replace"))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_end)
-        children.append((pid, read_end))
-    answers = [_answer(data, folder, names[:1])]
-    for pid, read_end in children:
-        with os.fdopen(read_end, "rb") as fh:
-            said = fh.read().decode("utf-8", "replace")
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        answers.append(said if said and code == 0 else f"a chart process ended with {code}")
-    return next((a for a in answers if a != "ok"), "ok")
-
-
-def _answer(data: ChartData, folder: Path, names: list[str]) -> str:
-    try:
-        draw_all(data, folder, names)
-    except OSError as exc:  # the system's reason alone: the path is a temporary one
-        return exc.strerror or f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # reported to the parent, which fails the write
-        return f"{type(exc).__name__}: {exc}"
-    return "ok"
+        try:
+            draw_all(*request)
+        except OSError as exc:  # the system's reason alone: the path is a temporary one
+            conn.send(exc.strerror or f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # reported to the parent, which fails the write
+            conn.send(f"{type(exc).__name__}: {exc}")
+        else:
+            conn.send("ok")
 
 
 # Modules that start threads: forking after one of them is loaded can deadlock the child.
