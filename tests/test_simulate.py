@@ -472,3 +472,30 @@ def test_copying_the_unpruned_replay_until_the_first_clearing_changes_nothing(
     unpruned = simulate_thread(t, baseline(ttl=ttl), PRICES)  # type: ignore[arg-type]
     copied = simulate_thread(t, policy, PRICES, unpruned=unpruned)  # type: ignore[arg-type]
     assert copied == simulate_thread(t, policy, PRICES)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    threads(),
+    st.sampled_from([*POLICIES, STACK]),
+    st.sampled_from(["recorded", "5m", "1h"]),
+    st.sampled_from(["recorded", "5m", "1h"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_scenario_differing_only_in_ttl_takes_the_decisions_and_changes_nothing(
+    t: object, policy: Scenario, first_ttl: str, ttl: str, first_copies: bool, copies: bool
+) -> None:
+    # The decisions of the first scenario's replay, kept on the shared PreparedThread (with or
+    # without the unpruned copy), make the second's replay exactly what it is on its own.
+    first = Scenario("first", policy.layers, first_ttl)
+    second = Scenario("second", policy.layers, ttl)
+    prepared = PreparedThread(t)  # type: ignore[arg-type]
+    before = simulate_thread(t, baseline(ttl=first_ttl), PRICES) if first_copies else None  # type: ignore[arg-type]
+    simulate_thread(t, first, PRICES, prepared, before)  # type: ignore[arg-type]
+    assert prepared.decisions  # kept
+    unpruned = simulate_thread(t, baseline(ttl=ttl), PRICES) if copies else None  # type: ignore[arg-type]
+    shared = simulate_thread(t, second, PRICES, prepared, unpruned)  # type: ignore[arg-type]
+    alone = simulate_thread(t, second, PRICES)  # type: ignore[arg-type]
+    assert shared == alone
+    assert shared.figures == alone.figures

@@ -168,12 +168,54 @@ def simulate_thread(
         policies = []
     else:
         policies = [p for p in scenario.build() if can_clear(type(p))]
-    context = None
-    if policies:
-        prepared = prepared or PreparedThread(thread)
-        prepared.reset()
-        context = Context(thread, scenario, prepared)
-    return _Replay(thread, scenario, policies, prices, context, unpruned).run()
+    if not policies:
+        return _Replay(thread, scenario, policies, prices, None, None, unpruned).run()
+    prepared = prepared or PreparedThread(thread)
+    key = _decision_key(scenario)
+    decided = prepared.decisions.get(key)
+    if decided is not None:
+        replay = _Replay(thread, scenario, policies, prices, None, prepared, unpruned)
+        return replay.replayed(decided)
+    prepared.reset()
+    context = Context(thread, scenario, prepared)
+    replay = _Replay(thread, scenario, policies, prices, context, prepared, unpruned)
+    sim = replay.run()
+    prepared.decisions[key] = replay.decided
+    return sim
+
+
+def _decision_key(scenario: Scenario) -> tuple[Any, ...]:
+    """What the policies' decisions on a thread depend on: all of the scenario but its name
+    and TTL (policies never see the cache; the provider says whether cache edits exist)."""
+    return (
+        repr(scenario.layers),  # a parameter may be a list (unhashable)
+        scenario.compactable_tools,
+        scenario.exclude_tools,
+        scenario.main_thread_only,
+        scenario.provider,
+    )
+
+
+def _anchor(call: CalCall) -> int:
+    """`_Replay._call`'s anchor with nothing cleared."""
+    return max(call.read_anchor, 0) if call.read_class is _PARTIAL else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What the policies decided on a thread, call by call, whatever the TTL: `_Row`s less
+    their TTL, the tool results cleared, the policies' figures and the edits not made.
+
+    Kept per thread while its session replays, so a scenario that differs from one replayed
+    before only in its TTL (claude-code and claude-code-1h in policies/all.yaml) serves and
+    prices the same prompts under its own TTL without running the policies again (on the
+    506 MB replica of the bundled corpus: the policies' share of the replay, measured in
+    the commit that added this)."""
+
+    rows: list[tuple[Any, ...]]  # every call's _Row without its TTL (index 0)
+    cleared_log: list[tuple[Any, int]]
+    figures: tuple[dict[str, float], ...]
+    unavailable_edits: int
 
 
 class _Replay:
@@ -185,10 +227,12 @@ class _Replay:
         scenario: Scenario,
         policies: list[Policy],
         prices: PriceTable,
-        context: Context | None,  # None: no policy acts, nothing is tracked
+        context: Context | None,  # None: no policy runs here, nothing is tracked
+        prepared: PreparedThread | None,  # the thread's items, when policies act
         unpruned: SimThread | None = None,
     ) -> None:
         self.thread = thread
+        self.prepared = prepared
         self.policies = policies
         self.prices = prices
         self.context = context
@@ -202,6 +246,7 @@ class _Replay:
         self.kept = 0  # the prompt before the first change a rewrite made (`_before`)
         self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
         self.head = thread.head_tokens
+        self.decided: _Decided | None = None  # set by `run` when policies acted
 
     def run(self) -> SimThread:
         calls = self.thread.calls
@@ -215,13 +260,46 @@ class _Replay:
         # The calls from `same` on: the policies decide and the context applies it, call by
         # call; the cache then serves the prompts in order, and the calls are priced.
         if self.context is None:  # no policy acts: the recorded prompts, nothing cleared
-            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = self._as_recorded()
+            columns = self._as_recorded()
         else:
             rows = [self._call(same, decided)] if same < len(calls) else []
             rows += [self._call(i, None) for i in range(same + 1, len(calls))]
-            ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = [
-                list(c) for c in zip(*rows, strict=True)
-            ] or [[] for _ in range(9)]
+            self.decided = _Decided(
+                [*self._untouched(same), *(row[1:] for row in rows)],
+                self.context.cleared_log,
+                tuple(p.figures() for p in self.policies),
+                self.unavailable_edits,
+            )
+            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(9)]
+        return self._served(same, columns, self.decided)
+
+    def replayed(self, decided: _Decided) -> SimThread:
+        """`run`, with the policies' decisions taken from the replay of a scenario that
+        differs from this one only in its TTL: the same prompts, served under this TTL."""
+        calls = self.thread.calls
+        rows = decided.rows
+        same = 0
+        if self.unpruned is not None:  # as `run`: copied up to the first rewrite or edit
+            same = next((i for i, row in enumerate(rows) if row[3] or row[4]), len(rows))
+            if same:
+                self._resume_cache(same)
+        fixed = self.fixed_ttl
+        columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(8)]
+        self.unavailable_edits = decided.unavailable_edits
+        return self._served(same, [[fixed or c.ttl for c in calls[same:]], *columns], decided)
+
+    def _untouched(self, same: int) -> list[tuple[Any, ...]]:
+        """`_call`'s rows (less their TTL) for calls [0, same), where nothing is cleared."""
+        return [
+            (c.prompt_tokens, 0, 0, False, False, 0, _anchor(c), 0)
+            for c in self.thread.calls[:same]
+        ]
+
+    def _served(self, same: int, rows: list[list[Any]], decided: _Decided | None) -> SimThread:
+        """Calls [same, ...) as `_call`'s columns, served by the cache and priced, after the
+        copied calls [0, same)."""
+        calls = self.thread.calls
+        ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = rows
         uncached, read, w5, w1 = self.cache.serve(
             calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor, kept
         )
@@ -229,7 +307,7 @@ class _Replay:
         columns = [ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edited]
         if same:
             columns = [[*copied, *c] for copied, c in zip(self._copied(same), columns, strict=True)]
-        return self._thread(same, columns)
+        return self._thread(same, columns, decided)
 
     def _call(self, i: int, decided: Decision | None) -> _Row:
         """The story of one call as the policies tell it: what they clear before it (or had
@@ -356,8 +434,9 @@ class _Replay:
         )  # fmt: skip
         return [column[:same] for column in columns]
 
-    def _thread(self, same: int, columns: list[list[Any]]) -> SimThread:
-        """The replayed thread, with its breaks and re-fetch hazards."""
+    def _thread(self, same: int, columns: list[list[Any]], decided: _Decided | None) -> SimThread:
+        """The replayed thread, with its breaks and re-fetch hazards (`decided`: what the
+        policies decided, None when none acts)."""
         thread, calls = self.thread, self.thread.calls
         ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edit = columns
         models = [c.model for c in calls]
@@ -374,7 +453,6 @@ class _Replay:
             ref = self.unpruned
             copied = [b for b in (*ref.breaks, *ref.edit_drops) if b.call_index < same]
         drops = (*copied, *found)
-        context = self.context
         return SimThread(
             thread.thread_id,
             thread.kind,
@@ -394,20 +472,21 @@ class _Replay:
             edit,
             compactions,
             tuple(b for b in drops if b.is_break),
-            tuple(self._hazards(prompt, ttl)) if context is not None else (),
-            len(context.cleared_log) if context is not None else 0,
+            tuple(self._hazards(decided.cleared_log, prompt, ttl)) if decided else (),
+            len(decided.cleared_log) if decided else 0,
             tuple(b for b in drops if not b.is_break),
-            tuple(p.figures() for p in self.policies),
+            decided.figures if decided else tuple(p.figures() for p in self.policies),
             self.unavailable_edits,
         )
 
-    def _hazards(self, prompts: list[int], ttls: list[str]) -> list[Hazard]:
+    def _hazards(
+        self, cleared_log: list[tuple[Any, int]], prompts: list[int], ttls: list[str]
+    ) -> list[Hazard]:
         """Cleared results whose resource was used again before the next compaction."""
-        context = self.context
-        assert context is not None
-        prepared = context.prepared
+        prepared = self.prepared
+        assert prepared is not None
         out = []
-        for seg, i in context.cleared_log:
+        for seg, i in cleared_log:
             resource = seg.resource
             if resource is None:
                 continue
