@@ -16,7 +16,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -252,14 +252,11 @@ def _collect(
     outputs = engine.map_units(jobs, _run_job, total)
     for job, output in zip(jobs, outputs, strict=True):
         STOP.check()
-        digests = [d for ds, _, _ in output.results for d in ds]
-        found = seen.find(digests)
-        if any(f is not None for f in found):
-            repeated = {d: f for d, f in zip(digests, found, strict=True) if f is not None}
+        repeated = seen.find(_joined(ds for ds, _, _ in output.results))
+        if repeated:
             _note_conflicts(job, repeated, stats)
             output = _run_job(replace(job, exclude=frozenset(repeated)))
             stats.duplicate_calls += output.excluded_calls
-            digests = [d for ds, _, _ in output.results for d in ds]
         stats.skips.merge(output.skips)
         stats.sessions_outside_dates += output.outside_dates
         stats.examples_outside_dates += output.examples_outside_dates
@@ -268,9 +265,19 @@ def _collect(
             give_back_memory()  # what unpickling the results left
         if progress is not None:
             progress(done, total)
-        seen.add(digests, [count for _, counts, _ in output.results for count in counts])
+        seen.add(
+            _joined(ds for ds, _, _ in output.results),
+            _joined((cs for _, cs, _ in output.results), "q"),
+        )
         for _, _, result in output.results:
             yield result
+
+
+def _joined(parts: Iterable[array[int]], typecode: str = "Q") -> array[int]:
+    out = array(typecode)
+    for part in parts:
+        out.extend(part)
+    return out
 
 
 def _note_conflicts(job: _Job[Any, Any], repeated: dict[int, int], stats: LoadStats) -> None:

@@ -10,7 +10,7 @@ under BUFFER calls (about 0.9 GB of Claude Code transcripts) never imports numpy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
 from typing import Any
 
 BUFFER = 1 << 13  # calls kept in the dict before they move into a sorted run
@@ -23,22 +23,24 @@ class SeenCalls:
         self._new: dict[int, int] = {}
         self._runs: list[tuple[Any, Any]] = []  # (sorted uint64 digests, int64 counts)
 
-    def find(self, digests: Sequence[int]) -> list[int | None]:
-        """Each digest's counts, or None for a call not seen."""
-        found = [self._new.get(d) for d in digests]
-        if self._runs and digests:
+    def find(self, digests: array[int]) -> dict[int, int]:
+        """The earlier counts of those of `digests` (packed `array("Q")`) already seen:
+        usually none, which is told without a Python step per call."""
+        new = self._new
+        found = {} if new.keys().isdisjoint(digests) else {d: new[d] for d in digests if d in new}
+        if self._runs and len(digests):
             import numpy as np
 
-            keys = np.array(digests, dtype=np.uint64)
+            keys = np.frombuffer(digests, dtype=np.uint64)
             for run_keys, run_counts in self._runs:
                 at = np.searchsorted(run_keys, keys)
                 at[at == len(run_keys)] = 0
                 for i in np.flatnonzero(run_keys[at] == keys).tolist():
-                    found[i] = int(run_counts[at[i]])
+                    found[int(keys[i])] = int(run_counts[at[i]])
         return found
 
-    def add(self, digests: Sequence[int], counts: Sequence[int]) -> None:
-        """Calls not seen before (`find` gave None for each)."""
+    def add(self, digests: array[int], counts: array[int]) -> None:
+        """Calls not seen before (`find` gave none of them)."""
         self._new.update(zip(digests, counts, strict=True))
         if len(self._new) >= BUFFER:
             self._flush()
