@@ -492,7 +492,7 @@ def inspect(
     rows = group_usage(report, by, tz_name[1])
     if as_json:
         out = str(out_dir) if out_dir and report.sessions else None
-        _print_json(inspect_json(report, out, (by, tz_name[0], rows)))
+        _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
     else:
         _echo(
             inspect_text(report) if by == "session" else grouped_text(report, by, tz_name[0], rows)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from mcsim.accounting.recorded import (
     BreakRecord,
@@ -20,6 +20,8 @@ from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, terminal_width, width
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
 TERMINAL_EXAMPLES = 5
+
+T = TypeVar("T")
 
 
 def _iso(ts: float) -> str:
@@ -118,9 +120,13 @@ def inspect_json(
     report: InspectReport,
     out_dir: str | None = None,
     grouped: tuple[str, str, list[UsageGroup]] | None = None,
+    lazy: bool = False,
 ) -> dict[str, Any]:
-    """`grouped`: (by, timezone, rows) of group_usage, listed under "groups" when given."""
+    """`grouped`: (by, timezone, rows) of group_usage, listed under "groups" when given.
+    `lazy`: the lists of sessions, breaks and groups as `Each`, made as `json_stream` writes
+    them (what the command line prints); else plain lists, for any JSON writer."""
     stats = report.stats
+    each = Each if lazy else _listed
     doc = {
         "totals": {
             "sessions": len(report.sessions),
@@ -144,15 +150,19 @@ def inspect_json(
             "files_skipped_by_project": stats.files_skipped_by_project,
             "duplicate_calls_across_projects": stats.duplicate_calls,
         },
-        "sessions": Each(report.sessions, session_json),
-        "breaks": Each(report.breaks, _located_break_json),
+        "sessions": each(report.sessions, session_json),
+        "breaks": each(report.breaks, _located_break_json),
         "skipped": skipped_json(report.stats),
         "out_dir": out_dir,
     }
     if grouped is not None:
         by, tz, rows = grouped
-        doc["groups"] = {"by": by, "timezone": tz, "rows": Each(rows, group_json)}
+        doc["groups"] = {"by": by, "timezone": tz, "rows": each(rows, group_json)}
     return doc
+
+
+def _listed(items: Sequence[T], fn: Callable[[T], Any]) -> list[Any]:
+    return [fn(item) for item in items]
 
 
 def _located_break_json(b: BreakRecord) -> dict[str, Any]:
