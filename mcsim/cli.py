@@ -29,7 +29,7 @@ import click
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 from mcsim import __version__
-from mcsim.errors import McsimError, OutputRefusedError
+from mcsim.errors import McsimError
 from mcsim.ingest.storage import ObjectPath, is_url
 from mcsim.processes import STOP, Stopped
 from mcsim.text import MESSAGE_LIMIT, fit_lines, printable, terminal_width
@@ -740,18 +740,21 @@ def sweep(
     help="Replace user names, home folders and working folders by pseudonyms (user1, cwd1).",
 )
 def report(run_dir: Path, as_json: bool, redact: bool) -> None:
-    """Write report.html and report.md into a replay or sweep run directory: a cost review
-    for readers who will not run mcsim (charts embedded; opens with no network).
+    """Write report.html and report.md into a replay or sweep run directory (a folder, or an
+    s3:// gs:// prefix): a cost review for readers who will not run mcsim (charts embedded;
+    opens with no network).
 
     \b
     Example:
       mcsim report reports/20261129-101500-claude-code
     """
-    from mcsim.outputs.report import build_report
+    from mcsim.outputs.report import build_object_report, build_report
 
-    if isinstance(run_dir, ObjectPath):
-        raise OutputRefusedError(f"{run_dir}: a run in object storage: download it to report on it")
-    html_path, md_path = build_report(run_dir, redact)
+    html_path, md_path = (
+        build_object_report(run_dir, redact)
+        if isinstance(run_dir, ObjectPath)
+        else tuple(map(str, build_report(run_dir, redact)))
+    )
     if as_json:
         _print_json({"html": str(html_path), "markdown": str(md_path)})
     else:

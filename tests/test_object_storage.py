@@ -169,9 +169,33 @@ def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path:
     assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"s3://{BUCKET}/c") == (
         f"Error: s3://{BUCKET}/c: this command writes only to local folders"
     )
-    assert refused("report", f"s3://{BUCKET}/runs/r1") == (
-        f"Error: s3://{BUCKET}/runs/r1: a run in object storage: download it to report on it"
+    assert refused("report", f"s3://{BUCKET}/nothing/here") == (
+        f"Error: s3://{BUCKET}/nothing/here: not a run directory (no run.json)"
     )
+
+
+def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_path: Path) -> None:
+    """`mcsim report s3://...` writes report.html and report.md beside the run, with the
+    figures of the report on the same run written locally."""
+    out = f"s3://{BUCKET}/runs/reported"
+    common = ["--policy", "claude-code", "--no-cache"]
+    ok("replay", REMOTE[0], *common, "--out", out)
+    ok("replay", str(CORPUS), *common, "--out", str(tmp_path / "local"))
+    assert ok("report", out) == {"html": f"{out}/report.html", "markdown": f"{out}/report.md"}
+    ok("report", str(tmp_path / "local"))
+    fs = store()
+    remote = fs.cat_file(f"{BUCKET}/runs/reported/report.md").decode()
+    local = (tmp_path / "local" / "report.md").read_text()
+
+    def rows(text: str) -> list[str]:  # the tables: policies, savings, breaks
+        return [line for line in text.splitlines() if line.startswith("|")]
+
+    assert rows(remote) == rows(local) and len(rows(local)) > 8
+    html = fs.cat_file(f"{BUCKET}/runs/reported/report.html")
+    assert html.count(b"data:image/png;base64,") == 4  # the charts came from the bucket
+    # the report's files are mcsim's: the run can still be replaced
+    again = ok("replay", REMOTE[0], *common, "--out", out, "--force")
+    assert again["out_dir"] == out
 
 
 def test_a_broken_object_is_a_counted_skip_naming_its_url(endpoint: str) -> None:

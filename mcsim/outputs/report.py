@@ -27,6 +27,7 @@ import orjson
 
 from mcsim.errors import McsimError, UsageError
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular, read_regular
+from mcsim.ingest.storage import ObjectPath, filesystem
 from mcsim.outputs.redact import Redactor
 from mcsim.outputs.run_dir import RUN_JSON_MAX_BYTES, umask
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
@@ -107,6 +108,45 @@ class Section:
     paragraphs: list[str]
     table: tuple[list[str], list[list[str]]] | None = None
     charts: tuple[str, ...] = ()
+
+
+def build_object_report(run: ObjectPath, redact: bool = False) -> tuple[str, str]:
+    """`build_report` for a run in object storage (`replay --out s3://...`): the files a
+    report reads (run.json, the summary or sweep table, the charts; never the calls table)
+    are fetched into a temporary folder, the report is built there, and report.md then
+    report.html are put beside the run. Returns their URLs."""
+    fs = filesystem(run.scheme)
+    with tempfile.TemporaryDirectory(prefix="mcsim-report-") as tmp:
+        folder = Path(tmp)
+        for name in ("run.json", "summary.parquet", "sweep.parquet", *CHART_CAPTIONS):
+            with contextlib.suppress(FileNotFoundError):
+                _fetch(fs, f"{run.key}/{name}", folder / name)
+        try:
+            html, md = build_report(folder, redact)
+        except McsimError as exc:  # named by the run's URL, not the temporary folder
+            raise type(exc)(str(exc).replace(str(folder), str(run))) from None
+        urls = []
+        for path in (md, html):
+            try:
+                fs.put_file(str(path), f"{run.key}/{path.name}")
+            except Exception as exc:  # the store's own errors, in one line
+                reason = _first_line(exc)
+                raise McsimError(f"{run}: could not write {path.name} ({reason})") from exc
+            urls.append(f"{run}/{path.name}")
+    return urls[1], urls[0]
+
+
+def _fetch(fs: Any, key: str, path: Path) -> None:
+    try:
+        fs.get_file(key, str(path))
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # a store error: what the report then misses says which file
+        raise UsageError(f"{fs.unstrip_protocol(key)}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def build_report(run_dir: Path, redact: bool = False) -> tuple[Path, Path]:
