@@ -275,9 +275,10 @@ def _replay_options(fn: F) -> F:
         ),
         click.option(
             "--cache-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Where calibrated sessions are cached (default: $MCSIM_CACHE_DIR or the "
-            "platform's user cache folder, ~/.cache/mcsim on Linux).",
+            type=_PathOrUrl(file_okay=False, path_type=Path),
+            help="Where calibrated sessions are cached, a folder or an s3:// gs:// prefix "
+            "(default: $MCSIM_CACHE_DIR or the platform's user cache folder, ~/.cache/mcsim "
+            "on Linux).",
         ),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache."),
         click.option(
@@ -506,6 +507,17 @@ def inspect(
         raise _no_calls(report.stats, "account")
 
 
+def _cache_folder(no_cache: bool, cache_dir: Path | None) -> Path | None:
+    """The session cache's folder or prefix (None: --no-cache), checked before any work."""
+    from mcsim.replay.session_cache import check_cache_dir, default_cache_dir
+
+    if no_cache:
+        return None
+    folder = cache_dir or default_cache_dir()
+    check_cache_dir(folder)
+    return folder
+
+
 def _importing_tables(sink: Callable[[Any], None]) -> Callable[[Any], None]:
     """`sink`, which also starts importing polars and numpy in a thread when the first
     session's result arrives: the tables need them once the replay is done, and importing
@@ -583,13 +595,12 @@ def replay(
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.run import RECORDED
     from mcsim.replay.scenario import load_policy_file
-    from mcsim.replay.session_cache import default_cache_dir
 
     dates = _dates(since, until)
     source = resolve_policy(policy_file)
     scenarios = load_policy_file(source.path)
     prices = load_table(prices_path)
-    cache = None if no_cache else (cache_dir or default_cache_dir())
+    cache = _cache_folder(no_cache, cache_dir)
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
     with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
@@ -691,7 +702,6 @@ def sweep(
     from mcsim.outputs.sweep_tables import sweep_json, sweep_text, write_sweep_outputs
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.scenario import baseline, load_policy_file
-    from mcsim.replay.session_cache import default_cache_dir
     from mcsim.replay.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
 
     dates = _dates(since, until)
@@ -701,7 +711,7 @@ def sweep(
     base = pick_policy(scenarios, policy_name, label)
     variants = build_variants(base, [parse_axis(g) for g in grids])
     prices = load_table(prices_path)
-    cache = None if no_cache else (cache_dir or default_cache_dir())
+    cache = _cache_folder(no_cache, cache_dir)
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
@@ -841,7 +851,7 @@ def cache() -> None:
 
 _CACHE_DIR = click.option(
     "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=_PathOrUrl(file_okay=False, path_type=Path),
     help="The cache folder (default: $MCSIM_CACHE_DIR or the platform's user cache folder).",
 )
 

@@ -229,3 +229,40 @@ def test_an_object_gone_before_it_is_read_is_a_counted_skip(endpoint: str) -> No
     skips = SkipReport()
     assert list(read_objects(path, str(path), skips)) == []
     assert [(e.file, e.reason) for e in skips.examples] == [(f"s3://{key}", "unreadable_file")]
+
+
+def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """--cache-dir s3://...: entries are objects (what a cluster without a shared filesystem
+    shares); a warm run reads them, a damaged one is rebuilt and noted, `mcsim cache` lists
+    and clears them, and the cap holds."""
+    cache = f"s3://{BUCKET}/cache"
+    args = [*REMOTE, "--policy", "claude-code", "--cache-dir", cache]
+    cold = ok("replay", *args, "--out", str(tmp_path / "cold"))
+    fs = store()
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True))
+    assert names and all(n.endswith((".sessions", ".tokens")) for n in names)
+    assert len([n for n in names if n.endswith(".sessions")]) == 9  # 7 project folders, 2 rollouts
+    warm = ok("replay", *args, "--out", str(tmp_path / "warm"))
+    assert warm["policies"] == cold["policies"] and warm["fidelity"] == cold["fidelity"]
+    assert "cache_entry_rebuilt" not in warm["skipped"]["notes_by_reason"]
+
+    damaged = next(n for n in names if n.endswith(".sessions"))
+    fs.pipe_file(f"{BUCKET}/cache/{damaged}", b"\x89mcsim\r\n" + b"\0" * 40)
+    again = ok("replay", *args, "--out", str(tmp_path / "again"))
+    assert again["policies"] == cold["policies"]
+    assert again["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 1
+    assert fs.cat_file(f"{BUCKET}/cache/{damaged}") != b"\x89mcsim\r\n" + b"\0" * 40  # rewritten
+
+    fs.pipe_file(f"{BUCKET}/cache/notes.txt", b"mine")  # not mcsim's: never touched
+    info = mcsim("cache", "info", "--cache-dir", cache)
+    assert info.exit_code == 0 and f"entries: {len(names)}" in info.output, info.output
+    cleared = mcsim("cache", "clear", "--cache-dir", cache)
+    assert f"removed {len(names)} entries from {cache}" in cleared.output, cleared.output
+    assert [p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True)] == ["notes.txt"]
+
+    with pytest.MonkeyPatch.context() as env:  # a cap below one entry: the run leaves none
+        env.setenv("MCSIM_CACHE_MAX_SIZE", "10")
+        ok("replay", *args, "--out", str(tmp_path / "capped"))
+    assert [p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True)] == ["notes.txt"]

@@ -53,6 +53,7 @@ from mcsim.errors import UsageError
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.pipeline import Loaded, without_calls
+from mcsim.ingest.storage import ObjectPath, filesystem, is_url
 from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
 from mcsim.replay.calibrate import (
     CalCall,
@@ -98,7 +99,16 @@ _TOKENS = _Kind(2, TOKENS_VERSION)
 
 def default_cache_dir() -> Path:
     env = os.environ.get("MCSIM_CACHE_DIR")
+    if env and is_url(env):
+        return ObjectPath.from_url(env)
     return Path(env) if env else Path(user_cache_dir("mcsim", appauthor=False))
+
+
+def check_cache_dir(folder: Path) -> None:
+    """A one-line UsageError now, before any work, when a cache prefix in object storage
+    cannot be used (its filesystem not installed)."""
+    if isinstance(folder, ObjectPath):
+        filesystem(folder.scheme)
 
 
 def max_cache_bytes() -> int:
@@ -215,6 +225,10 @@ def _write(path: Path, kind: _Kind, payload: bytes | None) -> None:
         return
     body = _BODY_HEADER.pack(*kind, len(payload)) + payload
     checksum = hashlib.sha256(body).digest()
+    if isinstance(path, ObjectPath):  # an object is put whole or not at all
+        with contextlib.suppress(Exception):  # the store's errors: only speed is lost
+            filesystem(path.scheme).pipe_file(path.key, _MAGIC + checksum + body)
+        return
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +264,13 @@ def _sweep_once(folder: Path) -> None:
 
 def _payload(path: Path, kind: _Kind) -> bytes | None:
     """The verified payload of a cache file; None if there is no such file. The file is
-    touched: its modification time says when it was last used (the cap evicts by it)."""
+    touched: its modification time says when it was last used (the cap evicts by it). An
+    object in a store is not touched (its time is when it was written)."""
+    if isinstance(path, ObjectPath):
+        data = _object_bytes(path)
+        if data is None:
+            return None
+        return _verified(data, kind)
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
         with open_regular(path) as fh:
@@ -263,6 +283,20 @@ def _payload(path: Path, kind: _Kind) -> bytes | None:
         raise _Damaged("not an mcsim cache file") from exc
     except OSError as exc:
         raise _Damaged("cannot be read") from exc
+    return _verified(data, kind)
+
+
+def _object_bytes(path: ObjectPath) -> bytes | None:
+    try:
+        data: bytes = filesystem(path.scheme).cat_file(path.key)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # the store's own errors
+        raise _Damaged("cannot be read") from exc
+    return data
+
+
+def _verified(data: bytes, kind: _Kind) -> bytes:
     start = len(_MAGIC) + _CHECKSUM_BYTES
     payload_start = start + _BODY_HEADER.size
     if not data.startswith(_MAGIC):
@@ -478,6 +512,8 @@ def cache_files(folder: Path) -> list[CacheFile]:
     """mcsim's own files in the cache folder, least recently used first: entries (named as
     mcsim names them and starting with its magic bytes) and temporary files (its prefix).
     Anything else there, a link or a folder of the same name included, is not mcsim's."""
+    if isinstance(folder, ObjectPath):
+        return _object_files(folder)
     found = []
     try:
         names = os.listdir(folder)
@@ -501,13 +537,51 @@ def cache_files(folder: Path) -> list[CacheFile]:
     return sorted(found, key=lambda f: (f.mtime, f.path.name))
 
 
+def _object_files(folder: ObjectPath) -> list[CacheFile]:
+    """cache_files for a prefix in object storage: its entries, by the time each was written."""
+    fs = filesystem(folder.scheme)
+    try:
+        listed = fs.ls(folder.key, detail=True, refresh=True)
+    except Exception:  # no such prefix, or none we may list: nothing of mcsim's
+        return []
+    found = []
+    for entry in listed:
+        name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if entry.get("type") != "file" or not _ENTRY_NAME.fullmatch(name):
+            continue
+        path = folder / name
+        try:
+            if fs.cat_file(path.key, start=0, end=len(_MAGIC)) != _MAGIC:
+                continue
+            mtime = fs.modified(path.key).timestamp()
+        except Exception:
+            continue
+        found.append(CacheFile(path, int(entry.get("size") or 0), mtime))
+    return sorted(found, key=lambda f: (f.mtime, f.path.name))
+
+
+def _remove(path: Path) -> None:
+    """Remove a cache file or object (FileNotFoundError if it is gone, OSError if it cannot
+    be removed)."""
+    if not isinstance(path, ObjectPath):
+        path.unlink()
+        return
+    fs = filesystem(path.scheme)
+    try:
+        fs.rm_file(path.key)
+    except (FileNotFoundError, OSError):
+        raise
+    except Exception as exc:  # the store's own errors, as the system's
+        raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+
+
 def clear_cache(folder: Path) -> list[CacheFile]:
     """Remove mcsim's own files from the cache folder; the ones removed."""
     removed = []
     for f in cache_files(folder):
         with contextlib.suppress(FileNotFoundError):
             try:
-                f.path.unlink()
+                _remove(f.path)
             except OSError as exc:
                 raise UsageError(f"{f.path}: cannot be removed ({exc.strerror or exc})") from None
             removed.append(f)
@@ -524,7 +598,7 @@ def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
         if total <= max_bytes:
             break
         try:
-            f.path.unlink()
+            _remove(f.path)
         except FileNotFoundError:
             pass
         except OSError:
