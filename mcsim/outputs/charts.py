@@ -160,7 +160,7 @@ class CallLines:
     def __init__(self, policies: Sequence[str], calls: int) -> None:
         self.policies = list(policies)
         self.calls = calls
-        self.step = max(1, calls // _MAX_POINTS)  # as `_thin` on the whole series
+        self.step = max(1, calls // _MAX_POINTS)  # every step-th call: at most _MAX_POINTS
         self.done = 0  # calls laid so far, per policy
         self.sessions = 0
         self.boundaries: list[int] = []

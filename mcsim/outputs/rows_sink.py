@@ -221,18 +221,18 @@ class RowsSink:
                 table.extend(session_table)
                 if size >= BATCH_ROWS:
                     self._write_batch(batch, breaks, parts, break_parts, lines)
-                    session_parts.append(self._part("sessions", len(session_parts), table))
+                    session_parts.append(self._sessions_part(len(session_parts), table))
                     batch, breaks, table, size = [], [], [], 0
         self._write_batch(batch, breaks, parts, break_parts, lines)
         if table:
-            session_parts.append(self._part("sessions", len(session_parts), table))
+            session_parts.append(self._sessions_part(len(session_parts), table))
         os.remove(self.folder / "rows.spool")
         _concat([p for policy in parts for p in policy], self.calls_path, REPLAY_CALLS_SCHEMA)
         _concat(break_parts, self.breaks_path, REPLAY_BREAKS_SCHEMA)
         _concat(session_parts, self.sessions_path, REPLAY_SESSIONS_SCHEMA)
 
-    def _part(self, name: str, index: int, rows: list[dict[str, Any]]) -> Path:
-        path = self.folder / f"{name}-{index}.parquet"
+    def _sessions_part(self, index: int, rows: list[dict[str, Any]]) -> Path:
+        path = self.folder / f"sessions-{index}.parquet"
         write_parquet(frame(rows, REPLAY_SESSIONS_SCHEMA), path)
         return path
 
