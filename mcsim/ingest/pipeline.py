@@ -26,11 +26,10 @@ from mcsim.ingest.engines import Engine, LocalEngine
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
 from mcsim.ingest.seen import SeenCalls
 from mcsim.model import Session, SkipReport
-from mcsim.processes import STOP, give_back_memory
+from mcsim.processes import STOP
 from mcsim.text import from_fs
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
-_TRIM_BYTES = 64 * 1024 * 1024  # input read between two give_back_memory()
 CallKey = tuple[str, str | None]
 T = TypeVar("T")
 
@@ -252,23 +251,20 @@ def _collect(
     outputs = engine.map_units(jobs, _run_job, total)
     for job, output in zip(jobs, outputs, strict=True):
         STOP.check()
-        repeated = seen.find(_joined(ds for ds, _, _ in output.results))
+        digests = _joined(ds for ds, _, _ in output.results)
+        repeated = seen.find(digests)
         if repeated:
             _note_conflicts(job, repeated, stats)
             output = _run_job(replace(job, exclude=frozenset(repeated)))
             stats.duplicate_calls += output.excluded_calls
+            digests = _joined(ds for ds, _, _ in output.results)
         stats.skips.merge(output.skips)
         stats.sessions_outside_dates += output.outside_dates
         stats.examples_outside_dates += output.examples_outside_dates
         done += job.unit.size_bytes
-        if done // _TRIM_BYTES != (done - job.unit.size_bytes) // _TRIM_BYTES:
-            give_back_memory()  # what unpickling the results left
         if progress is not None:
             progress(done, total)
-        seen.add(
-            _joined(ds for ds, _, _ in output.results),
-            _joined((cs for _, cs, _ in output.results), "q"),
-        )
+        seen.add(digests, _joined((cs for _, cs, _ in output.results), "q"))
         for _, _, result in output.results:
             yield result
 

@@ -118,7 +118,7 @@ def find(url: str) -> list[ObjectPath]:
     except OSError:
         raise
     except Exception as exc:  # the store's own errors (a refused request, a bad bucket name)
-        raise OSError(errno.EIO, _reason(exc)) from exc
+        raise OSError(errno.EIO, first_line(exc)) from exc
     objects = []
     for name, info in sorted(found.items()):
         if info.get("type") != "directory" and (name == path.key or name.endswith(".jsonl")):
@@ -137,11 +137,12 @@ def open_object(path: ObjectPath) -> BinaryIO:
     except OSError:
         raise
     except Exception as exc:
-        raise OSError(errno.EIO, _reason(exc), str(path)) from exc
+        raise OSError(errno.EIO, first_line(exc), str(path)) from exc
     return fh
 
 
-def _reason(exc: Exception) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error of a store or library as one line: its first, else its type's name."""
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from mcsim.errors import McsimError, UsageError
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular, read_regular
-from mcsim.ingest.storage import ObjectPath, filesystem
+from mcsim.ingest.storage import ObjectPath, filesystem, first_line
 from mcsim.outputs.redact import Redactor
 from mcsim.outputs.run_dir import RUN_JSON_MAX_BYTES, umask
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
@@ -130,7 +130,7 @@ def build_object_report(run: ObjectPath, redact: bool = False) -> tuple[str, str
             try:
                 fs.put_file(str(path), f"{run.key}/{path.name}")
             except Exception as exc:  # the store's own errors, in one line
-                reason = _first_line(exc)
+                reason = first_line(exc)
                 raise McsimError(f"{run}: could not write {path.name} ({reason})") from exc
             urls.append(f"{run}/{path.name}")
     return urls[1], urls[0]
@@ -142,11 +142,7 @@ def _fetch(fs: Any, key: str, path: Path) -> None:
     except FileNotFoundError:
         raise
     except Exception as exc:  # a store error: what the report then misses says which file
-        raise UsageError(f"{fs.unstrip_protocol(key)}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"{fs.unstrip_protocol(key)}: {first_line(exc)}") from exc
 
 
 def build_report(run_dir: Path, redact: bool = False) -> tuple[Path, Path]:
@@ -254,8 +250,7 @@ def _table(path: Path, columns: dict[str, object]) -> Any:
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
     except pl.exceptions.PolarsError as exc:
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"{path}: not a table of this run ({first})") from None
+        raise UsageError(f"{path}: not a table of this run ({first_line(exc)})") from None
 
 
 def _name(value: object, limit: int = NAME_LIMIT) -> str:

@@ -28,7 +28,7 @@ from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
 from mcsim.ingest.pipeline import LoadStats
-from mcsim.ingest.storage import ObjectPath, filesystem
+from mcsim.ingest.storage import ObjectPath, filesystem, first_line
 from mcsim.processes import STOP
 
 RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
@@ -543,7 +543,7 @@ def _upload(tmp: Path, out: ObjectPath, force: bool) -> None:
     except OSError:
         raise
     except Exception as exc:  # the store's own errors: a failed write, as a full disk is
-        raise OSError(errno.EIO, (str(exc).splitlines() or [type(exc).__name__])[0]) from exc
+        raise OSError(errno.EIO, first_line(exc)) from exc
 
 
 def umask() -> int:

@@ -53,7 +53,7 @@ from mcsim.errors import UsageError
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.pipeline import Loaded, without_calls
-from mcsim.ingest.storage import ObjectPath, filesystem, is_url
+from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
 from mcsim.model import ItemKind, Skip, SkipReport, ThreadKind
 from mcsim.replay.calibrate import (
     CalCall,
@@ -572,7 +572,7 @@ def _remove(path: Path) -> None:
     except (FileNotFoundError, OSError):
         raise
     except Exception as exc:  # the store's own errors, as the system's
-        raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+        raise OSError(first_line(exc)) from exc
 
 
 def clear_cache(folder: Path) -> list[CacheFile]:
