@@ -131,6 +131,17 @@ def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path:
     rollouts = {f"{REMOTE[1]}/{p.name}" for p in CODEX.glob("*.jsonl")}
     assert {f["path"] for f in run["files"]} >= rollouts
 
+    # the replay's tables are datasets partitioned by policy, uploaded whole
+    keys = sorted(k.removeprefix(f"{BUCKET}/runs/r1/") for k in fs.find(f"{BUCKET}/runs/r1"))
+    local_files = (tmp_path / "local").rglob("*")
+    assert keys == sorted(p.relative_to(tmp_path / "local").as_posix() for p in local_files
+                          if p.is_file())  # fmt: skip
+    assert "calls.parquet/policy_index=8/part-0.parquet" in keys
+    calls = pl.read_parquet(
+        f"{out}/calls.parquet/**/*.parquet", hive_partitioning=True, storage_options=options
+    )
+    assert_frame_equal(calls, pl.read_parquet(tmp_path / "local" / "calls.parquet"))
+
     # the run is there: refused without --force, replaced with it
     assert refused("replay", *REMOTE, *common, "--out", out) == (
         f"Error: {out}: already holds a run (use --force to replace it)"
@@ -141,6 +152,22 @@ def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path:
     assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/runs/r1", refresh=True)) == written
     parquet = pl.read_parquet(io.BytesIO(fs.cat_file(f"{BUCKET}/runs/r1/summary.parquet")))
     assert_frame_equal(parquet, summary)
+
+    # replaced by a run of fewer policies: the old run's other partitions are gone
+    fewer = ["--policy", str(REPO / "policies" / "ttl-1h.yaml"), *common[2:]]
+    ok("replay", *REMOTE, *fewer, "--out", out, "--force")
+    parts = fs.find(f"{BUCKET}/runs/r1/calls.parquet", refresh=True)
+    assert [p.rsplit("/", 2)[-2] for p in parts] == [
+        f"policy_index={i}" for i in range(4)
+    ]  # 2 policies, baseline, recorded
+
+    # a file mcsim does not write inside a table's dataset: --force refuses too
+    fs.pipe_file(f"{BUCKET}/runs/r1/calls.parquet/policy_index=0/notes.txt", b"mine")
+    assert refused("replay", *REMOTE, *common, "--out", out, "--force") == (
+        f"Error: {out}: holds calls.parquet/policy_index=0/notes.txt, not a file mcsim writes; "
+        "--force replaces only a run directory mcsim wrote"
+    )
+    fs.rm_file(f"{BUCKET}/runs/r1/calls.parquet/policy_index=0/notes.txt")
 
     # anything mcsim does not write makes the prefix no run of mcsim's, --force or not
     fs.pipe_file(f"{BUCKET}/runs/r1/notes.txt", b"mine")

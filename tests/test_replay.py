@@ -123,7 +123,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
     ]
     summary = pl.read_parquet(out / "summary.parquet")
     assert summary["policy"].to_list()[:2] == ["recorded", "baseline"]
-    assert summary["schema_version"].unique().to_list() == [3]
+    assert summary["schema_version"].unique().to_list() == [4]
     calls = pl.read_parquet(out / "calls.parquet")
     per_policy = calls.group_by("policy").agg(pl.col("cost_usd").sum(), pl.len())
     cost = dict(zip(per_policy["policy"], per_policy["cost_usd"], strict=True))
@@ -149,10 +149,17 @@ def test_identical_inputs_give_identical_parquet(
             cli, ["replay", str(SAMPLES), "--policy", str(ALL), "--out", str(tmp_path / name)]
         )
         assert result.exit_code == 0, result.output
-    for table in ("summary", "sessions", "calls", "breaks"):
-        a = (tmp_path / "a" / f"{table}.parquet").read_bytes()
-        b = (tmp_path / "b" / f"{table}.parquet").read_bytes()
-        assert a == b, table
+    files = {
+        name: sorted(
+            p.relative_to(tmp_path / name).as_posix()
+            for p in (tmp_path / name).rglob("*.parquet")
+            if p.is_file()
+        )
+        for name in ("a", "b")
+    }
+    assert files["a"] == files["b"] and len(files["a"]) == 1 + 3 * 9  # 9 runs (all.yaml)
+    for table in files["a"]:
+        assert (tmp_path / "a" / table).read_bytes() == (tmp_path / "b" / table).read_bytes()
 
 
 def test_second_run_reads_the_cache_and_tokenizes_nothing(

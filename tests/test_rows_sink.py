@@ -48,9 +48,20 @@ def test_tables_and_chart_lines_equal_the_in_memory_ones(
         assert report.recorded_prunes == held.recorded_prunes
         lines = CallLines(NAMES, sink.calls)
         sink.finish(report.sessions, lines)
-        assert_frame_equal(pl.read_parquet(sink.calls_path), calls)
-        assert_frame_equal(pl.read_parquet(sink.breaks_path), breaks)
-        assert_frame_equal(pl.read_parquet(sink.sessions_path), table)
+        for path, held_table in ((sink.calls_path, calls), (sink.breaks_path, breaks),
+                                 (sink.sessions_path, table)):  # fmt: skip
+            # Partitioned by policy, each policy's rows in the in-memory table's order.
+            assert sorted(p.name for p in path.iterdir()) == [
+                f"policy_index={i}" for i in range(len(NAMES))
+            ]
+            for i, name in enumerate(NAMES):
+                part = pl.read_parquet(path / f"policy_index={i}" / "part-0.parquet")
+                assert_frame_equal(part, held_table.filter(pl.col("policy") == name))
+            whole = pl.read_parquet(path)  # the dataset: policy by policy, key column added
+            assert whole["policy_index"].to_list() == [
+                NAMES.index(name) for name in whole["policy"]
+            ]
+            assert whole.height == held_table.height
         assert table.height == 8 * len(NAMES)  # the 8 sessions of the corpus
         names = ["breaks.parquet", "calls.parquet", "sessions.parquet"]
         assert sorted(p.name for p in sink.folder.iterdir()) == names

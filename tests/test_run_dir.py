@@ -346,6 +346,13 @@ def one_of_each(folder: Path, name: str, kind: str) -> None:
         path.write_text("{}")
     elif kind == "folder":
         path.mkdir()
+    elif kind.startswith("dataset:"):  # a replay's table folder holding one more entry
+        part = path / "policy_index=0" / "part-0.parquet"
+        part.parent.mkdir(parents=True)
+        part.write_text("table")
+        extra = path / kind.removeprefix("dataset:")
+        extra.parent.mkdir(parents=True, exist_ok=True)
+        extra.write_text("notes")
     elif kind == "link":
         (folder.parent / "target").write_text(MARKER)
         path.symlink_to(folder.parent / "target")
@@ -363,7 +370,14 @@ def one_of_each(folder: Path, name: str, kind: str) -> None:
         ("policy.yaml", "file", "policy.yaml"),
         (".hidden", "file", ".hidden"),
         ("notes", "folder", "notes"),
-        ("calls.parquet", "folder", "calls.parquet (a directory)"),
+        ("summary.parquet", "folder", "summary.parquet (a directory)"),
+        ("calls.parquet", "dataset:notes.txt", "calls.parquet/notes.txt"),
+        (
+            "calls.parquet",
+            "dataset:policy_index=0/notes.txt",
+            "calls.parquet/policy_index=0/notes.txt",
+        ),
+        ("breaks.parquet", "dataset:policy=a/part-0.parquet", "breaks.parquet/policy=a"),
         ("savings.png", "link", "savings.png (a symbolic link)"),
         ("run.json", "link", "run.json (a symbolic link)"),
         ("run.json", "zero", "run.json (a symbolic link)"),
@@ -479,7 +493,19 @@ def test_every_file_the_commands_write_is_one_force_may_replace(tmp_path: Path) 
         assert result.exit_code == 0, result.output
     written = {folder: {p.name for p in folder.iterdir()} for folder in (a, b, c)}
     assert set().union(*written.values()) == output.RUN_FILES
-    assert all(p.is_file() and not p.is_symlink() for f in (a, b, c) for p in f.iterdir())
+    # Files, except the replay's tables: datasets of one file per policy (and the recording).
+    datasets = {p.name for p in b.iterdir() if p.is_dir()}
+    assert datasets == output.DATASETS == {"calls.parquet", "sessions.parquet", "breaks.parquet"}
+    policies = pl.read_parquet(b / "summary.parquet")["policy"].to_list()
+    for name in datasets:
+        parts = sorted(p.relative_to(b / name).as_posix() for p in (b / name).rglob("*.parquet"))
+        assert parts == [f"policy_index={i}/part-0.parquet" for i in range(len(policies))]
+    assert all(
+        p.is_file() and not p.is_symlink()
+        for f in (a, b, c)
+        for p in f.iterdir()
+        if f is not b or p.name not in datasets
+    )
     for folder in (b, c):
         result = CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(folder), "--force"])
         assert result.exit_code == 0, result.output

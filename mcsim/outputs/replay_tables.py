@@ -25,7 +25,7 @@ from mcsim.outputs.rows_sink import (
     session_rows,
 )
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
-from mcsim.outputs.tables import frame, write_parquet
+from mcsim.outputs.tables import frame, write_dataset, write_parquet
 from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
 from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, printable
 
@@ -117,6 +117,11 @@ def sessions_frame(report: ReplayReport) -> Any:
     """Every session's row under each policy, from the totals the report holds (a replay
     without a `RowsSink`)."""
     return frame([r for s in report.sessions for r in session_rows(s)], REPLAY_SESSIONS_SCHEMA)
+
+
+def run_names(report: ReplayReport) -> list[str]:
+    """The runs of a replay in table order: the recording, then each scenario's."""
+    return [RECORDED, *(s.name for s in report.scenarios)]
 
 
 def calls_frame(report: ReplayReport) -> Any:
@@ -213,9 +218,10 @@ def write_replay_outputs(
         breaks: Callable[[Path], None] = lambda p: _move(sink.breaks_path, p)  # noqa: E731
         sessions: Callable[[Path], None] = lambda p: _move(sink.sessions_path, p)  # noqa: E731
     else:
-        calls = lambda p: write_parquet(calls_frame(report), p)  # noqa: E731
-        breaks = lambda p: write_parquet(breaks_frame(report), p)  # noqa: E731
-        sessions = lambda p: write_parquet(sessions_frame(report), p)  # noqa: E731
+        names = run_names(report)
+        calls = lambda p: write_dataset(calls_frame(report), p, names)  # noqa: E731
+        breaks = lambda p: write_dataset(breaks_frame(report), p, names)  # noqa: E731
+        sessions = lambda p: write_dataset(sessions_frame(report), p, names)  # noqa: E731
     writers: dict[str, Callable[[Path], None]] = {
         "summary.parquet": lambda p: write_parquet(summary_frame(report), p),
         "sessions.parquet": sessions,

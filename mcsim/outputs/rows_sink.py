@@ -3,11 +3,12 @@
 Kept in the report until the end, every session's rows made the driver grow with the corpus
 (about 150 MB per GB of transcripts). `RowsSink` is handed each session's result by
 `run_replay(sink=...)`: it appends the session's rows to a spool file in its own temporary
-folder and drops them from the result. `finish` then writes calls.parquet and breaks.parquet
-in the documented order (calls: policy, then session in start order, thread and call; breaks:
-session by session), a batch of sessions at a time: each batch's rows of each policy go to a
-part file, and polars streams the parts, in order, into one table. Each batch is also handed to
-the charts' `CallLines`, which keeps only what the charts draw.
+folder and drops them from the result. `finish` then writes the calls, breaks and sessions
+tables as datasets partitioned by policy (`tables.partition`), each policy's rows in the
+documented order (calls: session in start order, thread and call; breaks and sessions: session
+by session), a batch of sessions at a time: each batch's rows of each policy go to a part
+file, and polars streams each policy's parts, in order, into its partition. Each batch is also
+handed to the charts' `CallLines`, which keeps only what the charts draw.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import McsimError
 from mcsim.ingest.storage import ObjectPath
 from mcsim.outputs.charts import CallLines
-from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, write_parquet
+from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, partition, write_parquet
 from mcsim.processes import give_back_memory
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.run import BREAK_COLUMNS, SessionReplay, shed_totals
@@ -192,16 +193,14 @@ class RowsSink:
         self.sunk += 1
 
     def finish(self, sessions: Sequence[SessionReplay], lines: CallLines | None = None) -> None:
-        """Write calls.parquet, breaks.parquet and sessions.parquet into the sink's folder,
-        `sessions` (the report's, in start order) a batch at a time, handing each batch to
-        `lines`."""
+        """Write calls.parquet, breaks.parquet and sessions.parquet (datasets partitioned by
+        policy) into the sink's folder, `sessions` (the report's, in start order) a batch at a
+        time, handing each batch to `lines`."""
         if self._spool is None:
             raise ValueError("the rows sink is finished")
         self._spool.close()
         self._spool = None
-        parts: list[list[Path]] = [[] for _ in self.policies]
-        break_parts: list[Path] = []
-        session_parts: list[Path] = []
+        parts = _Parts(self.folder, len(self.policies))
         batch: list[SessionRows] = []
         breaks: list[list[list[object]]] = []
         table: list[dict[str, Any]] = []
@@ -220,44 +219,64 @@ class RowsSink:
                     breaks.append(columns)
                 table.extend(session_table)
                 if size >= BATCH_ROWS:
-                    self._write_batch(batch, breaks, parts, break_parts, lines)
-                    session_parts.append(self._sessions_part(len(session_parts), table))
+                    self._write_batch(batch, breaks, table, parts, lines)
                     batch, breaks, table, size = [], [], [], 0
-        self._write_batch(batch, breaks, parts, break_parts, lines)
-        if table:
-            session_parts.append(self._sessions_part(len(session_parts), table))
+        self._write_batch(batch, breaks, table, parts, lines)
         os.remove(self.folder / "rows.spool")
-        _concat([p for policy in parts for p in policy], self.calls_path, REPLAY_CALLS_SCHEMA)
-        _concat(break_parts, self.breaks_path, REPLAY_BREAKS_SCHEMA)
-        _concat(session_parts, self.sessions_path, REPLAY_SESSIONS_SCHEMA)
-
-    def _sessions_part(self, index: int, rows: list[dict[str, Any]]) -> Path:
-        path = self.folder / f"sessions-{index}.parquet"
-        write_parquet(frame(rows, REPLAY_SESSIONS_SCHEMA), path)
-        return path
+        for path, schema in (
+            (self.calls_path, REPLAY_CALLS_SCHEMA),
+            (self.breaks_path, REPLAY_BREAKS_SCHEMA),
+            (self.sessions_path, REPLAY_SESSIONS_SCHEMA),
+        ):
+            for index, policy_parts in enumerate(parts.of[path.stem]):
+                target = partition(path, index, len(self.policies))
+                target.parent.mkdir(parents=True)
+                _concat(policy_parts, target, schema)
 
     def _write_batch(
         self,
         batch: list[SessionRows],
         breaks: list[list[list[object]]],
-        parts: list[list[Path]],
-        break_parts: list[Path],
+        table: list[dict[str, Any]],
+        parts: _Parts,
         lines: CallLines | None,
     ) -> None:
+        import polars as pl
+
         if batch:
             rows = RowsTable(batch, self.policies)
             if lines is not None:
                 lines.add(rows)
-            table = rows_frame(rows)
-            for index, policy_parts in enumerate(parts):
-                path = self.folder / f"calls-{index}-{len(policy_parts)}.parquet"
-                write_parquet(table.slice(index * rows.calls, rows.calls), path)
-                policy_parts.append(path)
-        if breaks:
-            path = self.folder / f"breaks-{len(break_parts)}.parquet"
-            write_parquet(breaks_columns_frame(breaks), path)
-            break_parts.append(path)
+            calls = rows_frame(rows)  # one slice per policy, in order
+            for index in range(len(self.policies)):
+                parts.add("calls", index, calls.slice(index * rows.calls, rows.calls))
+        for name, frame_ in (
+            ("breaks", breaks_columns_frame(breaks) if breaks else None),
+            ("sessions", frame(table, REPLAY_SESSIONS_SCHEMA) if table else None),
+        ):
+            if frame_ is None:
+                continue
+            for index, policy in enumerate(self.policies):
+                rows_of = frame_.filter(pl.col("policy") == policy)
+                if rows_of.height:
+                    parts.add(name, index, rows_of)
         give_back_memory()
+
+
+class _Parts:
+    """Each table's part files, by policy, in the sink's folder."""
+
+    def __init__(self, folder: Path, policies: int) -> None:
+        self.folder = folder
+        self.of: dict[str, list[list[Path]]] = {
+            name: [[] for _ in range(policies)] for name in ("calls", "breaks", "sessions")
+        }
+
+    def add(self, table: str, index: int, rows: Any) -> None:
+        parts = self.of[table][index]
+        path = self.folder / f"{table}-{index}-{len(parts)}.parquet"
+        write_parquet(rows, path)
+        parts.append(path)
 
 
 def _concat(parts: list[Path], path: Path, schema: dict[str, str]) -> None:

@@ -13,6 +13,7 @@ import errno
 import glob
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
 from mcsim.ingest.pipeline import LoadStats
 from mcsim.ingest.storage import ObjectPath, filesystem, first_line
+from mcsim.outputs.tables import PART_FILE, PARTITION_KEY
 from mcsim.processes import STOP
 
 RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
@@ -53,6 +55,11 @@ RUN_FILES = frozenset(
         "report.md",
     }
 )
+# The tables a replay writes as datasets partitioned by policy: folders holding only
+# `policy_index=N/part-0.parquet` (inspect --out writes them as files).
+DATASETS = frozenset({"calls.parquet", "sessions.parquet", "breaks.parquet"})
+_PART = re.compile(rf"{PARTITION_KEY}=[0-9]+/{re.escape(PART_FILE)}")
+_MAX_PARTS = 100_000  # a dataset folder with more entries is not mcsim's: not read through
 # Far above any run.json mcsim writes (one line per input file): a bound on what is read back.
 RUN_JSON_MAX_BYTES = 256 * 1024 * 1024
 
@@ -214,10 +221,36 @@ def _foreign_entry(folder: Path) -> str | None:
     for entry in sorted(entries, key=lambda e: e.name):
         if entry.name not in RUN_FILES:
             return entry.name
+        if entry.name in DATASETS and entry.is_dir(follow_symlinks=False):
+            foreign = _foreign_part(Path(entry.path))
+            if foreign is not None:
+                return f"{entry.name}/{foreign}"
+            continue
         if not entry.is_file(follow_symlinks=False):
             if entry.is_symlink():
                 return f"{entry.name} (a symbolic link)"
             return f"{entry.name} ({file_kind(entry.stat(follow_symlinks=False).st_mode)})"
+    return None
+
+
+def _foreign_part(dataset: Path) -> str | None:
+    """The first entry of a dataset folder that is not a partition file mcsim writes (a
+    regular file, `policy_index=N/part-0.parquet`), or None."""
+    seen = 0
+    for folder, dirs, files in os.walk(dataset):
+        for name in sorted(dirs + files):
+            seen += 1
+            path = Path(folder, name)
+            inside = path.relative_to(dataset).as_posix()
+            if seen > _MAX_PARTS:
+                return f"{inside} (more than {_MAX_PARTS:,} entries)"
+            if path.is_symlink():
+                return f"{inside} (a symbolic link)"
+            if name in dirs:
+                if folder != str(dataset) or not _PART.fullmatch(f"{name}/{PART_FILE}"):
+                    return inside
+            elif not _PART.fullmatch(inside) or not path.is_file():
+                return inside
     return None
 
 
@@ -495,10 +528,16 @@ def _object_not_replaceable(
         return "is an object, not a prefix"
     for name in sorted(entries):
         entry = entries[name]
-        if name not in RUN_FILES or entry["type"] == "directory":
+        foreign: str | None = name
+        if name in RUN_FILES and entry["type"] != "directory":
+            foreign = None
+        elif name in DATASETS:
+            keys = _object_keys(fs, f"{out.key}/{name}")
+            foreign = next((f"{name}/{k}" for k in keys if not _PART.fullmatch(k)), None)
+        if foreign is not None:
             return (
-                f"holds {name}, not a file mcsim writes; --force replaces only a run directory "
-                "mcsim wrote"
+                f"holds {foreign}, not a file mcsim writes; --force replaces only a run "
+                "directory mcsim wrote"
             )
     run_json = entries.get("run.json")
     try:
@@ -513,6 +552,12 @@ def _object_not_replaceable(
             "replaces only those"
         )
     return None
+
+
+def _object_keys(fs: Any, prefix: str) -> list[str]:
+    """Every object under PREFIX, as a path relative to it."""
+    fs.invalidate_cache(prefix)
+    return sorted(str(k)[len(prefix) + 1 :] for k in fs.find(prefix, maxdepth=None))
 
 
 def _upload(tmp: Path, out: ObjectPath, force: bool) -> None:
@@ -530,14 +575,15 @@ def _upload(tmp: Path, out: ObjectPath, force: bool) -> None:
             )
         if _object_not_replaceable(fs, out, old) is not None:
             raise OutputRefusedError(f"{out}: no longer a run written by mcsim; not replaced")
-    names = sorted(p.name for p in tmp.iterdir())
+    names = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
     try:
+        old_keys = _object_keys(fs, out.key) if old else []
         if "run.json" in old:
             fs.rm_file(f"{out.key}/run.json")
         for name in names:
             if name != "run.json":
                 fs.put_file(str(tmp / name), f"{out.key}/{name}")
-        for name in sorted(set(old) - set(names)):
+        for name in sorted(set(old_keys) - set(names) - {"run.json"}):
             fs.rm_file(f"{out.key}/{name}")
         fs.put_file(str(tmp / "run.json"), f"{out.key}/run.json")
     except OSError:

@@ -8,6 +8,7 @@ so commands that write no tables never pay for it.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,17 @@ from typing import Any
 # sessions cache_edit_drops and recorded_prunes.
 # 3 (2026-12-01): sweep.parquet gained net_savings_low_pct / net_savings_high_pct (the 95%
 # bootstrap interval) and one typed `param_<key>` column per swept key.
-SCHEMA_VERSION = 3
+# 4 (2026-12-01): replay's calls, sessions and breaks tables are Parquet datasets partitioned
+# by policy (`calls.parquet/policy_index=0/part-0.parquet`), each policy's rows in the order
+# the single file had them.
+SCHEMA_VERSION = 4
 TS = "datetime"
+# The partition key of a replay's datasets: the policy's place in the run (0 the recording,
+# then the baseline and the policy file's order), not its name. A name may hold characters a
+# file system does not keep apart (case on macOS and Windows, `/`, `=`), and a number zero-
+# padded to one width makes every reader list the partitions in the run's order.
+PARTITION_KEY = "policy_index"
+PART_FILE = "part-0.parquet"
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
@@ -36,6 +46,26 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
     for row in rows:
         row["schema_version"] = SCHEMA_VERSION
     return pl.DataFrame(rows, schema=full, orient="row" if not rows else None)
+
+
+def partition(table: Path, index: int, count: int) -> Path:
+    """The file holding policy number INDEX's rows (of COUNT) in the dataset TABLE:
+    `calls.parquet/policy_index=03/part-0.parquet`. The key is in the folder name only, never
+    in the file (Spark refuses a column that is both)."""
+    width = len(str(max(count - 1, 0)))
+    return table / f"{PARTITION_KEY}={index:0{width}d}" / PART_FILE
+
+
+def write_dataset(frame: Any, table: Path, policies: Sequence[str]) -> None:
+    """A table with a `policy` column as a dataset partitioned by policy: one file for each
+    of POLICIES (the run's, in order), empty for a policy without rows, so every reader finds
+    the schema and every policy."""
+    import polars as pl
+
+    for index, name in enumerate(policies):
+        path = partition(table, index, len(policies))
+        path.parent.mkdir(parents=True)
+        write_parquet(frame.filter(pl.col("policy") == name), path)
 
 
 def write_parquet(frame: Any, path: Path) -> None:
