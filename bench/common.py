@@ -27,6 +27,22 @@ _UUID = re.compile(rb"[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 _IDS = re.compile(rb"((?:msg|req|toolu)_[A-Za-z0-9]+)")
 
 
+_OWN = ".mcsim-bench"  # marks a folder these scripts built, so they may remove it
+
+
+def _remove_own(folder: Path) -> None:
+    """Remove `folder` to rebuild it, only if these scripts built it (or it is empty): a
+    --work pointed at the wrong place must not delete anything else."""
+    if not folder.exists() or not any(folder.iterdir()):
+        return
+    if not (folder / _OWN).exists() and not any(folder.glob("complete*")):  # or built before
+        raise SystemExit(
+            f"{folder}: holds files this script did not build (no {_OWN} marker); "
+            "not removed: choose another --work or remove it yourself"
+        )
+    shutil.rmtree(folder)
+
+
 def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
     """A Claude config folder of >= size_mb MB copied from `corpus`; reused when a replica of
     the same corpus and size already exists."""
@@ -35,7 +51,9 @@ def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
     source = f"from {corpus.resolve()}\n"
     if marker.exists() and marker.read_text().endswith(source):
         return target / "claude"
-    shutil.rmtree(target, ignore_errors=True)
+    _remove_own(target)
+    (target / _OWN).parent.mkdir(parents=True, exist_ok=True)
+    (target / _OWN).write_text("built by mcsim's bench/common.py; removed when rebuilt\n")
     files = sorted(corpus.rglob("*.jsonl"))
     one_copy = sum(f.stat().st_size for f in files)
     copies = -(-size_mb * 1_000_000 // one_copy)
@@ -158,7 +176,9 @@ def mixed_source(work: Path, real: Path = SHARED_CORPUS) -> Path:
     marker = source / "complete"
     if marker.exists():
         return source / "projects"
-    shutil.rmtree(source, ignore_errors=True)
+    _remove_own(source)
+    source.mkdir(parents=True, exist_ok=True)
+    (source / _OWN).write_text("built by mcsim's bench/common.py; removed when rebuilt\n")
     projects = source / "projects"
     if real.is_dir():
         shutil.copytree(real, projects)
