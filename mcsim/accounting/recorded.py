@@ -7,6 +7,7 @@ truth later replays are compared with.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from mcsim.accounting.prices import CallCost, PriceTable
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
+from mcsim.ingest.spool import Spool, Spooled
 from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0, "24h": 86400.0}  # 24h: OpenAI extended retention
@@ -284,13 +286,99 @@ def analyse_session(
     return SessionAnalysis(summary, records, breaks)
 
 
+def _session_order(s: SessionSummary) -> tuple[float, str]:
+    return (s.start_s, s.session_id)
+
+
+def _call_order(r: CallRecord) -> tuple[bool, str, int]:
+    """A call's place within its session: the main thread first, then by thread and call."""
+    return (r.thread_id != "main", r.thread_id, r.call_index)
+
+
+def _break_order(b: BreakRecord) -> tuple[float, str]:
+    return (b.timestamp_s, b.thread_id)
+
+
+class Listed:
+    """Each session's summary, calls and breaks held in lists (a report without a spool)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[SessionSummary] = []
+        self.calls: list[CallRecord] = []
+        self.breaks: list[BreakRecord] = []
+
+    def add(self, analysis: SessionAnalysis) -> None:
+        self.sessions.append(analysis.summary)
+        self.calls.extend(analysis.calls)
+        self.breaks.extend(analysis.breaks)
+
+    def finish(self) -> tuple[list[SessionSummary], list[CallRecord], list[BreakRecord]]:
+        """The lists, in the report's order."""
+        self.sessions.sort(key=_session_order)
+        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
+        self.calls.sort(key=lambda r: (order[(r.project, r.session_id)], *_call_order(r)))
+        self.breaks.sort(key=lambda b: (order[(b.project, b.session_id)], *_break_order(b)))
+        return self.sessions, self.calls, self.breaks
+
+
+class SessionSpool:
+    """Each session's summary, breaks and calls, put in a `Spool` as the session arrives and
+    read back in the report's order (sessions by start; calls and breaks session by session,
+    each session's in the order `InspectReport.finish` gives a list's).
+
+    Keeps per session its start, id and three offsets until `finish`, then the offsets and
+    how many breaks and calls each holds: about 150 bytes a session until then, 40 after,
+    where the summary alone was about 2 KB.
+    """
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self._starts = array("d")
+        self._ids: list[str] = []
+        self._at = array("q")  # per session: its summary's, breaks' and calls' offsets
+        self._counts = array("q")  # per session: its breaks, its calls
+
+    def add(self, analysis: SessionAnalysis) -> None:
+        summary = analysis.summary
+        self._starts.append(summary.start_s)
+        self._ids.append(summary.session_id)
+        self._at.append(self.spool.put(summary))
+        breaks, calls = analysis.breaks, analysis.calls  # an empty list is not put
+        self._at.append(self.spool.put(sorted(breaks, key=_break_order)) if breaks else -1)
+        self._at.append(self.spool.put(sorted(calls, key=_call_order)) if calls else -1)
+        self._counts.extend((len(analysis.breaks), len(analysis.calls)))
+
+    def finish(self) -> tuple[Spooled[SessionSummary], Spooled[CallRecord], Spooled[BreakRecord]]:
+        """The sessions, calls and breaks, read from the spool in order."""
+        order = sorted(range(len(self._ids)), key=lambda i: (self._starts[i], self._ids[i]))
+        self._starts, self._ids = array("d"), []
+
+        def column(values: array[int], index: int, width: int) -> array[int]:
+            return array("q", (values[width * i + index] for i in order))
+
+        sessions: Spooled[SessionSummary] = Spooled(self.spool, column(self._at, 0, 3))
+        breaks: Spooled[BreakRecord] = Spooled(
+            self.spool, column(self._at, 1, 3), column(self._counts, 0, 2)
+        )
+        calls: Spooled[CallRecord] = Spooled(
+            self.spool, column(self._at, 2, 3), column(self._counts, 1, 2)
+        )
+        self._at, self._counts = array("q"), array("q")
+        return sessions, calls, breaks
+
+
 @dataclass
 class InspectReport:
-    """Everything `mcsim inspect` shows, as data."""
+    """Everything `mcsim inspect` shows, as data.
 
-    sessions: list[SessionSummary] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    breaks: list[BreakRecord] = field(default_factory=list)
+    Sessions, calls and breaks are lists, or, when the report was made with a `Spool`
+    (`inspect_usage(spool=...)`), sequences read back from it: each session's records go to
+    disk as it arrives, so the driver holds a few offsets per session, not the records.
+    """
+
+    sessions: Sequence[SessionSummary] = field(default_factory=list)
+    calls: Sequence[CallRecord] = field(default_factory=list)
+    breaks: Sequence[BreakRecord] = field(default_factory=list)
     tokens: TokenTotals = field(default_factory=TokenTotals)
     cost_usd: float = 0.0
     unpriced_calls: int = 0
@@ -299,20 +387,20 @@ class InspectReport:
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
     by_model: dict[str, UsageGroup] = field(default_factory=dict)
-
-    @property
-    def call_count(self) -> int:
-        return sum(s.calls for s in self.sessions)
+    call_count: int = 0
+    break_causes: Counter[str] = field(default_factory=Counter)
+    # Where each session's summary, calls and breaks go until `finish` orders them.
+    records: Listed | SessionSpool = field(default_factory=Listed, repr=False, compare=False)
 
     @property
     def breaks_by_cause(self) -> dict[str, int]:
-        counts = Counter(b.cache_break.cause.value for b in self.breaks)
+        counts = self.break_causes
         return {cause.value: counts[cause.value] for cause in BreakCause if counts[cause.value]}
 
     def add(self, analysis: SessionAnalysis) -> None:
-        self.sessions.append(analysis.summary)
-        self.calls.extend(analysis.calls)
-        self.breaks.extend(analysis.breaks)
+        self.records.add(analysis)
+        self.call_count += analysis.summary.calls
+        self.break_causes.update(b.cache_break.cause.value for b in analysis.breaks)
         self.tokens.merge(analysis.summary.tokens)
         self.cost_usd += analysis.summary.cost_usd
         self.unpriced_calls += analysis.summary.unpriced_calls
@@ -323,20 +411,8 @@ class InspectReport:
 
     def finish(self) -> None:
         """Order everything by time so outputs do not depend on load order."""
-        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
-        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
-        self.calls.sort(
-            key=lambda r: (
-                order[(r.project, r.session_id)],
-                r.thread_id != "main",
-                r.thread_id,
-                r.call_index,
-            )
-        )
-        self.breaks.sort(
-            key=lambda b: (order[(b.project, b.session_id)], b.timestamp_s, b.thread_id)
-        )
         self.by_model = dict(sorted(self.by_model.items()))
+        self.sessions, self.calls, self.breaks = self.records.finish()
 
 
 def inspect_usage(
@@ -350,6 +426,7 @@ def inspect_usage(
     keep_calls: bool = True,
     project: str | None = None,
     engine: Engine | None = None,
+    spool: Spool | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
@@ -357,8 +434,13 @@ def inspect_usage(
     sessions, breaks and totals are wanted (`group_usage` by a time needs the calls).
     `project`: an fnmatch glob on the project folder name; other projects are not read.
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
+    `spool`: the sessions, calls and breaks go there as they arrive, and the report reads them
+    back from it (valid while it is open), rather than holding them all (the command line's
+    way: its memory then stays flat as the corpus grows).
     """
     report = InspectReport(price_table=prices.version)
+    if spool is not None:
+        report.records = SessionSpool(spool)
     analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
     for analysis in map_sessions(
         paths,
@@ -426,12 +508,15 @@ def _of_session(s: SessionSummary, project: str = "") -> UsageGroup:
 
 
 def _by_time(calls: Iterable[CallRecord], by: str, tz: tzinfo) -> list[UsageGroup]:
+    """`calls` come session by session (a report's do), so a group counts a session when its
+    first call in the group comes: keeping every session's name per group grew with the corpus."""
     groups: dict[str, UsageGroup] = {}
-    seen: dict[str, set[tuple[str, str]]] = {}
+    last: dict[str, tuple[str, str]] = {}  # per group, the session of its latest call
     for r in calls:
         key = period(r.call.timestamp_s, by, tz)
-        groups.setdefault(key, UsageGroup(key)).add_call(r.call.usage, r.cost)
-        seen.setdefault(key, set()).add((r.project, r.session_id))
-    for key, group in groups.items():
-        group.sessions = len(seen[key])
+        group = groups.setdefault(key, UsageGroup(key))
+        group.add_call(r.call.usage, r.cost)
+        if last.get(key) != (r.project, r.session_id):
+            last[key] = (r.project, r.session_id)
+            group.sessions += 1
     return [groups[k] for k in sorted(groups)]

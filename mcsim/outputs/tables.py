@@ -8,6 +8,7 @@ so commands that write no tables never pay for it.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,19 @@ def write_parquet(frame: Any, path: Path) -> None:
     frame.write_parquet(buffer)
     with open(path, "wb") as fh:
         fh.write(buffer.getbuffer())
+
+
+def concat_parts(parts: list[Path], path: Path, schema: dict[str, str]) -> None:
+    """The part files, in order, streamed into one table (parts removed; one part is renamed);
+    an empty table when there are none."""
+    import polars as pl
+
+    if not parts:
+        write_parquet(frame([], schema), path)
+        return
+    if len(parts) == 1:
+        parts[0].rename(path)
+        return
+    pl.scan_parquet(parts, glob=False).sink_parquet(path)
+    for part in parts:
+        os.remove(part)
