@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,6 +217,14 @@ def _echo(text: str) -> None:
     with _stdout():
         # On a terminal, long lines wrap at its width (tables fit it already); piped, as is.
         click.echo(fit_lines(text, terminal_width()))  # flushes: a failure is met here
+
+
+def _echo_lines(lines: Iterable[str]) -> None:
+    """`_echo` of the lines, one at a time."""
+    columns = terminal_width()
+    with _stdout():
+        for line in lines:
+            click.echo(fit_lines(line, columns))
 
 
 def _as_yaml(value: Any) -> Any:
@@ -461,7 +469,7 @@ def inspect(
     from mcsim.ingest.engines import open_engine
     from mcsim.ingest.spool import Spool
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_text
+    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
@@ -499,11 +507,10 @@ def inspect(
             out = str(out_dir) if out_dir and report.sessions else None
             _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
         else:
-            _echo(
-                inspect_text(report)
-                if by == "session"
-                else grouped_text(report, by, tz_name[0], rows)
-            )
+            if by == "session":
+                _echo_lines(inspect_lines(report))  # a line per session: never held whole
+            else:
+                _echo(grouped_text(report, by, tz_name[0], rows))
             if out_dir is not None and report.sessions:
                 _echo(
                     f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, "

@@ -22,7 +22,7 @@ from mcsim.accounting.prices import default_table
 from mcsim.accounting.recorded import GROUP_KEYS, group_usage, inspect_usage, period
 from mcsim.cli import cli
 from mcsim.ingest.spool import Spool, Spooled
-from mcsim.outputs import inspect_tables
+from mcsim.outputs import inspect_tables, terminal
 
 TABLES = ("sessions.parquet", "calls.parquet", "breaks.parquet")
 
@@ -178,7 +178,7 @@ def test_a_failed_or_stopped_inspect_leaves_no_spool(
 
 STOPPED_WRITING = """
 import signal, sys
-from mcsim.outputs import inspect_tables
+from mcsim.outputs import inspect_tables, terminal
 from mcsim.cli import main
 
 def stopped(path, doc):
@@ -199,3 +199,25 @@ def test_a_signal_while_writing_leaves_no_spool(corpus: Path, tmp_path: Path) ->
     done = subprocess.run(command, capture_output=True, timeout=120)
     assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, b"Aborted.\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_table_made_a_line_at_a_time_equals_the_whole_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Piped, `inspect`'s table by session is made twice from its rows, never held whole."""
+    monkeypatch.setattr(terminal, "terminal_width", lambda: None)
+    headers = ["project", "session", "calls", "cost $"]
+    rows = [
+        ["wide 项目 name", "abc", "12", "1.5000"],
+        ["p\x1b[31m", "", "7", "0.1*"],
+        ["", "", "", ""],
+    ]
+    made: list[int] = []
+
+    def again() -> list[list[str]]:
+        made.append(1)
+        return rows
+
+    lines = list(terminal.table_lines(headers, again, right={2, 3}, key=2))
+    assert lines == terminal.table(headers, rows, right={2, 3}, key=2) and len(made) == 2
+    assert lines[0].startswith("project") and lines[1].startswith("-----")
