@@ -150,7 +150,7 @@ def _batched(
     records: Iterable[T], table: Callable[[list[T]], Any], schema: dict[str, str], path: Path
 ) -> None:
     """`table` of `records`, BATCH_ROWS at a time, each batch a part file beside `path`, then
-    the parts, in order, streamed into `path`."""
+    the parts, in order, streamed into `path` in row groups of as many rows."""
     parts: list[Path] = []
     rows = iter(records)
     while batch := list(itertools.islice(rows, BATCH_ROWS)):
@@ -158,4 +158,4 @@ def _batched(
         write_parquet(table(batch), parts[-1])
         del batch
         give_back_memory()
-    concat_parts(parts, path, schema)
+    concat_parts(parts, path, schema, BATCH_ROWS)
