@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar, overload
+from typing import IO, Any, Self, TypeVar, overload
 
 from mcsim.errors import McsimError
 from mcsim.ingest.storage import ObjectPath
@@ -53,7 +53,7 @@ class Spool:
         self._writer: IO[bytes] | None = open(self.path, "wb")  # noqa: SIM115
         self._reader: IO[bytes] | None = None
 
-    def __enter__(self) -> Spool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

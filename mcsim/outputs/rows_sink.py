@@ -16,7 +16,6 @@ import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from mcsim.accounting.recorded import savings_pct
@@ -118,18 +117,16 @@ def session_rows(s: SessionReplay) -> list[dict[str, Any]]:
     ]
 
 
-class RowsSink:
+class RowsSink(Spool):
     """Takes each session's rows as it arrives; writes the calls and breaks tables at the end.
 
-    A context manager: its temporary folder (a `Spool`'s, beside the run directory,
-    `.mcsim-rows-NAME.*`) is removed on leaving, whether the run finished, failed or was
-    stopped.
+    A `Spool` (`.mcsim-rows-NAME.*` beside the run directory): a context manager whose
+    folder is removed on leaving, whether the run finished, failed or was stopped.
     """
 
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
+        super().__init__("rows", out_dir)
         self.policies = list(policies)
-        self._spool = Spool("rows", out_dir)
-        self.folder = self._spool.folder
         self.calls_path = self.folder / "calls.parquet"
         self.breaks_path = self.folder / "breaks.parquet"
         self.sessions_path = self.folder / "sessions.parquet"
@@ -139,27 +136,13 @@ class RowsSink:
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
 
-    def __enter__(self) -> RowsSink:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._spool.close()
-
     def __call__(self, result: SessionReplay) -> None:
         """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
         and drop them, and its per-policy totals, from it (`run.shed_totals`)."""
         if self._finished:
             raise ValueError("the rows sink is finished")
         taken = (result.call_rows, result.break_columns, session_rows(result))
-        self._at[id(result)] = self._spool.put(taken)
+        self._at[id(result)] = self.put(taken)
         if result.call_rows is not None:
             self.calls += result.call_rows.calls
         result.call_rows = None
@@ -185,7 +168,7 @@ class RowsSink:
             where = self._at.get(id(session))
             if where is None:
                 continue
-            rows, columns, session_table = self._spool.get(where)
+            rows, columns, session_table = self.get(where)
             if rows is not None:
                 batch.append(rows)
                 size += rows.rows
@@ -199,7 +182,7 @@ class RowsSink:
         self._write_batch(batch, breaks, parts, break_parts, lines)
         if table:
             session_parts.append(self._sessions_part(len(session_parts), table))
-        self._spool.discard()
+        self.discard()
         concat_parts([p for policy in parts for p in policy], self.calls_path, REPLAY_CALLS_SCHEMA)
         concat_parts(break_parts, self.breaks_path, REPLAY_BREAKS_SCHEMA)
         concat_parts(session_parts, self.sessions_path, REPLAY_SESSIONS_SCHEMA)
