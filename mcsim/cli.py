@@ -489,9 +489,10 @@ def inspect(
                 workers=workers,
                 progress=progress,
                 engine=runner,
-                keep_calls=out_dir is not None or needs_calls(by),  # calls.parquet, --by day
+                keep_calls=out_dir is not None,  # calls.parquet
                 project=project,
                 spool=spool,
+                by_time=(by, tz_name[1]) if needs_calls(by) else None,  # summed as they come
             )
         if out_dir is not None and report.sessions:  # an input with no call writes nothing
             options = {

@@ -72,6 +72,30 @@ def test_a_spooled_report_equals_a_held_one(corpus: Path, tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("spooled", [False, True])
+def test_time_views_summed_as_the_calls_arrive_equal_those_of_the_calls(
+    corpus: Path, tmp_path: Path, spooled: bool
+) -> None:
+    """`by_time`: the calls summed by day, week or month as they arrive, kept or not; the same
+    groups, to the last bit of every cost, as summing the report's calls at the end."""
+    held = inspect_usage([str(corpus)], default_table(), workers=1)
+    for tz in (UTC, ZoneInfo("America/New_York"), ZoneInfo("Asia/Kolkata")):
+        for by in ("day", "week", "month"):
+            with Spool("inspect", tmp_path / "run") as spool:
+                summed = inspect_usage(
+                    [str(corpus)],
+                    default_table(),
+                    workers=1,
+                    keep_calls=False,
+                    spool=spool if spooled else None,
+                    by_time=(by, tz),
+                )
+                assert len(summed.calls) == 0 and summed.time_groups is not None
+                assert group_usage(summed, by, tz) == group_usage(held, by, tz), (by, tz)
+                with pytest.raises(ValueError, match="needs the calls"):
+                    group_usage(summed, "day" if by != "day" else "week", tz)
+
+
 def test_time_groups_count_each_session_once(corpus: Path) -> None:
     """A group's sessions are counted from the order of the calls (a report's come session by
     session): the same as the distinct sessions of the group's calls."""
@@ -152,8 +176,10 @@ def test_the_spool_is_used_then_removed(
     result = runner.invoke(cli, ["inspect", str(corpus), "--by", by, "--json"])
     assert result.exit_code == 0, result.output
     assert puts.count("SessionSummary") == 8  # every session went to disk
-    # Its non-empty lists too: breaks (5 sessions have some), calls when --by day needs them.
-    assert puts.count("list") == 5 + (8 if by == "day" else 0)
+    # Its non-empty lists too (breaks: 5 sessions have some; no calls without --out), and
+    # for --by day its calls summed by day.
+    assert puts.count("list") == 5
+    assert puts.count("dict") == (8 if by == "day" else 0)
     assert list(own_temp.iterdir()) == []
 
 

@@ -299,26 +299,36 @@ def _break_order(b: BreakRecord) -> tuple[float, str]:
     return (b.timestamp_s, b.thread_id)
 
 
+# A session's calls summed by a time (day, week or month): per key, the sums but the cost,
+# and the priced calls' costs in the session's call order, to be added in the report's order.
+Periods = dict[str, tuple[UsageGroup, "array[float]"]]
+
+
 class Listed:
-    """Each session's summary, calls and breaks held in lists (a report without a spool)."""
+    """Each session's records held in lists (a report without a spool)."""
 
     def __init__(self) -> None:
         self.sessions: list[SessionSummary] = []
         self.calls: list[CallRecord] = []
         self.breaks: list[BreakRecord] = []
+        self.periods: list[Periods] = []
 
-    def add(self, analysis: SessionAnalysis) -> None:
+    def add(self, analysis: SessionAnalysis, periods: Periods | None) -> None:
         self.sessions.append(analysis.summary)
         self.calls.extend(analysis.calls)
         self.breaks.extend(analysis.breaks)
+        if periods is not None:
+            self.periods.append(periods)
 
-    def finish(self) -> tuple[list[SessionSummary], list[CallRecord], list[BreakRecord]]:
+    def finish(self) -> Ordered:
         """The lists, in the report's order."""
-        self.sessions.sort(key=_session_order)
-        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
-        self.calls.sort(key=lambda r: (order[(r.project, r.session_id)], *_call_order(r)))
-        self.breaks.sort(key=lambda b: (order[(b.project, b.session_id)], *_break_order(b)))
-        return self.sessions, self.calls, self.breaks
+        order = sorted(range(len(self.sessions)), key=lambda i: _session_order(self.sessions[i]))
+        sessions = [self.sessions[i] for i in order]
+        periods = [self.periods[i] for i in order] if self.periods else []
+        at = {(s.project, s.session_id): i for i, s in enumerate(sessions)}
+        self.calls.sort(key=lambda r: (at[(r.project, r.session_id)], *_call_order(r)))
+        self.breaks.sort(key=lambda b: (at[(b.project, b.session_id)], *_break_order(b)))
+        return sessions, self.calls, self.breaks, periods
 
 
 class SessionSpool:
@@ -337,8 +347,9 @@ class SessionSpool:
         self._ids: list[str] = []
         self._at = array("q")  # per session: its summary's, breaks' and calls' offsets
         self._counts = array("q")  # per session: its breaks, its calls
+        self._periods = array("q")  # per session: its Periods' offset (a time view only)
 
-    def add(self, analysis: SessionAnalysis) -> None:
+    def add(self, analysis: SessionAnalysis, periods: Periods | None) -> None:
         summary = analysis.summary
         self._starts.append(summary.start_s)
         self._ids.append(summary.session_id)
@@ -347,9 +358,11 @@ class SessionSpool:
         self._at.append(self.spool.put(sorted(breaks, key=_break_order)) if breaks else -1)
         self._at.append(self.spool.put(sorted(calls, key=_call_order)) if calls else -1)
         self._counts.extend((len(analysis.breaks), len(analysis.calls)))
+        if periods is not None:
+            self._periods.append(self.spool.put(periods))
 
-    def finish(self) -> tuple[Spooled[SessionSummary], Spooled[CallRecord], Spooled[BreakRecord]]:
-        """The sessions, calls and breaks, read from the spool in order."""
+    def finish(self) -> Ordered:
+        """The sessions, calls, breaks and periods, read from the spool in order."""
         order = sorted(range(len(self._ids)), key=lambda i: (self._starts[i], self._ids[i]))
         self._starts, self._ids = array("d"), []
 
@@ -363,8 +376,34 @@ class SessionSpool:
         calls: Spooled[CallRecord] = Spooled(
             self.spool, column(self._at, 2, 3), column(self._counts, 1, 2)
         )
-        self._at, self._counts = array("q"), array("q")
-        return sessions, calls, breaks
+        periods: Spooled[Periods] = Spooled(
+            self.spool, column(self._periods, 0, 1) if self._periods else array("q")
+        )
+        self._at, self._counts, self._periods = array("q"), array("q"), array("q")
+        return sessions, calls, breaks, periods
+
+
+# A report's records in its order: sessions, calls, breaks, and each session's Periods.
+Ordered = tuple[
+    Sequence[SessionSummary], Sequence[CallRecord], Sequence[BreakRecord], Sequence[Periods]
+]
+
+
+def _periods(calls: list[CallRecord], by: str, tz: tzinfo) -> Periods:
+    """A session's calls summed by BY in TZ, in the session's call order."""
+    periods: Periods = {}
+    for r in sorted(calls, key=_call_order):
+        key = period(r.call.timestamp_s, by, tz)
+        if key not in periods:
+            periods[key] = (UsageGroup(key, sessions=1), array("d"))
+        group, costs = periods[key]
+        group.calls += 1
+        group.tokens.add(r.call.usage)
+        if r.cost is None:
+            group.unpriced_calls += 1
+        else:  # added in the report's order, by `_merged`
+            costs.append(r.cost.total_usd)
+    return periods
 
 
 @dataclass
@@ -391,6 +430,10 @@ class InspectReport:
     break_causes: Counter[str] = field(default_factory=Counter)
     # Where each session's summary, calls and breaks go until `finish` orders them.
     records: Listed | SessionSpool = field(default_factory=Listed, repr=False, compare=False)
+    keep_calls: bool = True  # whether `calls` keeps the calls that arrive
+    # (by, tz) of a time view summed as the calls arrive, and its groups once finished.
+    by_time: tuple[str, tzinfo] | None = None
+    time_groups: list[UsageGroup] | None = None
 
     @property
     def breaks_by_cause(self) -> dict[str, int]:
@@ -398,7 +441,10 @@ class InspectReport:
         return {cause.value: counts[cause.value] for cause in BreakCause if counts[cause.value]}
 
     def add(self, analysis: SessionAnalysis) -> None:
-        self.records.add(analysis)
+        periods = _periods(analysis.calls, *self.by_time) if self.by_time else None
+        if not self.keep_calls and analysis.calls:
+            analysis = replace(analysis, calls=[])
+        self.records.add(analysis, periods)
         self.call_count += analysis.summary.calls
         self.break_causes.update(b.cache_break.cause.value for b in analysis.breaks)
         self.tokens.merge(analysis.summary.tokens)
@@ -412,7 +458,22 @@ class InspectReport:
     def finish(self) -> None:
         """Order everything by time so outputs do not depend on load order."""
         self.by_model = dict(sorted(self.by_model.items()))
-        self.sessions, self.calls, self.breaks = self.records.finish()
+        self.sessions, self.calls, self.breaks, periods = self.records.finish()
+        if self.by_time is not None:
+            self.time_groups = _merged(periods)
+
+
+def _merged(periods: Iterable[Periods]) -> list[UsageGroup]:
+    """Sessions' Periods, in the report's order, as `_by_time` sums the report's calls: the
+    same costs added in the same order, so the same floats."""
+    groups: dict[str, UsageGroup] = {}
+    for session in periods:
+        for key, (part, costs) in session.items():
+            group = groups.setdefault(key, UsageGroup(key))
+            group.merge(part)
+            for cost in costs:
+                group.cost_usd += cost
+    return [groups[k] for k in sorted(groups)]
 
 
 def inspect_usage(
@@ -427,6 +488,7 @@ def inspect_usage(
     project: str | None = None,
     engine: Engine | None = None,
     spool: Spool | None = None,
+    by_time: tuple[str, tzinfo] | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
@@ -437,11 +499,13 @@ def inspect_usage(
     `spool`: the sessions, calls and breaks go there as they arrive, and the report reads them
     back from it (valid while it is open), rather than holding them all (the command line's
     way: its memory then stays flat as the corpus grows).
+    `by_time`: (day, week or month, a time zone) to sum the calls by as they arrive, whether
+    or not they are kept: `group_usage` by it then needs no calls.
     """
-    report = InspectReport(price_table=prices.version)
+    report = InspectReport(price_table=prices.version, keep_calls=keep_calls, by_time=by_time)
     if spool is not None:
         report.records = SessionSpool(spool)
-    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
+    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls or by_time is not None)
     for analysis in map_sessions(
         paths,
         analyse,
@@ -497,6 +561,8 @@ def group_usage(report: InspectReport, by: str, tz: tzinfo) -> list[UsageGroup]:
         return [groups[k] for k in sorted(groups)]
     if by not in TIME_KEYS:
         raise ValueError(f"cannot group by {by!r}; one of {', '.join(GROUP_KEYS)}")
+    if report.time_groups is not None and report.by_time == (by, tz):
+        return report.time_groups
     if report.sessions and not report.calls:
         raise ValueError("grouping by a time needs the calls: inspect_usage(keep_calls=True)")
     return _by_time(report.calls, by, tz)
