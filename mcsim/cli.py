@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,6 +217,14 @@ def _echo(text: str) -> None:
     with _stdout():
         # On a terminal, long lines wrap at its width (tables fit it already); piped, as is.
         click.echo(fit_lines(text, terminal_width()))  # flushes: a failure is met here
+
+
+def _echo_lines(lines: Iterable[str]) -> None:
+    """`_echo` of the lines, one at a time."""
+    columns = terminal_width()
+    with _stdout():
+        for line in lines:
+            click.echo(fit_lines(line, columns))
 
 
 def _as_yaml(value: Any) -> Any:
@@ -459,50 +467,56 @@ def inspect(
     from mcsim.accounting.prices import load_table
     from mcsim.accounting.recorded import group_usage, inspect_usage, needs_calls
     from mcsim.ingest.engines import open_engine
+    from mcsim.ingest.spool import Spool
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_text
+    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
     if out_dir is not None:
         out_dir = _out_dir(out_dir, force, paths)
-    with (
-        open_engine(engine, address=ray_address, workers=workers) as runner,
-        _progress(not as_json) as progress,
-    ):
-        report = inspect_usage(
-            list(paths),
-            prices,
-            since_s=since_s,
-            until_s=until_s,
-            workers=workers,
-            progress=progress,
-            engine=runner,
-            keep_calls=out_dir is not None or needs_calls(by),  # calls.parquet, --by day
-            project=project,
-        )
-    if out_dir is not None and report.sessions:  # an input with no call writes nothing
-        options = {
-            "since": str(since) if since else None,
-            "until": str(until) if until else None,
-            "prices": str(prices_path) if prices_path else None,
-            **({"project": project} if project is not None else {}),
-        }
-        run = inspect_run_record(report, list(paths), options)
-        write_inspect_tables(report, out_dir, force, run)
-    rows = group_usage(report, by, tz_name[1])
-    if as_json:
-        out = str(out_dir) if out_dir and report.sessions else None
-        _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
-    else:
-        _echo(
-            inspect_text(report) if by == "session" else grouped_text(report, by, tz_name[0], rows)
-        )
-        if out_dir is not None and report.sessions:
-            _echo(
-                f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, breaks.parquet, "
-                "run.json"
+    # Sessions, breaks and calls go to disk as they arrive (the driver's memory stays flat).
+    with Spool("inspect", out_dir) as spool:
+        with (
+            open_engine(engine, address=ray_address, workers=workers) as runner,
+            _progress(not as_json) as progress,
+        ):
+            report = inspect_usage(
+                list(paths),
+                prices,
+                since_s=since_s,
+                until_s=until_s,
+                workers=workers,
+                progress=progress,
+                engine=runner,
+                keep_calls=out_dir is not None,  # calls.parquet
+                project=project,
+                spool=spool,
+                by_time=(by, tz_name[1]) if needs_calls(by) else None,  # summed as they come
             )
+        if out_dir is not None and report.sessions:  # an input with no call writes nothing
+            options = {
+                "since": str(since) if since else None,
+                "until": str(until) if until else None,
+                "prices": str(prices_path) if prices_path else None,
+                **({"project": project} if project is not None else {}),
+            }
+            run = inspect_run_record(report, list(paths), options)
+            write_inspect_tables(report, out_dir, force, run)
+        rows = group_usage(report, by, tz_name[1])
+        if as_json:
+            out = str(out_dir) if out_dir and report.sessions else None
+            _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
+        else:
+            if by == "session":
+                _echo_lines(inspect_lines(report))  # a line per session: never held whole
+            else:
+                _echo(grouped_text(report, by, tz_name[0], rows))
+            if out_dir is not None and report.sessions:
+                _echo(
+                    f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, "
+                    "breaks.parquet, run.json"
+                )
     if not report.sessions:
         raise _no_calls(report.stats, "account")
 

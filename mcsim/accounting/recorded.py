@@ -7,6 +7,7 @@ truth later replays are compared with.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from mcsim.accounting.prices import CallCost, PriceTable
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
+from mcsim.ingest.spool import Spool, Spooled
 from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0, "24h": 86400.0}  # 24h: OpenAI extended retention
@@ -284,13 +286,138 @@ def analyse_session(
     return SessionAnalysis(summary, records, breaks)
 
 
+def _session_order(s: SessionSummary) -> tuple[float, str]:
+    return (s.start_s, s.session_id)
+
+
+def _call_order(r: CallRecord) -> tuple[bool, str, int]:
+    """A call's place within its session: the main thread first, then by thread and call."""
+    return (r.thread_id != "main", r.thread_id, r.call_index)
+
+
+def _break_order(b: BreakRecord) -> tuple[float, str]:
+    return (b.timestamp_s, b.thread_id)
+
+
+# A session's calls summed by a time (day, week or month): per key, the sums but the cost,
+# and the priced calls' costs in the session's call order, to be added in the report's order.
+Periods = dict[str, tuple[UsageGroup, "array[float]"]]
+
+
+class Listed:
+    """Each session's records held in lists (a report without a spool)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[SessionSummary] = []
+        self.calls: list[CallRecord] = []
+        self.breaks: list[BreakRecord] = []
+        self.periods: list[Periods] = []
+
+    def add(self, analysis: SessionAnalysis, periods: Periods | None) -> None:
+        self.sessions.append(analysis.summary)
+        self.calls.extend(analysis.calls)
+        self.breaks.extend(analysis.breaks)
+        if periods is not None:
+            self.periods.append(periods)
+
+    def finish(self) -> Ordered:
+        """The lists, in the report's order."""
+        order = sorted(range(len(self.sessions)), key=lambda i: _session_order(self.sessions[i]))
+        sessions = [self.sessions[i] for i in order]
+        periods = [self.periods[i] for i in order] if self.periods else []
+        at = {(s.project, s.session_id): i for i, s in enumerate(sessions)}
+        self.calls.sort(key=lambda r: (at[(r.project, r.session_id)], *_call_order(r)))
+        self.breaks.sort(key=lambda b: (at[(b.project, b.session_id)], *_break_order(b)))
+        return sessions, self.calls, self.breaks, periods
+
+
+class SessionSpool:
+    """Each session's summary, breaks and calls, put in a `Spool` as the session arrives and
+    read back in the report's order (sessions by start; calls and breaks session by session,
+    each session's in the order `InspectReport.finish` gives a list's).
+
+    Keeps per session its start, id and three offsets until `finish`, then the offsets and
+    how many breaks and calls each holds: about 150 bytes a session until then, 40 after,
+    where the summary alone was about 2 KB.
+    """
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self._starts = array("d")
+        self._ids: list[str] = []
+        self._at = array("q")  # per session: its summary's, breaks' and calls' offsets
+        self._counts = array("q")  # per session: its breaks, its calls
+        self._periods = array("q")  # per session: its Periods' offset (a time view only)
+
+    def add(self, analysis: SessionAnalysis, periods: Periods | None) -> None:
+        summary = analysis.summary
+        self._starts.append(summary.start_s)
+        self._ids.append(summary.session_id)
+        self._at.append(self.spool.put(summary))
+        breaks, calls = analysis.breaks, analysis.calls  # an empty list is not put
+        self._at.append(self.spool.put(sorted(breaks, key=_break_order)) if breaks else -1)
+        self._at.append(self.spool.put(sorted(calls, key=_call_order)) if calls else -1)
+        self._counts.extend((len(analysis.breaks), len(analysis.calls)))
+        if periods is not None:
+            self._periods.append(self.spool.put(periods))
+
+    def finish(self) -> Ordered:
+        """The sessions, calls, breaks and periods, read from the spool in order."""
+        order = sorted(range(len(self._ids)), key=lambda i: (self._starts[i], self._ids[i]))
+        self._starts, self._ids = array("d"), []
+
+        def column(values: array[int], index: int, width: int) -> array[int]:
+            return array("q", (values[width * i + index] for i in order))
+
+        sessions: Spooled[SessionSummary] = Spooled(self.spool, column(self._at, 0, 3))
+        breaks: Spooled[BreakRecord] = Spooled(
+            self.spool, column(self._at, 1, 3), column(self._counts, 0, 2)
+        )
+        calls: Spooled[CallRecord] = Spooled(
+            self.spool, column(self._at, 2, 3), column(self._counts, 1, 2)
+        )
+        periods: Spooled[Periods] = Spooled(
+            self.spool, column(self._periods, 0, 1) if self._periods else array("q")
+        )
+        self._at, self._counts, self._periods = array("q"), array("q"), array("q")
+        return sessions, calls, breaks, periods
+
+
+# A report's records in its order: sessions, calls, breaks, and each session's Periods.
+Ordered = tuple[
+    Sequence[SessionSummary], Sequence[CallRecord], Sequence[BreakRecord], Sequence[Periods]
+]
+
+
+def _periods(calls: list[CallRecord], by: str, tz: tzinfo) -> Periods:
+    """A session's calls summed by BY in TZ, in the session's call order."""
+    periods: Periods = {}
+    for r in sorted(calls, key=_call_order):
+        key = period(r.call.timestamp_s, by, tz)
+        if key not in periods:
+            periods[key] = (UsageGroup(key, sessions=1), array("d"))
+        group, costs = periods[key]
+        group.calls += 1
+        group.tokens.add(r.call.usage)
+        if r.cost is None:
+            group.unpriced_calls += 1
+        else:  # added in the report's order, by `_merged`
+            costs.append(r.cost.total_usd)
+    return periods
+
+
 @dataclass
 class InspectReport:
-    """Everything `mcsim inspect` shows, as data."""
+    """Everything `mcsim inspect` shows, as data.
 
-    sessions: list[SessionSummary] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    breaks: list[BreakRecord] = field(default_factory=list)
+    Sessions, calls and breaks are lists, or, when the report was made with a `Spool`
+    (`inspect_usage(spool=...)`), sequences read back from it: each session's records go to
+    disk as it arrives, so the driver holds a few offsets per session, not the records.
+    """
+
+    sessions: Sequence[SessionSummary] = field(default_factory=list)
+    calls: Sequence[CallRecord] = field(default_factory=list)
+    breaks: Sequence[BreakRecord] = field(default_factory=list)
     tokens: TokenTotals = field(default_factory=TokenTotals)
     cost_usd: float = 0.0
     unpriced_calls: int = 0
@@ -299,20 +426,27 @@ class InspectReport:
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
     by_model: dict[str, UsageGroup] = field(default_factory=dict)
-
-    @property
-    def call_count(self) -> int:
-        return sum(s.calls for s in self.sessions)
+    call_count: int = 0
+    break_causes: Counter[str] = field(default_factory=Counter)
+    # Where each session's summary, calls and breaks go until `finish` orders them.
+    records: Listed | SessionSpool = field(default_factory=Listed, repr=False, compare=False)
+    keep_calls: bool = True  # whether `calls` keeps the calls that arrive
+    # (by, tz) of a time view summed as the calls arrive, and its groups once finished.
+    by_time: tuple[str, tzinfo] | None = None
+    time_groups: list[UsageGroup] | None = None
 
     @property
     def breaks_by_cause(self) -> dict[str, int]:
-        counts = Counter(b.cache_break.cause.value for b in self.breaks)
+        counts = self.break_causes
         return {cause.value: counts[cause.value] for cause in BreakCause if counts[cause.value]}
 
     def add(self, analysis: SessionAnalysis) -> None:
-        self.sessions.append(analysis.summary)
-        self.calls.extend(analysis.calls)
-        self.breaks.extend(analysis.breaks)
+        periods = _periods(analysis.calls, *self.by_time) if self.by_time else None
+        if not self.keep_calls and analysis.calls:
+            analysis = replace(analysis, calls=[])
+        self.records.add(analysis, periods)
+        self.call_count += analysis.summary.calls
+        self.break_causes.update(b.cache_break.cause.value for b in analysis.breaks)
         self.tokens.merge(analysis.summary.tokens)
         self.cost_usd += analysis.summary.cost_usd
         self.unpriced_calls += analysis.summary.unpriced_calls
@@ -323,20 +457,23 @@ class InspectReport:
 
     def finish(self) -> None:
         """Order everything by time so outputs do not depend on load order."""
-        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
-        order = {(s.project, s.session_id): i for i, s in enumerate(self.sessions)}
-        self.calls.sort(
-            key=lambda r: (
-                order[(r.project, r.session_id)],
-                r.thread_id != "main",
-                r.thread_id,
-                r.call_index,
-            )
-        )
-        self.breaks.sort(
-            key=lambda b: (order[(b.project, b.session_id)], b.timestamp_s, b.thread_id)
-        )
         self.by_model = dict(sorted(self.by_model.items()))
+        self.sessions, self.calls, self.breaks, periods = self.records.finish()
+        if self.by_time is not None:
+            self.time_groups = _merged(periods)
+
+
+def _merged(periods: Iterable[Periods]) -> list[UsageGroup]:
+    """Sessions' Periods, in the report's order, as `_by_time` sums the report's calls: the
+    same costs added in the same order, so the same floats."""
+    groups: dict[str, UsageGroup] = {}
+    for session in periods:
+        for key, (part, costs) in session.items():
+            group = groups.setdefault(key, UsageGroup(key))
+            group.merge(part)
+            for cost in costs:
+                group.cost_usd += cost
+    return [groups[k] for k in sorted(groups)]
 
 
 def inspect_usage(
@@ -350,6 +487,8 @@ def inspect_usage(
     keep_calls: bool = True,
     project: str | None = None,
     engine: Engine | None = None,
+    spool: Spool | None = None,
+    by_time: tuple[str, tzinfo] | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
@@ -357,9 +496,16 @@ def inspect_usage(
     sessions, breaks and totals are wanted (`group_usage` by a time needs the calls).
     `project`: an fnmatch glob on the project folder name; other projects are not read.
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
+    `spool`: the sessions, calls and breaks go there as they arrive, and the report reads them
+    back from it (valid while it is open), rather than holding them all (the command line's
+    way: its memory then stays flat as the corpus grows).
+    `by_time`: (day, week or month, a time zone) to sum the calls by as they arrive, whether
+    or not they are kept: `group_usage` by it then needs no calls.
     """
-    report = InspectReport(price_table=prices.version)
-    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls)
+    report = InspectReport(price_table=prices.version, keep_calls=keep_calls, by_time=by_time)
+    if spool is not None:
+        report.records = SessionSpool(spool)
+    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls or by_time is not None)
     for analysis in map_sessions(
         paths,
         analyse,
@@ -415,6 +561,8 @@ def group_usage(report: InspectReport, by: str, tz: tzinfo) -> list[UsageGroup]:
         return [groups[k] for k in sorted(groups)]
     if by not in TIME_KEYS:
         raise ValueError(f"cannot group by {by!r}; one of {', '.join(GROUP_KEYS)}")
+    if report.time_groups is not None and report.by_time == (by, tz):
+        return report.time_groups
     if report.sessions and not report.calls:
         raise ValueError("grouping by a time needs the calls: inspect_usage(keep_calls=True)")
     return _by_time(report.calls, by, tz)
@@ -426,12 +574,15 @@ def _of_session(s: SessionSummary, project: str = "") -> UsageGroup:
 
 
 def _by_time(calls: Iterable[CallRecord], by: str, tz: tzinfo) -> list[UsageGroup]:
+    """`calls` come session by session (a report's do), so a group counts a session when its
+    first call in the group comes: keeping every session's name per group grew with the corpus."""
     groups: dict[str, UsageGroup] = {}
-    seen: dict[str, set[tuple[str, str]]] = {}
+    last: dict[str, tuple[str, str]] = {}  # per group, the session of its latest call
     for r in calls:
         key = period(r.call.timestamp_s, by, tz)
-        groups.setdefault(key, UsageGroup(key)).add_call(r.call.usage, r.cost)
-        seen.setdefault(key, set()).add((r.project, r.session_id))
-    for key, group in groups.items():
-        group.sessions = len(seen[key])
+        group = groups.setdefault(key, UsageGroup(key))
+        group.add_call(r.call.usage, r.cost)
+        if last.get(key) != (r.project, r.session_id):
+            last[key] = (r.project, r.session_id)
+            group.sessions += 1
     return [groups[k] for k in sorted(groups)]

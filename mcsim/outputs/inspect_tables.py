@@ -1,75 +1,83 @@
-"""The tables of `mcsim inspect --out`: sessions, calls and breaks of the recording."""
+"""The tables of `mcsim inspect --out`: sessions, calls and breaks of the recording.
+
+Each table is written a batch of rows at a time (a part file each, streamed into one table),
+so writing holds one batch, never every call's row (issue 13).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from mcsim.accounting.recorded import InspectReport
+from mcsim.accounting.recorded import BreakRecord, CallRecord, InspectReport, SessionSummary
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
-from mcsim.outputs.tables import TS, frame, write_parquet
+from mcsim.outputs.tables import TS, concat_parts, frame, write_parquet
 from mcsim.outputs.terminal import break_json, session_json
+from mcsim.processes import give_back_memory
+
+T = TypeVar("T")
 
 
 def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-def sessions_frame(report: InspectReport) -> Any:
+BATCH_ROWS = 20_000  # rows of a table built at a time
+
+
+def sessions_frame(sessions: Sequence[SessionSummary]) -> Any:
     """The sessions as `--json` gives them, with start and end as timestamps."""
-    rows = [
-        {**session_json(s), "start": _utc(s.start_s), "end": _utc(s.end_s)} for s in report.sessions
-    ]
+    rows = [{**session_json(s), "start": _utc(s.start_s), "end": _utc(s.end_s)} for s in sessions]
     return frame(rows, SESSIONS_SCHEMA)
 
 
-def calls_frame(report: InspectReport) -> Any:
-    rows = []
-    for r in report.calls:
-        u, c, b = r.call.usage, r.cost, r.cache_break
-        rows.append(
-            {
-                "session_id": r.session_id,
-                "project": r.project,
-                "thread_id": r.thread_id,
-                "thread_kind": r.thread_kind.value,
-                "call_index": r.call_index,
-                "message_id": r.call.message_id,
-                "request_id": r.call.request_id,
-                "timestamp": _utc(r.call.timestamp_s),
-                "model": r.call.model,
-                "input_tokens": u.input_tokens,
-                "cache_write_5m_tokens": u.cache_write_5m_tokens,
-                "cache_write_1h_tokens": u.cache_write_1h_tokens,
-                "cache_read_tokens": u.cache_read_tokens,
-                "output_tokens": u.output_tokens,
-                "prompt_tokens": u.prompt_tokens,
-                "cost_usd": c.total_usd if c else None,
-                "input_usd": c.input_usd if c else None,
-                "cache_write_5m_usd": c.cache_write_5m_usd if c else None,
-                "cache_write_1h_usd": c.cache_write_1h_usd if c else None,
-                "cache_read_usd": c.cache_read_usd if c else None,
-                "output_usd": c.output_usd if c else None,
-                "long_context": c.long_context if c else False,
-                "cache_hit_ratio": r.cache_hit_ratio,
-                "ttl": r.ttl,
-                "gap_seconds": r.gap_seconds,
-                "compaction_before": r.call.compaction is not None,
-                "is_break": b is not None,
-                "break_cause": b.cause.value if b else None,
-                "split_mismatch": u.split_mismatch,
-                "speed": u.speed,
-                "inference_geo": u.inference_geo,
-                "source_file": r.call.source.file,
-                "source_line": r.call.source.line,
-            }
-        )
-    return frame(rows, CALLS_SCHEMA)
+def calls_frame(calls: Sequence[CallRecord]) -> Any:
+    return frame([_call_row(r) for r in calls], CALLS_SCHEMA)
 
 
-def breaks_frame(report: InspectReport) -> Any:
+def _call_row(r: CallRecord) -> dict[str, Any]:
+    u, c, b = r.call.usage, r.cost, r.cache_break
+    return {
+        "session_id": r.session_id,
+        "project": r.project,
+        "thread_id": r.thread_id,
+        "thread_kind": r.thread_kind.value,
+        "call_index": r.call_index,
+        "message_id": r.call.message_id,
+        "request_id": r.call.request_id,
+        "timestamp": _utc(r.call.timestamp_s),
+        "model": r.call.model,
+        "input_tokens": u.input_tokens,
+        "cache_write_5m_tokens": u.cache_write_5m_tokens,
+        "cache_write_1h_tokens": u.cache_write_1h_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "output_tokens": u.output_tokens,
+        "prompt_tokens": u.prompt_tokens,
+        "cost_usd": c.total_usd if c else None,
+        "input_usd": c.input_usd if c else None,
+        "cache_write_5m_usd": c.cache_write_5m_usd if c else None,
+        "cache_write_1h_usd": c.cache_write_1h_usd if c else None,
+        "cache_read_usd": c.cache_read_usd if c else None,
+        "output_usd": c.output_usd if c else None,
+        "long_context": c.long_context if c else False,
+        "cache_hit_ratio": r.cache_hit_ratio,
+        "ttl": r.ttl,
+        "gap_seconds": r.gap_seconds,
+        "compaction_before": r.call.compaction is not None,
+        "is_break": b is not None,
+        "break_cause": b.cause.value if b else None,
+        "split_mismatch": u.split_mismatch,
+        "speed": u.speed,
+        "inference_geo": u.inference_geo,
+        "source_file": r.call.source.file,
+        "source_line": r.call.source.line,
+    }
+
+
+def breaks_frame(breaks: Sequence[BreakRecord]) -> Any:
     rows = [
         {
             **break_json(b),
@@ -77,7 +85,7 @@ def breaks_frame(report: InspectReport) -> Any:
             "source_file": b.source.file,
             "source_line": b.source.line,
         }
-        for b in report.breaks
+        for b in breaks
     ]
     return frame(rows, BREAKS_SCHEMA)
 
@@ -126,16 +134,28 @@ def write_inspect_tables(
     report: InspectReport, out_dir: Path, force: bool, run: dict[str, Any]
 ) -> list[Path]:
     """The three tables and run.json (see `inspect_run_record`), written as one run."""
-    frames = {
-        "sessions.parquet": sessions_frame,
-        "calls.parquet": calls_frame,
-        "breaks.parquet": breaks_frame,
+    writers: dict[str, Callable[[Path], None]] = {
+        "sessions.parquet": lambda path: _batched(
+            report.sessions, sessions_frame, SESSIONS_SCHEMA, path
+        ),
+        "calls.parquet": lambda path: _batched(report.calls, calls_frame, CALLS_SCHEMA, path),
+        "breaks.parquet": lambda path: _batched(report.breaks, breaks_frame, BREAKS_SCHEMA, path),
+        "run.json": lambda path: write_json(path, run),
     }
-
-    def writer(fn: Callable[[InspectReport], Any]) -> Callable[[Path], None]:
-        return lambda path: write_parquet(fn(report), path)
-
-    writers = {name: writer(fn) for name, fn in frames.items()}
-    writers["run.json"] = lambda path: write_json(path, run)
     write_run_dir(out_dir, writers, force)
     return [out_dir / name for name in writers]
+
+
+def _batched(
+    records: Iterable[T], table: Callable[[list[T]], Any], schema: dict[str, str], path: Path
+) -> None:
+    """`table` of `records`, BATCH_ROWS at a time, each batch a part file beside `path`, then
+    the parts, in order, streamed into `path` in row groups of as many rows."""
+    parts: list[Path] = []
+    rows = iter(records)
+    while batch := list(itertools.islice(rows, BATCH_ROWS)):
+        parts.append(path.with_name(f".{path.stem}-{len(parts)}.parquet"))
+        write_parquet(table(batch), parts[-1])
+        del batch
+        give_back_memory()
+    concat_parts(parts, path, schema, BATCH_ROWS)

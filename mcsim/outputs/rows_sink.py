@@ -14,21 +14,22 @@ handed to the charts' `CallLines`, which keeps only what the charts draw.
 from __future__ import annotations
 
 import itertools
-import os
-import pickle
-import shutil
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from mcsim.accounting.recorded import savings_pct
-from mcsim.errors import McsimError
-from mcsim.ingest.storage import ObjectPath
+from mcsim.ingest.spool import Spool
 from mcsim.outputs.charts import CallLines
-from mcsim.outputs.tables import SCHEMA_VERSION, TS, frame, partition, write_parquet
+from mcsim.outputs.tables import (
+    SCHEMA_VERSION,
+    TS,
+    concat_parts,
+    frame,
+    partition,
+    write_parquet,
+)
 from mcsim.processes import give_back_memory
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.run import BREAK_COLUMNS, SessionReplay, shed_totals
@@ -124,67 +125,32 @@ def session_rows(s: SessionReplay) -> list[dict[str, Any]]:
     ]
 
 
-def _near(out_dir: Path | None) -> Path | None:
-    """The folder a spool goes in: the nearest existing folder above the run directory (the
-    same file system as the run's temporary folder), or the system's for a remote run."""
-    if out_dir is None or isinstance(out_dir, ObjectPath):
-        return None
-    parent = out_dir.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    return parent
-
-
-class RowsSink:
+class RowsSink(Spool):
     """Takes each session's rows as it arrives; writes the calls and breaks tables at the end.
 
-    A context manager: its temporary folder (beside the run directory, `.mcsim-rows-NAME.*`)
-    is removed on leaving, whether the run finished, failed or was stopped.
+    A `Spool` (`.mcsim-rows-NAME.*` beside the run directory): a context manager whose
+    folder is removed on leaving, whether the run finished, failed or was stopped.
     """
 
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
+        super().__init__("rows", out_dir)
         self.policies = list(policies)
-        self.out_dir = out_dir
-        name = out_dir.name if out_dir is not None else "mcsim"
-        self.folder = Path(tempfile.mkdtemp(prefix=f".mcsim-rows-{name}.", dir=_near(out_dir)))
         self.calls_path = self.folder / "calls.parquet"
         self.breaks_path = self.folder / "breaks.parquet"
         self.sessions_path = self.folder / "sessions.parquet"
-        self._spool: IO[bytes] | None = open(self.folder / "rows.spool", "wb")  # noqa: SIM115
         # By id of each result (the report holds them all): where its rows are in the spool.
-        self._at: dict[int, tuple[int, int]] = {}
+        self._at: dict[int, int] = {}
+        self._finished = False
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
-
-    def __enter__(self) -> RowsSink:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._spool is not None:
-            self._spool.close()
-            self._spool = None
-        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __call__(self, result: SessionReplay) -> None:
         """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
         and drop them, and its per-policy totals, from it (`run.shed_totals`)."""
-        if self._spool is None:
+        if self._finished:
             raise ValueError("the rows sink is finished")
         taken = (result.call_rows, result.break_columns, session_rows(result))
-        blob = pickle.dumps(taken, pickle.HIGHEST_PROTOCOL)
-        self._at[id(result)] = (self._spool.tell(), len(blob))
-        try:
-            self._spool.write(blob)
-        except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
-            raise McsimError(f"{self.out_dir}: could not write the run ({exc.strerror})") from exc
+        self._at[id(result)] = self.put(taken)
         if result.call_rows is not None:
             self.calls += result.call_rows.calls
         result.call_rows = None
@@ -196,33 +162,30 @@ class RowsSink:
         """Write calls.parquet, breaks.parquet and sessions.parquet (datasets partitioned by
         policy) into the sink's folder, `sessions` (the report's, in start order) a batch at a
         time, handing each batch to `lines`."""
-        if self._spool is None:
+        if self._finished:
             raise ValueError("the rows sink is finished")
-        self._spool.close()
-        self._spool = None
+        self._finished = True
         parts = _Parts(self.folder, len(self.policies))
         batch: list[SessionRows] = []
         breaks: list[list[list[object]]] = []
         table: list[dict[str, Any]] = []
         size = 0
-        with open(self.folder / "rows.spool", "rb") as spool:
-            for session in sessions:
-                where = self._at.get(id(session))
-                if where is None:
-                    continue
-                spool.seek(where[0])
-                rows, columns, session_table = pickle.loads(spool.read(where[1]))
-                if rows is not None:
-                    batch.append(rows)
-                    size += rows.rows
-                if columns:
-                    breaks.append(columns)
-                table.extend(session_table)
-                if size >= BATCH_ROWS:
-                    self._write_batch(batch, breaks, table, parts, lines)
-                    batch, breaks, table, size = [], [], [], 0
+        for session in sessions:
+            where = self._at.get(id(session))
+            if where is None:
+                continue
+            rows, columns, session_table = self.get(where)
+            if rows is not None:
+                batch.append(rows)
+                size += rows.rows
+            if columns:
+                breaks.append(columns)
+            table.extend(session_table)
+            if size >= BATCH_ROWS:
+                self._write_batch(batch, breaks, table, parts, lines)
+                batch, breaks, table, size = [], [], [], 0
         self._write_batch(batch, breaks, table, parts, lines)
-        os.remove(self.folder / "rows.spool")
+        self.discard()
         for path, schema in (
             (self.calls_path, REPLAY_CALLS_SCHEMA),
             (self.breaks_path, REPLAY_BREAKS_SCHEMA),
@@ -231,7 +194,7 @@ class RowsSink:
             for index, policy_parts in enumerate(parts.of[path.stem]):
                 target = partition(path, index, len(self.policies))
                 target.parent.mkdir(parents=True)
-                _concat(policy_parts, target, schema)
+                concat_parts(policy_parts, target, schema)
 
     def _write_batch(
         self,
@@ -277,16 +240,3 @@ class _Parts:
         path = self.folder / f"{table}-{index}-{len(parts)}.parquet"
         write_parquet(rows, path)
         parts.append(path)
-
-
-def _concat(parts: list[Path], path: Path, schema: dict[str, str]) -> None:
-    """The part files, in order, streamed into one table (parts removed); an empty table
-    when there are none."""
-    import polars as pl
-
-    if not parts:
-        write_parquet(frame([], schema), path)
-        return
-    pl.scan_parquet(parts, glob=False).sink_parquet(path)
-    for part in parts:
-        os.remove(part)

@@ -8,6 +8,7 @@ so commands that write no tables never pay for it.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,23 @@ def write_parquet(frame: Any, path: Path) -> None:
     frame.write_parquet(buffer)
     with open(path, "wb") as fh:
         fh.write(buffer.getbuffer())
+
+
+def concat_parts(
+    parts: list[Path], path: Path, schema: dict[str, str], group_rows: int | None = None
+) -> None:
+    """The part files, in order, streamed into one table (parts removed; one part is renamed);
+    an empty table when there are none. `group_rows`: rows per row group (None: polars'
+    default, which buffered all 145,000 rows of inspect's calls table on 2 GB of transcripts,
+    37 MB, before writing)."""
+    import polars as pl
+
+    if not parts:
+        write_parquet(frame([], schema), path)
+        return
+    if len(parts) == 1:
+        parts[0].rename(path)
+        return
+    pl.scan_parquet(parts, glob=False).sink_parquet(path, row_group_size=group_rows)
+    for part in parts:
+        os.remove(part)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -245,15 +245,37 @@ def _span(widths: list[int]) -> int:
 def _block(
     shown: list[list[str]], widths: list[int], right: set[int], which: list[int]
 ) -> list[str]:
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(
-            " " * (widths[i] - width(cells[i])) + cells[i]
-            if i in right
-            else cells[i] + " " * (widths[i] - width(cells[i]))
-            for i in which
-        ).rstrip()
+    rule = ["-" * w for w in widths]
+    return [_line(r, widths, right, which) for r in [shown[0], rule, *shown[1:]]]
 
-    return [fmt(shown[0]), fmt(["-" * w for w in widths]), *(fmt(r) for r in shown[1:])]
+
+def _line(cells: list[str], widths: list[int], right: set[int], which: list[int]) -> str:
+    """The cells `which` of a row, in plain columns of `widths`, two apart."""
+    return "  ".join(
+        " " * (widths[i] - width(cells[i])) + cells[i]
+        if i in right
+        else cells[i] + " " * (widths[i] - width(cells[i]))
+        for i in which
+    ).rstrip()
+
+
+def table_lines(
+    headers: list[str], rows: Callable[[], Iterable[list[str]]], right: set[int], key: int = 1
+) -> Iterator[str]:
+    """`table` of the rows `rows()` gives, a line at a time. Piped, the rows are made twice
+    (once for the widths, once for the lines) and never held: a table of every session of
+    a large corpus grew the driver with it (issue 13). On a terminal, rich draws it whole."""
+    if terminal_width() is not None:
+        yield from table(headers, list(rows()), right, key)
+        return
+    widths = [width(printable(h)) for h in headers]
+    for r in rows():
+        widths = [max(w, width(printable(c))) for w, c in zip(widths, r, strict=True)]
+    which = list(range(len(headers)))
+    yield _line([printable(h) for h in headers], widths, right, which)
+    yield _line(["-" * w for w in widths], widths, right, which)
+    for r in rows():
+        yield _line([printable(c) for c in r], widths, right, which)
 
 
 def _rich_block(
@@ -282,15 +304,17 @@ def _short_model(model: str) -> str:
     return model.removeprefix("claude-")
 
 
-def inspect_text(report: InspectReport) -> str:
+def inspect_lines(report: InspectReport) -> Iterator[str]:
+    """The usage table by session, with the report's totals, causes, warnings and notes, a
+    line at a time (`table_lines`)."""
     headers = ["project", "session", "start (UTC)", "calls", "models", "input", "write 5m",
                "write 1h", "read", "output", "cost $", "hit %", "breaks"]  # fmt: skip
-    rows = []
-    for s in report.sessions:
-        t = s.tokens
-        cost = f"{s.cost_usd:.4f}" + ("*" if s.unpriced_calls else "")
-        rows.append(
-            [
+
+    def rows() -> Iterator[list[str]]:
+        for s in report.sessions:
+            t = s.tokens
+            cost = f"{s.cost_usd:.4f}" + ("*" if s.unpriced_calls else "")
+            yield [
                 printable(s.project, limit=32),
                 s.session_id[:8],
                 _iso(s.start_s)[:16].replace("T", " "),
@@ -305,11 +329,9 @@ def inspect_text(report: InspectReport) -> str:
                 f"{100 * t.cache_hit_ratio:.1f}",
                 str(s.cache_breaks),
             ]
-        )
-    t = report.tokens
-    rows.append(["" for _ in headers])
-    rows.append(
-        [
+        t = report.tokens
+        yield ["" for _ in headers]
+        yield [
             "TOTAL",
             f"{len(report.sessions)} sess",
             "",
@@ -324,13 +346,12 @@ def inspect_text(report: InspectReport) -> str:
             f"{100 * t.cache_hit_ratio:.1f}",
             str(len(report.breaks)),
         ]
-    )
-    lines = table(headers, rows, right=set(range(3, 13)) - {4}, key=2)
+
+    yield from table_lines(headers, rows, right=set(range(3, 13)) - {4}, key=2)
     if report.breaks:
         causes = ", ".join(f"{k} {v}" for k, v in report.breaks_by_cause.items())
-        lines.append(f"cache breaks by cause: {causes}")
-    lines.extend(warnings_text(report))
-    return "\n".join(lines)
+        yield f"cache breaks by cause: {causes}"
+    yield from warnings_text(report)
 
 
 _GROUP_TITLES = {"day": "day", "week": "week (Mon)", "month": "month", "model": "model",

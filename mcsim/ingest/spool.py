@@ -1,0 +1,153 @@
+"""Records a run would otherwise hold until its end, pickled to a file on disk (issue 13).
+
+A replay's rows (outputs/rows_sink.py) and inspect's sessions, breaks and calls
+(accounting/recorded.py) arrive a session at a time but are written out at the end, in an
+order known only then. Held in memory they made the driver grow with the corpus; a `Spool`
+appends each record to a file in its own temporary folder and keeps only where it is, and
+`Spooled` reads them back, in any order, as a sequence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import pickle
+import shutil
+import tempfile
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self, TypeVar, overload
+
+from mcsim.errors import McsimError
+from mcsim.ingest.storage import ObjectPath
+
+T = TypeVar("T")
+
+
+def _near(out_dir: Path | None) -> Path | None:
+    """The folder a spool goes in: the nearest existing folder above the run directory (the
+    same file system as the run's temporary folder), or the system's for a remote run."""
+    if out_dir is None or isinstance(out_dir, ObjectPath):
+        return None
+    parent = out_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    return parent
+
+
+class Spool:
+    """Pickled records appended to one file in a temporary folder, read back by offset.
+
+    A context manager: its folder (beside the run directory, `.mcsim-KIND-NAME.*`, or in the
+    system's temporary folder without one) is removed on leaving, whether the run finished,
+    failed or was stopped. The folder also holds whatever else the run writes there first.
+    """
+
+    def __init__(self, kind: str, out_dir: Path | None = None) -> None:
+        self.out_dir = out_dir
+        name = out_dir.name if out_dir is not None else "mcsim"
+        self.folder = Path(tempfile.mkdtemp(prefix=f".mcsim-{kind}-{name}.", dir=_near(out_dir)))
+        self.path = self.folder / f"{kind}.spool"
+        self._writer: IO[bytes] | None = open(self.path, "wb")  # noqa: SIM115
+        self._reader: IO[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def put(self, record: object) -> int:
+        """Append `record`; where it starts, for `get`."""
+        if self._writer is None:
+            raise ValueError("the spool is closed for writing")
+        blob = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
+        offset = self._writer.tell()
+        try:
+            self._writer.write(blob)
+        except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
+            where = self.out_dir if self.out_dir is not None else self.folder
+            raise McsimError(f"{where}: could not write the run ({exc.strerror})") from exc
+        return offset
+
+    def get(self, offset: int) -> Any:
+        """The record `put` wrote at `offset` (the writing ends at the first read)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._reader is None:
+            self._reader = open(self.path, "rb")  # noqa: SIM115
+        self._reader.seek(offset)
+        return pickle.load(self._reader)
+
+    def discard(self) -> None:
+        """Remove the spool's file (its records are read), keeping the folder."""
+        self._close_files()
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._close_files()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _close_files(self) -> None:
+        for handle in (self._writer, self._reader):
+            if handle is not None:
+                handle.close()
+        self._writer = self._reader = None
+
+
+class Spooled(Sequence[T]):
+    """A sequence read back from a spool: the record at each offset, in the offsets' order, or
+    with `counts` (how many items each record, a list, holds) the items of those lists (an
+    empty one is never read: its offset may be anything).
+
+    Holds only the offsets (8 bytes a record; 8 more with counts); an item is unpickled each
+    time it is reached. Valid while the spool is open.
+    """
+
+    def __init__(self, spool: Spool, offsets: array[int], counts: array[int] | None = None):
+        self.spool = spool
+        self.offsets = offsets
+        self.ends: array[int] | None = None  # the index after each record's last item
+        if counts is not None:
+            self.ends = array("q", itertools.accumulate(counts))
+
+    def __len__(self) -> int:
+        if self.ends is None:
+            return len(self.offsets)
+        return self.ends[-1] if self.ends else 0
+
+    def __iter__(self) -> Iterator[T]:
+        if self.ends is None:
+            for offset in self.offsets:
+                yield self.spool.get(offset)
+            return
+        start = 0
+        for offset, end in zip(self.offsets, self.ends, strict=True):
+            if end > start:  # an empty list need not have been put
+                yield from self.spool.get(offset)
+            start = end
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("spooled index out of range")
+        if self.ends is None:
+            return self.spool.get(self.offsets[index])  # type: ignore[no-any-return]
+        record = bisect.bisect_right(self.ends, index)
+        first = self.ends[record - 1] if record else 0
+        return self.spool.get(self.offsets[record])[index - first]  # type: ignore[no-any-return]
