@@ -98,11 +98,12 @@ class ShardedSeenCalls:
 
     Keyed by the call digest, not by the session id (which the issue's "shuffle keyed by
     session" suggests): every copy of a call has its key, by definition, while copies are
-    not sure to share a session id. Claude Code's is the line's sessionId, else the file's
-    name (loaders/claude_code.py): a resumed session's new file holds copied lines, and a line
-    without sessionId takes its file's name. Codex's is the first session_meta's id, else the
-    file's name (loaders/codex.py): a fork has its own id and holds copies of its source's
-    calls. Keyed by session, two copies could meet different shards and both be counted.
+    not sure to share a session id. Claude Code's Session.session_id is each line's
+    sessionId, else the file's name (the parent folder's for a subagents/ file:
+    loaders/claude_code.py), so a copy in a file whose lines carry no sessionId, or another
+    one, is another session. Codex's is the file's first session_meta id, else the file's
+    name (loaders/codex.py): a fork has its own id and holds copies of its source's calls.
+    Keyed by session, two copies could meet in different shards and both be counted.
 
     A unit's question is one call to each shard, all in parallel: add the previous unit's
     calls, then find this unit's. The calls a unit adds are known only once its repeats are
@@ -119,8 +120,8 @@ class ShardedSeenCalls:
         self.n = n
         actor = ray.remote(num_cpus=0, max_restarts=0)(_Shard)
         self.shards = [actor.remote() for _ in range(n)]
-        empty = (np.empty(0, np.uint64), np.empty(0, np.int64))
-        self.pending: list[tuple[Any, Any]] = [empty] * n  # (digests, counts) not yet sent
+        self.empty = (np.empty(0, np.uint64), np.empty(0, np.int64))
+        self.pending: list[tuple[Any, Any]] = [self.empty] * n  # (digests, counts) not sent
 
     def find(self, digests: array[int]) -> dict[int, int]:
         import numpy as np
@@ -133,7 +134,7 @@ class ShardedSeenCalls:
             shard.add_then_find.remote(*self.pending[k], parts[k])
             for k, shard in enumerate(self.shards)
         ]
-        self.pending = [(p[:0], c[:0]) for p, c in self.pending]
+        self.pending = [self.empty] * self.n
         found: dict[int, int] = {}
         try:
             for part in self.ray.get(refs):
