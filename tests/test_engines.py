@@ -135,13 +135,12 @@ def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_pat
         lines.append(json.dumps(line))
     (root / "-zz-other-counts" / original.name).write_text("\n".join(lines) + "\n")
     alone = run(["inspect", str(original)], tmp_path / "alone")
+    corpus = run(["inspect", str(CORPUS)], tmp_path / "corpus")
 
     local = run(["inspect", str(root)], tmp_path / "local")
     distributed = run(["inspect", str(root), "--engine", "ray"], tmp_path / "ray")
     assert distributed == local
-    assert (
-        local["totals"]["calls"] == run(["inspect", str(CORPUS)], tmp_path / "c")["totals"]["calls"]
-    )
+    assert local["totals"]["calls"] == corpus["totals"]["calls"]  # each copy counted once
     assert local["input"]["duplicate_calls_across_projects"] == 2 * alone["totals"]["calls"]
     assert local["skipped"]["notes_by_reason"]["conflicting_usage"] > 0
     same_tables(tmp_path / "local", tmp_path / "ray", ["sessions", "calls", "breaks"])
