@@ -69,7 +69,8 @@ class Result:
 def _describe(pid: int, root: int) -> tuple[str, str]:
     """(role, short name) of a process: driver; mcsim-child (the local engine's forked
     workers, or a helper the driver forks); ray-worker (a Ray worker process, which runs the
-    units); gcs_server; raylet; ray-other (dashboard, agents, log monitor, autoscaler)."""
+    units); ray-actor (a shard of the calls seen, engines/ray.py); gcs_server; raylet;
+    ray-other (dashboard, agents, log monitor, autoscaler)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             argv = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
@@ -83,6 +84,8 @@ def _describe(pid: int, root: int) -> tuple[str, str]:
         return "driver", "mcsim"
     if exe in ("gcs_server", "raylet"):
         return exe, exe
+    if cmd.startswith("ray::_Shard"):  # an actor of the Ray engine's seen-calls shards
+        return "ray-actor", "seen-calls shard"
     if cmd.startswith("ray::") or "default_worker.py" in cmd:
         return "ray-worker", "ray worker"
     if "-m mcsim" in cmd:
@@ -220,7 +223,15 @@ def main() -> None:
             shutil.rmtree(args.work / f"scale-cache-{engine}", ignore_errors=True)
     shutil.rmtree(args.work / "scale-out", ignore_errors=True)
 
-    roles = ("driver", "mcsim-child", "ray-worker", "raylet", "gcs_server", "ray-other")
+    roles = (
+        "driver",
+        "mcsim-child",
+        "ray-worker",
+        "ray-actor",
+        "raylet",
+        "gcs_server",
+        "ray-other",
+    )
     print("\npeak RSS (MB) of the largest process of each role, and its growth per GB of corpus")
     print(f"{'engine':6} {'mode':7} {'role':11} " + " ".join(f"{s:>7}" for s in sorted(sizes))
           + "   MB per GB")  # fmt: skip

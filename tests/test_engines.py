@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,8 @@ from conftest import CORPUS, REPO, SAMPLES
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
-from mcsim.ingest.engines.ray import RayEngine, started_ray
+from mcsim.ingest.engines.ray import RayEngine, ShardedSeenCalls, started_ray
+from mcsim.ingest.seen import SeenCalls
 
 ray = pytest.importorskip("ray")  # in the test extra: skipped only outside the README's setup
 
@@ -111,6 +114,58 @@ def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_pat
     if unreadable:
         assert (str(locked), "unreadable_file") in files
     assert local["skipped"]["by_reason"]["invalid_json"] == 2
+
+
+def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_path: Path) -> None:
+    """A session copied into two more project folders, one copy billing other counts: the
+    Ray engine's sharded seen-calls keep the same copy, count the same repeats and note the
+    same conflicts as the local engine's."""
+    root = tmp_path / "projects"
+    shutil.copytree(CORPUS, root)
+    (original,) = (root / "-home-dev-legacy-cli").glob("*.jsonl")
+    for name in ("-zz-copy", "-zz-other-counts"):
+        (root / name).mkdir()
+    shutil.copy(original, root / "-zz-copy" / original.name)
+    lines = []
+    for text in original.read_text().splitlines():
+        line = json.loads(text)
+        usage = line.get("message", {}).get("usage") if line.get("type") == "assistant" else None
+        if usage is not None:
+            usage["cache_read_input_tokens"] = usage.get("cache_read_input_tokens", 0) + 7
+        lines.append(json.dumps(line))
+    (root / "-zz-other-counts" / original.name).write_text("\n".join(lines) + "\n")
+    alone = run(["inspect", str(original)], tmp_path / "alone")
+    corpus = run(["inspect", str(CORPUS)], tmp_path / "corpus")
+
+    local = run(["inspect", str(root)], tmp_path / "local")
+    distributed = run(["inspect", str(root), "--engine", "ray"], tmp_path / "ray")
+    assert distributed == local
+    assert local["totals"]["calls"] == corpus["totals"]["calls"]  # each copy counted once
+    assert local["input"]["duplicate_calls_across_projects"] == 2 * alone["totals"]["calls"]
+    assert local["skipped"]["notes_by_reason"]["conflicting_usage"] > 0
+    same_tables(tmp_path / "local", tmp_path / "ray", ["sessions", "calls", "breaks"])
+
+
+def test_sharded_seen_calls_answer_as_seen_calls_do(local_ray: None) -> None:
+    rng = random.Random(11)
+    expected = SeenCalls()
+    engine = RayEngine()
+    with engine.seen_calls() as seen:
+        assert isinstance(seen, ShardedSeenCalls) and len(seen.shards) == 2  # the CPUs
+        known: list[int] = []
+        for _ in range(30):  # units of 0 to 20 calls, some asking about earlier ones again
+            fresh = [rng.getrandbits(64) for _ in range(rng.randrange(21))]
+            asked = array("Q", fresh + rng.sample(known, min(4, len(known))))
+            assert seen.find(asked) == expected.find(asked)
+            counts = array("q", [rng.randrange(-(2**63), 2**63) for _ in fresh])
+            seen.add(array("Q", fresh), counts)
+            expected.add(array("Q", fresh), counts)
+            known += fresh
+        assert seen.find(array("Q", known)) == expected.find(array("Q", known))
+        assert len(expected.find(array("Q", known))) == len(set(known)) > 200
+    # the actors are gone with the block
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(seen.shards[0].add_then_find.remote(*seen.pending[0], seen.pending[0][0]))
 
 
 def _job(spec: tuple[str, int]) -> int:

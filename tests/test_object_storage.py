@@ -193,12 +193,62 @@ def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path:
     assert refused("inspect", REMOTE[1], "--out", f"s3://{BUCKET}") == (
         f"Error: s3://{BUCKET}: is a whole bucket; name a prefix in it"
     )
-    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"s3://{BUCKET}/c") == (
-        f"Error: s3://{BUCKET}/c: this command writes only to local folders"
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"s3://{BUCKET}") == (
+        f"Error: s3://{BUCKET}: is a whole bucket; name a prefix in it"
+    )
+    # the converted files would be read back by the next run over the input prefix
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", f"{REMOTE[1]}/c") == (
+        f"Error: {REMOTE[1]}/c: is inside the input {REMOTE[1]}; choose another --out"
     )
     assert refused("report", f"s3://{BUCKET}/nothing/here") == (
         f"Error: s3://{BUCKET}/nothing/here: not a run directory (no run.json)"
     )
+
+
+def test_convert_to_the_bucket_is_the_local_conversion(endpoint: str, tmp_path: Path) -> None:
+    out = f"s3://{BUCKET}/converted/c1"
+    key = f"{BUCKET}/converted/c1"
+    args = ["convert", *LOCAL, "--to", "interchange"]
+    local = ok(*args, "--out", str(tmp_path / "local"))
+    remote = ok(*args, "--out", out)
+    assert remote.pop("out") == out
+    assert local.pop("out") == str(tmp_path / "local")
+    assert remote == local
+    assert remote["sessions"] > 0
+
+    def written() -> dict[str, bytes]:
+        fs = store()
+        return {p[len(key) + 1 :]: fs.cat_file(p) for p in fs.find(key)}
+
+    files = written()
+    here = {
+        p.relative_to(tmp_path / "local").as_posix(): p.read_bytes()
+        for p in (tmp_path / "local").rglob("*")
+        if p.is_file()
+    }
+    assert sorted(files) == sorted(here)
+    assert len(files) == remote["files_written"] + 1  # and run.json
+    for name in files:
+        if name != "run.json":
+            assert files[name] == here[name], name
+    run = json.loads(files["run.json"])
+    assert run["command"] == "convert"
+    assert run["written"] == json.loads(here["run.json"])["written"]
+    # the converted sessions read back from the bucket as the local ones do
+    assert ok("inspect", out)["totals"] == ok("inspect", str(tmp_path / "local"))["totals"]
+
+    # there: refused without --force, replaced with it
+    assert refused(*args, "--out", out) == (
+        f"Error: {out}: already holds a run (use --force to replace it)"
+    )
+    assert ok(*args, "--out", out, "--force")["sessions"] == remote["sessions"]
+    assert sorted(written()) == sorted(here)
+    # a file convert did not write is never replaced
+    store().pipe_file(f"{key}/notes.txt", b"mine")
+    assert refused(*args, "--out", out, "--force") == (
+        f"Error: {out}: holds notes.txt, not a file mcsim convert wrote"
+    )
+    assert store().cat_file(f"{key}/notes.txt") == b"mine"
 
 
 def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ unit at a time, so memory follows the largest unit rather than the corpus.
 Calls are de-duplicated inside a unit by the loader. A call that also appears in an earlier
 unit (a resumed session copied into another project folder: rare) is detected from the keys
 each result carries; that unit is then loaded again in the parent without the calls already
-seen, so the first unit in the fixed order wins and nothing is counted twice.
+seen, so the first unit in the fixed order wins and nothing is counted twice. The calls seen
+are kept where the engine keeps them (`Engine.seen_calls`): in this process on the local
+engine, sharded across actors on Ray, so that no step gathers the corpus's calls on the driver.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from mcsim.ingest.discovery import discover
 from mcsim.ingest.engines import Engine, LocalEngine
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
-from mcsim.ingest.seen import SeenCalls
 from mcsim.model import Session, SkipReport
 from mcsim.processes import STOP
 from mcsim.text import from_fs
@@ -245,28 +246,30 @@ def project_matches(unit: LoadUnit, pattern: str) -> bool:
 def _collect(
     jobs: list[_Job[Any, T]], engine: Engine, progress: ProgressFn | None, stats: LoadStats
 ) -> Iterator[T]:
-    seen = SeenCalls()  # every call so far (its call_digest), with its counts
     total = stats.bytes
     done = 0
-    outputs = engine.map_units(jobs, _run_job, total)
-    for job, output in zip(jobs, outputs, strict=True):
-        STOP.check()
-        digests = _joined(ds for ds, _, _ in output.results)
-        repeated = seen.find(digests)
-        if repeated:
-            _note_conflicts(job, repeated, stats)
-            output = _run_job(replace(job, exclude=frozenset(repeated)))
-            stats.duplicate_calls += output.excluded_calls
+    with engine.seen_calls() as seen:  # every call so far (its call_digest), with its counts
+        outputs = engine.map_units(jobs, _run_job, total)
+        for job, output in zip(jobs, outputs, strict=True):
+            STOP.check()
             digests = _joined(ds for ds, _, _ in output.results)
-        stats.skips.merge(output.skips)
-        stats.sessions_outside_dates += output.outside_dates
-        stats.examples_outside_dates += output.examples_outside_dates
-        done += job.unit.size_bytes
-        if progress is not None:
-            progress(done, total)
-        seen.add(digests, _joined((cs for _, cs, _ in output.results), "q"))
-        for _, _, result in output.results:
-            yield result
+            repeated = seen.find(digests)
+            if repeated:
+                _note_conflicts(job, repeated, stats)
+                output = _run_job(replace(job, exclude=frozenset(repeated)))
+                stats.duplicate_calls += output.excluded_calls
+                digests = _joined(ds for ds, _, _ in output.results)
+            stats.skips.merge(output.skips)
+            stats.sessions_outside_dates += output.outside_dates
+            stats.examples_outside_dates += output.examples_outside_dates
+            done += job.unit.size_bytes
+            if progress is not None:
+                progress(done, total)
+            # The re-run's calls, not the first run's without the repeats: leaving calls out
+            # moves a session's start, which may take it into or out of --since/--until.
+            seen.add(digests, _joined((cs for _, cs, _ in output.results), "q"))
+            for _, _, result in output.results:
+                yield result
 
 
 def _joined(parts: Iterable[array[int]], typecode: str = "Q") -> array[int]:

@@ -13,9 +13,23 @@ about 3 MB.
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, Protocol
 
 BUFFER = 1 << 15  # calls kept in the dict before they move into a sorted run
+
+
+class SeenSet(Protocol):
+    """The calls a run has counted, as the pipeline asks about them: `SeenCalls` in this
+    process for the local engine; the Ray engine shards them across actors
+    (engines/ray.py, ShardedSeenCalls), so that the driver's memory does not grow with them."""
+
+    def find(self, digests: array[int]) -> dict[int, int]:
+        """The earlier counts of those of `digests` (packed `array("Q")`) already seen."""
+        ...
+
+    def add(self, digests: array[int], counts: array[int]) -> None:
+        """Calls not seen before, with their counts (`array("q")`), found by the next `find`."""
+        ...
 
 
 class SeenCalls:

@@ -4,8 +4,9 @@ One file per session, `DIR/<project>/<session_id>.jsonl`, in the format the inte
 loader reads (mcsim.ingest.loaders.interchange; README, "Interchange format"), and a
 `run.json` that records the inputs. Everything the model holds is written, so loading the
 files back gives the same sessions (only where each call was read from differs). The folder
-is written under a temporary name and renamed into place, as run directories are; `--force`
-replaces only a folder `convert` wrote.
+is written under a temporary name and renamed into place, as run directories are, or, for an
+`s3://` or `gs://` prefix, written in the system's temporary folder and uploaded as a run is
+(run.json last: run_dir.py); `--force` replaces only a folder or prefix `convert` wrote.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from mcsim.ingest.loaders import Detail, sniff
 from mcsim.ingest.loaders.interchange import FORMAT, VERSION, format_time, read_header
 from mcsim.ingest.loaders.jsonl import read_regular
 from mcsim.ingest.pipeline import LoadStats, iter_sessions
+from mcsim.ingest.storage import ObjectPath, is_url
 from mcsim.model import Call, Compaction, Item, Session, Thread, Usage
 from mcsim.outputs.run_dir import (
     RUN_JSON_MAX_BYTES,
+    Replaceable,
     check_out_dir,
     input_paths,
     is_run_dir,
+    prefix_run_json,
     replace_dir,
     run_header,
     write_json,
@@ -176,12 +180,9 @@ def not_a_conversion(folder: Path) -> str | None:
         doc = orjson.loads(read_regular(folder / "run.json", RUN_JSON_MAX_BYTES))
     except (OSError, orjson.JSONDecodeError):
         doc = None
-    if not (is_run_dir(folder) and isinstance(doc, dict) and doc.get("command") == "convert"):
-        return "not empty and not a folder written by mcsim convert; --force replaces only those"
-    written = doc.get("written")
-    if not (isinstance(written, list) and all(isinstance(w, str) for w in written)):
-        return "its run.json does not list the files mcsim convert wrote; not replaced"
-    files = set(written)
+    files = _written(doc if is_run_dir(folder) else None)
+    if isinstance(files, str):
+        return files
     folders = {w.split("/", 1)[0] for w in files if "/" in w}
     for entry in sorted(folder.iterdir()):
         if entry.name == "run.json" and entry.is_file() and not entry.is_symlink():
@@ -195,9 +196,42 @@ def not_a_conversion(folder: Path) -> str | None:
     return None
 
 
+def _conversion_prefix(fs: Any, out: ObjectPath) -> tuple[set[str], str | None]:
+    """not_a_conversion for a prefix in object storage: every object under it (names
+    relative to it), and why --force may not replace them."""
+    fs.invalidate_cache(out.key)
+    found: dict[str, dict[str, Any]] = fs.find(out.key, detail=True)
+    if out.key in found:
+        return set(found), "is an object, not a prefix"
+    entries = {name[len(out.key) + 1 :]: info for name, info in found.items()}
+    if not entries:
+        return set(), None
+    files = _written(prefix_run_json(fs, out, entries.get("run.json")))
+    if isinstance(files, str):
+        return set(entries), files
+    for name in sorted(entries):
+        if name != "run.json" and name not in files:
+            return set(entries), f"holds {name}, not a file mcsim convert wrote"
+    return set(entries), None
+
+
+def _written(doc: Any) -> set[str] | str:
+    """The files a run.json of `convert` lists, or why `doc` (mcsim's run.json, or None) is
+    not one."""
+    if not (isinstance(doc, dict) and doc.get("command") == "convert"):
+        return "not empty and not a folder written by mcsim convert; --force replaces only those"
+    written = doc.get("written")
+    if not (isinstance(written, list) and all(isinstance(w, str) for w in written)):
+        return "its run.json does not list the files mcsim convert wrote; not replaced"
+    return set(written)
+
+
+CONVERSION = Replaceable(not_a_conversion, _conversion_prefix)
+
+
 def _inside_an_input(out_dir: Path, inputs: Sequence[Path]) -> None:
-    """Refuse an `out_dir` inside an input folder: the files written would be read back as
-    inputs by the next run over that folder."""
+    """Refuse an `out_dir` inside an input folder (or prefix): the files written would be
+    read back as inputs by the next run over that folder."""
     target = out_dir.resolve()
     for path in inputs:
         if path.resolve() in target.parents:
@@ -217,16 +251,19 @@ def convert(
     """Write every session under PATHS to `out_dir` in the `to` format (interchange).
 
     Sessions are loaded with their text (Detail.TEXT), one unit at a time, and written into
-    a temporary sibling folder that is renamed to `out_dir` at the end.
+    a temporary sibling folder that is renamed to `out_dir` at the end (for a prefix in
+    object storage, a temporary folder of the system's, uploaded at the end).
     """
     if to not in TARGETS:
         raise McsimError(f"--to {to}: not a format mcsim writes (one of {', '.join(TARGETS)})")
     inputs = input_paths(paths)
-    _inside_an_input(out_dir, inputs)
-    check_out_dir(out_dir, force, inputs, replaceable=not_a_conversion)
+    _inside_an_input(out_dir, [*inputs, *(ObjectPath.from_url(p) for p in paths if is_url(p))])
+    check_out_dir(out_dir, force, inputs, replaceable=CONVERSION)
     report = ConvertReport(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    remote = isinstance(out_dir, ObjectPath)
+    if not remote:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=None if remote else out_dir.parent))
     try:
         sessions = iter_sessions(
             list(paths),
@@ -258,7 +295,7 @@ def convert(
                 "written": report.files,
             }
             write_json(tmp / "run.json", doc)
-            replace_dir(tmp, out_dir, force, not_a_conversion)
+            replace_dir(tmp, out_dir, force, CONVERSION)
     except OSError as exc:
         raise McsimError(f"{out_dir}: could not write the conversion ({exc.strerror})") from exc
     finally:

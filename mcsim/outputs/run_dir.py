@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -267,7 +268,7 @@ def check_out_dir(
     force: bool,
     inputs: Sequence[Path] = (),
     cache: Path | None = None,
-    replaceable: Callable[[Path], str | None] | None = None,
+    replaceable: Replaceable | None = None,
 ) -> None:
     """Refuse, before any work, an output directory the run may not write or replace.
 
@@ -278,15 +279,14 @@ def check_out_dir(
     must really be creatable where the run goes: a replay can take minutes, and failing after
     it would waste them (os.access answers yes to root even on a read-only mount, so a folder
     is made and removed). A path the system cannot even look at (a name too long) is refused
-    with the system's reason. `replaceable` says why a folder may not be replaced, for a
+    with the system's reason. `replaceable` says why an output may not be replaced, for a
     command that writes other files than a run directory's (`convert`).
     """
+    kind = replaceable or RUN_DIR
     if isinstance(out_dir, ObjectPath):
-        if replaceable is not None:
-            raise OutputRefusedError(f"{out_dir}: this command writes only to local folders")
-        _check_object_out(out_dir, force)
+        _check_object_out(out_dir, force, kind.prefix)
         return
-    not_replaceable = replaceable or _not_replaceable
+    not_replaceable = kind.folder
     try:
         why = _never_a_run_dir(out_dir, inputs, cache)
         if why:
@@ -408,7 +408,7 @@ def write_run_dir(
             STOP.check()
             with STOP.shielded():  # half a swap would leave the old run aside
                 if isinstance(out_dir, ObjectPath):
-                    _upload(tmp, out_dir, force)
+                    _upload(tmp, out_dir, force, _run_prefix)
                 else:
                     _swap_in(tmp, out_dir, force)
         finally:
@@ -436,13 +436,15 @@ def _write_failure(exc: Exception) -> str | None:
     return None
 
 
-def replace_dir(
-    tmp: Path, out_dir: Path, force: bool, replaceable: Callable[[Path], str | None]
-) -> None:
-    """Rename the finished folder `tmp` to `out_dir`, as a run directory is swapped in, for a
-    command whose folders `replaceable` recognises (`check_out_dir`)."""
+def replace_dir(tmp: Path, out_dir: Path, force: bool, replaceable: Replaceable) -> None:
+    """Rename the finished folder `tmp` to `out_dir` (or upload it under the prefix), as a
+    run directory is swapped in, for a command whose outputs `replaceable` recognises
+    (`check_out_dir`)."""
     with STOP.shielded():
-        _swap_in(tmp, out_dir, force, replaceable)
+        if isinstance(out_dir, ObjectPath):
+            _upload(tmp, out_dir, force, replaceable.prefix)
+        else:
+            _swap_in(tmp, out_dir, force, replaceable.folder)
 
 
 def _swap_in(
@@ -487,10 +489,10 @@ def _rename(tmp: Path, out_dir: Path) -> None:
         raise McsimError(f"{out_dir}: could not move the run into place: {exc.strerror}") from exc
 
 
-def _check_object_out(out: ObjectPath, force: bool) -> None:
+def _check_object_out(out: ObjectPath, force: bool, prefix: PrefixCheck) -> None:
     """check_out_dir for a prefix in object storage: the bucket must exist; a prefix holding
-    objects is refused without `force`, and with it unless it is a run mcsim wrote (only
-    RUN_FILES, directly under it, with mcsim's run.json)."""
+    objects is refused without `force`, and with it unless `prefix` finds what the command
+    writes (for a run: only RUN_FILES, directly under it, with mcsim's run.json)."""
     try:
         fs = filesystem(out.scheme)
         bucket = out.key.split("/", 1)[0]
@@ -498,16 +500,24 @@ def _check_object_out(out: ObjectPath, force: bool) -> None:
             raise OutputRefusedError(f"{out}: is a whole bucket; name a prefix in it")
         if not fs.exists(bucket):
             raise OutputRefusedError(f"{out}: no such bucket, or no access to it")
-        entries = _object_entries(fs, out)
+        entries, why = prefix(fs, out)
         if not entries:
             return
-        why = _object_not_replaceable(fs, out, entries)
         if why:
             raise OutputRefusedError(f"{out}: {why}")
         if not force:
             raise OutputExistsError(f"{out}: already holds a run (use --force to replace it)")
     except OSError as exc:
         raise OutputRefusedError(f"{out}: {exc.strerror or exc}") from exc
+
+
+def _run_prefix(fs: Any, out: ObjectPath) -> tuple[set[str], str | None]:
+    """Every object under the prefix (a replay's datasets are folders), and why --force may
+    not replace it as a run."""
+    entries = _object_entries(fs, out)
+    if not entries:
+        return set(), None
+    return set(_object_keys(fs, out.key)), _object_not_replaceable(fs, out, entries)
 
 
 def _object_entries(fs: Any, out: ObjectPath) -> dict[str, dict[str, Any]]:
@@ -539,14 +549,7 @@ def _object_not_replaceable(
                 f"holds {foreign}, not a file mcsim writes; --force replaces only a run "
                 "directory mcsim wrote"
             )
-    run_json = entries.get("run.json")
-    try:
-        if run_json is None or int(run_json.get("size") or 0) > RUN_JSON_MAX_BYTES:
-            raise ValueError
-        doc = orjson.loads(fs.cat_file(f"{out.key}/run.json"))
-        if not (isinstance(doc, dict) and str(doc.get("format", "")).startswith("mcsim-run/")):
-            raise ValueError
-    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
+    if prefix_run_json(fs, out, entries.get("run.json")) is None:
         return (
             "not empty and not a run directory written by mcsim (no mcsim run.json); --force "
             "replaces only those"
@@ -560,36 +563,66 @@ def _object_keys(fs: Any, prefix: str) -> list[str]:
     return sorted(str(k)[len(prefix) + 1 :] for k in fs.find(prefix, maxdepth=None))
 
 
-def _upload(tmp: Path, out: ObjectPath, force: bool) -> None:
+def prefix_run_json(fs: Any, out: ObjectPath, info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run.json under the prefix (`info`: what listing said of it), if it is mcsim's."""
+    try:
+        if info is None or int(info.get("size") or 0) > RUN_JSON_MAX_BYTES:
+            return None
+        doc = orjson.loads(fs.cat_file(f"{out.key}/run.json"))
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
+        return None
+    if not (isinstance(doc, dict) and str(doc.get("format", "")).startswith("mcsim-run/")):
+        return None
+    return doc
+
+
+def _upload(tmp: Path, out: ObjectPath, force: bool, prefix: PrefixCheck) -> None:
     """Put the finished run under the prefix `out`, run.json last: a reader that finds
-    run.json finds the whole run. With `force` the old run is checked again, its run.json
-    removed first and its files that the new run does not write removed before run.json
-    goes up. Without, a run that appeared meanwhile is not overwritten."""
+    run.json finds the whole run. With `force` the old run is checked again (by `prefix`), its
+    run.json removed first and its files that the new run does not write removed before
+    run.json goes up. Without, a run that appeared meanwhile is not overwritten."""
     fs = filesystem(out.scheme)
-    old = _object_entries(fs, out)
+    old, why = prefix(fs, out)
     if old:
         if not force:
             raise OutputExistsError(
                 f"{out}: already holds a run, written while this one ran (use --force to "
                 "replace it)"
             )
-        if _object_not_replaceable(fs, out, old) is not None:
+        if why is not None:
             raise OutputRefusedError(f"{out}: no longer a run written by mcsim; not replaced")
     names = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
     try:
-        old_keys = _object_keys(fs, out.key) if old else []
         if "run.json" in old:
             fs.rm_file(f"{out.key}/run.json")
         for name in names:
             if name != "run.json":
                 fs.put_file(str(tmp / name), f"{out.key}/{name}")
-        for name in sorted(set(old_keys) - set(names) - {"run.json"}):
+        for name in sorted(old - set(names)):
             fs.rm_file(f"{out.key}/{name}")
         fs.put_file(str(tmp / "run.json"), f"{out.key}/run.json")
     except OSError:
         raise
     except Exception as exc:  # the store's own errors: a failed write, as a full disk is
         raise OSError(errno.EIO, first_line(exc)) from exc
+
+
+# What is under a prefix in object storage (names relative to it), and why --force may not
+# replace it (None: it may).
+PrefixCheck = Callable[[Any, ObjectPath], tuple[set[str], str | None]]
+
+
+@dataclass(frozen=True)
+class Replaceable:
+    """What --force may replace, for a command's outputs: `folder` says why a local folder
+    may not be replaced (None: it may), `prefix` what is under a prefix in object storage
+    and why it may not."""
+
+    folder: Callable[[Path], str | None]
+    prefix: PrefixCheck
+
+
+RUN_DIR = Replaceable(_not_replaceable, _run_prefix)  # what inspect, replay and sweep write
 
 
 def umask() -> int:

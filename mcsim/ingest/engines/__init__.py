@@ -9,11 +9,12 @@ yields the outputs in job order (the de-duplication downstream relies on that or
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, TypeVar
 
 from mcsim.errors import UsageError
 from mcsim.ingest.engines.local import LocalEngine
+from mcsim.ingest.seen import SeenSet
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -29,6 +30,11 @@ class Engine(Protocol):
     def map_units(
         self, jobs: Sequence[J], run: Callable[[J], R], total_bytes: int
     ) -> Iterator[R]: ...
+
+    def seen_calls(self) -> AbstractContextManager[SeenSet]:
+        """An empty set of the calls counted, for one run's de-duplication across units; what
+        it holds elsewhere (a Ray actor) is released when the block ends, on errors too."""
+        ...
 
 
 @contextmanager
