@@ -163,9 +163,16 @@ def test_sharded_seen_calls_answer_as_seen_calls_do(local_ray: None) -> None:
             known += fresh
         assert seen.find(array("Q", known)) == expected.find(array("Q", known))
         assert len(expected.find(array("Q", known))) == len(set(known)) > 200
-    # the actors are gone with the block
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(seen.shards[0].add_then_find.remote(*seen.pending[0], seen.pending[0][0]))
+    # The actors are gone with the block. ray.kill is asynchronous: a call sent at once may
+    # reach the actor before the kill does (seen once in five runs), so ask until it fails.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ray.get(seen.shards[0].add_then_find.remote(*seen.pending[0], seen.pending[0][0]))
+        except ray.exceptions.RayActorError:
+            break
+        assert time.monotonic() < deadline, "a shard still answers 30 s after the block"
+        time.sleep(0.1)
 
 
 def _job(spec: tuple[str, int]) -> int:
@@ -233,3 +240,10 @@ def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> N
         assert ray_processes(temp_dir) == []
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
+    """The processes of a Ray started for the run report no task events: the GCS kept one
+    record per task and grew with the corpus (bench_scale.py: 54 to 77 MB from 0.5 to 2 GB,
+    45 to 46 without)."""
+    assert os.environ["RAY_task_events_report_interval_ms"] == "0"  # noqa: SIM112 (Ray's case)

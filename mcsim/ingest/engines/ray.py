@@ -218,6 +218,11 @@ def _init(ray: Any, address: str | None, workers: int | None) -> None:
     }
     if address is None:
         options.update(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+        # No task events: they serve only the dashboard and the state API, which a Ray started
+        # for one run has not, and the GCS kept one record per task, so it grew with the
+        # corpus (54 to 76 MB from 0.5 to 2 GB, bench_scale.py). Read by the processes
+        # ray.init starts; a cluster joined keeps its own setting.
+        os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
     try:
         ray.init(address=address, **options)
     except ConnectionError as exc:
