@@ -25,6 +25,7 @@ from mcsim.outputs.charts import CallLines
 from mcsim.outputs.tables import (
     SCHEMA_VERSION,
     TS,
+    by_policy,
     concat_parts,
     frame,
     partition,
@@ -197,7 +198,6 @@ class RowsSink(Spool):
         ):
             for index, policy_parts in enumerate(parts.of[path.stem]):
                 target = partition(path, index, len(self.policies))
-                target.parent.mkdir(parents=True)
                 concat_parts(policy_parts, target, schema, GROUP_ROWS)
 
     def _write_batch(
@@ -208,7 +208,6 @@ class RowsSink(Spool):
         parts: _Parts,
         lines: CallLines | None,
     ) -> None:
-        import polars as pl
 
         if batch:
             rows = RowsTable(batch, self.policies)
@@ -223,8 +222,7 @@ class RowsSink(Spool):
         ):
             if frame_ is None:
                 continue
-            for index, policy in enumerate(self.policies):
-                rows_of = frame_.filter(pl.col("policy") == policy)
+            for index, rows_of in by_policy(frame_, self.policies):
                 if rows_of.height:
                     parts.add(name, index, rows_of)
         give_back_memory()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,23 +50,29 @@ def frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> Any:
 
 
 def partition(table: Path, index: int, count: int) -> Path:
-    """The file holding policy number INDEX's rows (of COUNT) in the dataset TABLE:
-    `calls.parquet/policy_index=03/part-0.parquet`. The key is in the folder name only, never
-    in the file (Spark refuses a column that is both)."""
+    """The file holding policy number INDEX's rows (of COUNT) in the dataset TABLE, its
+    folder made: `calls.parquet/policy_index=03/part-0.parquet`. The key is in the folder
+    name only, never in the file (Spark refuses a column that is both)."""
     width = len(str(max(count - 1, 0)))
-    return table / f"{PARTITION_KEY}={index:0{width}d}" / PART_FILE
+    path = table / f"{PARTITION_KEY}={index:0{width}d}" / PART_FILE
+    path.parent.mkdir(parents=True)
+    return path
+
+
+def by_policy(frame: Any, policies: Sequence[str]) -> Iterator[tuple[int, Any]]:
+    """Each of POLICIES' rows of a table with a `policy` column: (its index, its rows)."""
+    import polars as pl
+
+    for index, name in enumerate(policies):
+        yield index, frame.filter(pl.col("policy") == name)
 
 
 def write_dataset(frame: Any, table: Path, policies: Sequence[str]) -> None:
     """A table with a `policy` column as a dataset partitioned by policy: one file for each
     of POLICIES (the run's, in order), empty for a policy without rows, so every reader finds
     the schema and every policy."""
-    import polars as pl
-
-    for index, name in enumerate(policies):
-        path = partition(table, index, len(policies))
-        path.parent.mkdir(parents=True)
-        write_parquet(frame.filter(pl.col("policy") == name), path)
+    for index, rows in by_policy(frame, policies):
+        write_parquet(rows, partition(table, index, len(policies)))
 
 
 def write_parquet(frame: Any, path: Path) -> None:
