@@ -264,6 +264,26 @@ def _timezone(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
         raise click.BadParameter(f"unknown time zone {value!r}", ctx, param) from None
 
 
+# --cache-dir and --no-cache: where loaded (inspect) and calibrated (replay, sweep) sessions
+# are kept between runs.
+_CACHE_OPTIONS = [
+    click.option(
+        "--cache-dir",
+        type=_PathOrUrl(file_okay=False, path_type=Path),
+        help="Where loaded sessions are cached, a folder or an s3:// gs:// prefix "
+        "(default: $MCSIM_CACHE_DIR or the platform's user cache folder, ~/.cache/mcsim "
+        "on Linux).",
+    ),
+    click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache."),
+]
+
+
+def _cache_options(fn: F) -> F:
+    for option in reversed(_CACHE_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 def _replay_options(fn: F) -> F:
     """Options shared by the commands that replay: policy file, cache, run directory, gates."""
     options = [
@@ -281,14 +301,7 @@ def _replay_options(fn: F) -> F:
             type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
             help="Run directory to write (default: reports/<UTC time>-<policy or preset name>).",
         ),
-        click.option(
-            "--cache-dir",
-            type=_PathOrUrl(file_okay=False, path_type=Path),
-            help="Where calibrated sessions are cached, a folder or an s3:// gs:// prefix "
-            "(default: $MCSIM_CACHE_DIR or the platform's user cache folder, ~/.cache/mcsim "
-            "on Linux).",
-        ),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the session cache."),
+        *_CACHE_OPTIONS,
         click.option(
             "--fail-under-savings",
             type=float,
@@ -418,6 +431,7 @@ def _gate(
     type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
     help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
 )
+@_cache_options
 @click.option(
     "--by",
     type=click.Choice(["day", "week", "month", "model", "project", "session"]),
@@ -453,6 +467,8 @@ def inspect(
     by: str,
     tz_name: tuple[str, Any],
     project: str | None,
+    cache_dir: Path | None,
+    no_cache: bool,
 ) -> None:
     """Account recorded usage: calls, tokens by kind, cost, cache hit ratio, cache breaks.
 
@@ -473,8 +489,9 @@ def inspect(
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
+    cache = _cache_folder(no_cache, cache_dir)
     if out_dir is not None:
-        out_dir = _out_dir(out_dir, force, paths)
+        out_dir = _out_dir(out_dir, force, paths, cache)
     # Sessions, breaks and calls go to disk as they arrive (the driver's memory stays flat).
     with Spool("inspect", out_dir) as spool:
         with (
@@ -493,6 +510,7 @@ def inspect(
                 project=project,
                 spool=spool,
                 by_time=(by, tz_name[1]) if needs_calls(by) else None,  # summed as they come
+                cache_dir=cache,
             )
         if out_dir is not None and report.sessions:  # an input with no call writes nothing
             options = {
@@ -523,7 +541,7 @@ def inspect(
 
 def _cache_folder(no_cache: bool, cache_dir: Path | None) -> Path | None:
     """The session cache's folder or prefix (None: --no-cache), checked before any work."""
-    from mcsim.replay.session_cache import check_cache_dir, default_cache_dir
+    from mcsim.ingest.disk_cache import check_cache_dir, default_cache_dir
 
     if no_cache:
         return None
@@ -878,7 +896,7 @@ def _size(n: int) -> str:
 @_CACHE_DIR
 def cache_info(cache_dir: Path | None) -> None:
     """Where the cache is, how many entries it holds, their size, oldest and newest use."""
-    from mcsim.replay.session_cache import cache_files, default_cache_dir, max_cache_bytes
+    from mcsim.ingest.disk_cache import cache_files, default_cache_dir, max_cache_bytes
 
     folder = cache_dir or default_cache_dir()
     files, cap = cache_files(folder), max_cache_bytes()
@@ -894,7 +912,7 @@ def cache_info(cache_dir: Path | None) -> None:
 @_CACHE_DIR
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove mcsim's entries from the cache folder (nothing else in it is touched)."""
-    from mcsim.replay.session_cache import clear_cache, default_cache_dir
+    from mcsim.ingest.disk_cache import clear_cache, default_cache_dir
 
     folder = cache_dir or default_cache_dir()
     removed = clear_cache(folder)

@@ -38,6 +38,15 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test's runs cache in a folder of their own, never in the user's cache folder
+    (`inspect` and `replay` cache by default): a test sees only the entries it made."""
+    monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
     """Fail the test if anything is tokenized from now on (a fresh estimator, no counter)."""
 

@@ -14,9 +14,9 @@ from conftest import REPO, SAMPLES
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
 from mcsim.errors import UsageError
+from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.replay.run import run_replay
 from mcsim.replay.scenario import load_policy_file
-from mcsim.replay.session_cache import enforce_cap, max_cache_bytes
 
 SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
 PROJECTS = SAMPLES / "claude" / "projects"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from functools import partial
+from pathlib import Path
 
 from mcsim.accounting.breaks import (
     BreakCause,
@@ -22,9 +23,10 @@ from mcsim.accounting.breaks import (
     split_drops,
 )
 from mcsim.accounting.prices import CallCost, PriceTable
+from mcsim.ingest.calls_cache import CachedCallsSource
+from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
-from mcsim.ingest.loaders import Detail
-from mcsim.ingest.pipeline import LoadStats, ProgressFn, RawSource, map_sessions
+from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.ingest.spool import Spool, Spooled
 from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
 
@@ -489,6 +491,7 @@ def inspect_usage(
     engine: Engine | None = None,
     spool: Spool | None = None,
     by_time: tuple[str, tzinfo] | None = None,
+    cache_dir: Path | None = None,
 ) -> InspectReport:
     """Load every session under PATHS and account its recorded usage.
 
@@ -501,7 +504,11 @@ def inspect_usage(
     way: its memory then stays flat as the corpus grows).
     `by_time`: (day, week or month, a time zone) to sum the calls by as they arrive, whether
     or not they are kept: `group_usage` by it then needs no calls.
+    `cache_dir`: a folder or object-store prefix where each unit's loaded calls are kept, so
+    a later run over unchanged transcripts skips parsing them (mcsim.ingest.calls_cache);
+    None: no cache.
     """
+    cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = InspectReport(price_table=prices.version, keep_calls=keep_calls, by_time=by_time)
     if spool is not None:
         report.records = SessionSpool(spool)
@@ -509,7 +516,7 @@ def inspect_usage(
     for analysis in map_sessions(
         paths,
         analyse,
-        source=RawSource(Detail.CALLS),  # accounting needs no conversation content
+        source=CachedCallsSource(cache_dir),  # Detail.CALLS: no conversation content
         since_s=since_s,
         until_s=until_s,
         workers=workers,
@@ -520,6 +527,8 @@ def inspect_usage(
     ):
         report.add(analysis)
     report.finish()
+    if cache_dir is not None:
+        enforce_cap(cache_dir, cap)
     return report
 
 

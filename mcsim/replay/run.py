@@ -18,6 +18,7 @@ from pathlib import Path
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for, total_usd
 from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals, savings_pct
+from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.model import CompactionKind
@@ -26,7 +27,7 @@ from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.scenario import BASELINE, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
-from mcsim.replay.session_cache import CalibratedSource, enforce_cap, max_cache_bytes
+from mcsim.replay.session_cache import CalibratedSource
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
 FIDELITY_RUN = "_fidelity"

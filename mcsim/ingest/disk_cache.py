@@ -1,0 +1,469 @@
+"""The cache folder's files: their format, how they are checked, written, listed and capped.
+
+Two caches share the folder, each one file per load unit: a replay's calibrated sessions
+(`mcsim.replay.session_cache`: `.sessions` and `.tokens` files) and inspect's loaded calls
+(`mcsim.ingest.calls_cache`: `.calls` files). Each file is named by 64 hex digits (a hash of
+its format and the unit's file paths) and its kind.
+
+Files are data only, never code (no pickle): a fixed header (magic, kind, format version,
+payload size, sha256 checksum of what follows it) then the payload. A file is trusted only once
+its header and checksum match; one that does not (damaged, truncated, foreign, older) raises
+`Damaged`, which the caller counts as a `cache_entry_rebuilt` note and rewrites, so a run on
+a garbled cache gives the figures a run without it gives. Tables in a payload are JSON
+columns, checked column by column on the way back (`checked`): a verified payload of an
+unexpected shape is damage, never a crash later on. Writes go to a temporary file in the
+folder, then replace the file at once: concurrent runs never see half an entry. A cache that
+cannot be read or written is ignored (the run recomputes), never fatal.
+
+The folder keeps itself small: a file read is touched (its modification time is the time it
+was last used), and after each run the least recently used of mcsim's files are removed
+until they fit the cap (`$MCSIM_CACHE_MAX_SIZE`, default 2 GB). mcsim's files are told by
+their names and magic bytes: the cap and `mcsim cache clear` never touch anything else there.
+The folder is `--cache-dir`, else `$MCSIM_CACHE_DIR`, else the platform's user cache folder
+(platformdirs: `~/.cache/mcsim` on Linux, `~/Library/Caches/mcsim` on macOS,
+`%LOCALAPPDATA%\\mcsim\\Cache` on Windows), or a prefix in object storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import stat
+import struct
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate, repeat, starmap
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import orjson
+from platformdirs import user_cache_dir
+
+from mcsim.errors import UsageError
+from mcsim.ingest.loaders import LoadUnit
+from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
+from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
+from mcsim.model import Skip, SkipReport
+
+# The high byte and the line ending catch a file mangled as text, as PNG's signature does.
+_MAGIC = b"\x89mcsim\r\n"
+_CHECKSUM_BYTES = hashlib.sha256().digest_size  # sha256: faster here than blake2b
+_BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
+_STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
+# mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
+_TMP_PREFIX = ".mcsim-tmp-"
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls)")
+DEFAULT_MAX_BYTES = 2_000_000_000
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
+T = TypeVar("T")
+N = TypeVar("N", bound=tuple[Any, ...])
+
+
+class Kind(NamedTuple):
+    """A kind of cache file: its code in the header (1 calibrated sessions, 2 token
+    estimates, 3 loaded calls) and the format version this mcsim writes."""
+
+    code: int
+    version: int
+
+
+class Damaged(Exception):
+    """A cache file that cannot be used, and why (it is counted and rewritten)."""
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MCSIM_CACHE_DIR")
+    if env and is_url(env):
+        return ObjectPath.from_url(env)
+    return Path(env) if env else Path(user_cache_dir("mcsim", appauthor=False))
+
+
+def check_cache_dir(folder: Path) -> None:
+    """A one-line UsageError now, before any work, when a cache prefix in object storage
+    cannot be used (its filesystem not installed)."""
+    if isinstance(folder, ObjectPath):
+        filesystem(folder.scheme)
+
+
+def max_cache_bytes() -> int:
+    """The cap on the cache folder's size: `$MCSIM_CACHE_MAX_SIZE` (bytes, or with a unit:
+    500MB, 2GB, 1.5GiB), else 2 GB; a value that is not a size is a UsageError."""
+    env = os.environ.get("MCSIM_CACHE_MAX_SIZE", "").strip()
+    if not env:
+        return DEFAULT_MAX_BYTES
+    match = _SIZE.fullmatch(env)
+    if match is None:
+        raise UsageError(f"MCSIM_CACHE_MAX_SIZE: {env!r} is not a size (e.g. 500MB, 2GB)")
+    number, unit, binary = match.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** " kmgt".index(unit.lower() or " "))
+
+
+def unit_stamp(unit: LoadUnit, fmt: str) -> str:
+    """The stamp of the unit's files as they are now (path, size, modification time)."""
+    digest = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
+    for path in unit.files:
+        try:
+            st = path.stat()
+            digest.update(f"\0{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        except OSError:
+            digest.update(f"\0{path}\0missing".encode())
+    return digest.hexdigest()
+
+
+def paths_key(unit: LoadUnit, fmt: str) -> str:
+    """The unit's files, whatever their content: the name of its entries (one per format)."""
+    digest = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
+    for path in unit.files:
+        digest.update(f"\0{path.resolve()}".encode())
+    return digest.hexdigest()
+
+
+def respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
+    """The skipped lines named by this run's paths: the cache may have been filled through
+    another spelling of the same files (relative, absolute, via a link)."""
+    skips.examples = [replace(e, file=names.get(e.file, e.file)) for e in skips.examples]
+    return skips
+
+
+# --- the file: header, checksum, payload -----------------------------------------------------
+
+
+def write_entry(path: Path, kind: Kind, payload: bytes | None) -> None:
+    """Write an entry atomically: a temporary file in the same folder, then a rename."""
+    if payload is None:
+        return
+    body = _BODY_HEADER.pack(*kind, len(payload)) + payload
+    checksum = hashlib.sha256(body).digest()
+    if isinstance(path, ObjectPath):  # an object is put whole or not at all
+        with contextlib.suppress(Exception):  # the store's errors: only speed is lost
+            filesystem(path.scheme).pipe_file(path.key, _MAGIC + checksum + body)
+        return
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_once(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_MAGIC + checksum)
+            fh.write(body)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:  # a cache that cannot be written only costs speed
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+_SWEPT: set[Path] = set()  # folders this process has cleaned up
+
+
+def _sweep_once(folder: Path) -> None:
+    """Remove the temporary files a killed run left behind (once per folder and process)."""
+    if folder in _SWEPT:
+        return
+    _SWEPT.add(folder)
+    stale = time.time() - _STALE_TMP_SECONDS
+    for tmp in folder.glob(f"{_TMP_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if tmp.lstat().st_mtime < stale:
+                tmp.unlink()
+
+
+def read_payload(path: Path, kind: Kind) -> bytes | None:
+    """The verified payload of a cache file; None if there is no such file. The file is
+    touched: its modification time says when it was last used (the cap evicts by it). An
+    object in a store is not touched (its time is when it was written)."""
+    if isinstance(path, ObjectPath):
+        data = _object_bytes(path)
+        if data is None:
+            return None
+        return _verified(data, kind)
+    try:
+        # Only a regular file: a FIFO or a device planted there would block or never end.
+        with open_regular(path) as fh:
+            data = fh.read()
+            with contextlib.suppress(OSError):
+                os.utime(path)
+    except FileNotFoundError:
+        return None
+    except NotRegularFileError as exc:
+        raise Damaged("not an mcsim cache file") from exc
+    except OSError as exc:
+        raise Damaged("cannot be read") from exc
+    return _verified(data, kind)
+
+
+def _object_bytes(path: ObjectPath) -> bytes | None:
+    try:
+        data: bytes = filesystem(path.scheme).cat_file(path.key)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # the store's own errors
+        raise Damaged("cannot be read") from exc
+    return data
+
+
+def _verified(data: bytes, kind: Kind) -> bytes:
+    start = len(_MAGIC) + _CHECKSUM_BYTES
+    payload_start = start + _BODY_HEADER.size
+    if not data.startswith(_MAGIC):
+        raise Damaged("truncated" if _MAGIC.startswith(data) else "not an mcsim cache file")
+    if len(data) < payload_start:
+        raise Damaged("truncated")
+    code, version, size = _BODY_HEADER.unpack_from(data, start)
+    if len(data) < payload_start + size:
+        raise Damaged("truncated")
+    checksum = hashlib.sha256(memoryview(data)[start:]).digest()
+    if checksum != data[len(_MAGIC) : start]:
+        raise Damaged("checksum mismatch")
+    if code != kind.code:
+        raise Damaged("another kind of mcsim cache file")
+    if version != kind.version:
+        raise Damaged("older format" if version < kind.version else "newer format")
+    return data[payload_start : payload_start + size]
+
+
+# --- tables as JSON columns -----------------------------------------------------------------
+#
+# A table is a list of columns, one per field of its record; a parent's column of children
+# holds how many consecutive rows of the next table are its own. Columns make reading fast and
+# thorough at once: each is checked in one C-level pass (the type of every value, every enum
+# value known), then rows are zipped into the records.
+
+Column = frozenset[type] | dict[Any, Any]  # the types a column may hold, or enum by value
+Table = tuple[Column, ...]
+INT: frozenset[type] = frozenset({int})
+FLOAT: frozenset[type] = frozenset({float})
+BOOL: frozenset[type] = frozenset({bool})
+STR: frozenset[type] = frozenset({str})
+LIST: frozenset[type] = frozenset({list})
+OPT_STR: frozenset[type] = frozenset({str, type(None)})
+OPT_INT: frozenset[type] = frozenset({int, type(None)})
+OPT_FLOAT: frozenset[type] = frozenset({float, type(None)})
+_SKIP_COLUMNS: Table = (STR, INT, STR, STR)  # the fields of Skip
+
+
+def columns(rows: Sequence[Sequence[Any]], spec: Table) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)] or [[] for _ in spec]
+
+
+def checked(table: Any, spec: Table) -> list[list[Any]]:
+    """The columns of a table, enums as members; TypeError or KeyError if any value is not
+    one its column allows (columns of different lengths fail when zipped, strictly)."""
+    if type(table) is not list or len(table) != len(spec):
+        raise ValueError("not a table")
+    for i, (column, allowed) in enumerate(zip(table, spec, strict=True)):
+        if type(column) is not list:
+            raise TypeError("not a column")
+        if isinstance(allowed, dict):
+            table[i] = list(map(allowed.__getitem__, column))
+        elif not set(map(type, column)) <= allowed:
+            raise TypeError("a value of an unexpected type")
+    return table
+
+
+def tuples(cls: type[N], table: list[list[Any]]) -> list[N]:
+    """NamedTuples from columns, each made in one C call (`cls._make` runs Python code)."""
+    return list(map(tuple.__new__, repeat(cls), zip(*table, strict=True)))
+
+
+def groups(items: list[T], sizes: list[int], least: int = 0) -> list[tuple[T, ...]]:
+    """`items` cut into consecutive groups of the given sizes."""
+    if (sizes and min(sizes) < least) or sum(sizes) != len(items):
+        raise ValueError("groups that do not add up")
+    return [tuple(items[end - n : end]) for n, end in zip(sizes, accumulate(sizes), strict=True)]
+
+
+def strings(values: Any) -> list[str]:
+    if type(values) is not list or not set(map(type, values)) <= STR:
+        raise TypeError("not a list of strings")
+    return values
+
+
+def _counter(values: Any) -> Counter[str]:
+    if type(values) is not dict or not set(map(type, values.values())) <= INT:
+        raise TypeError("not a count by reason")
+    return Counter(values)
+
+
+def skips_row(skips: SkipReport) -> list[Any]:
+    """A skip report as a payload's row (`skips_from_row` reads it back)."""
+    return [
+        skips.lines_read,
+        skips.counts,
+        skips.repaired,
+        skips.notes,
+        columns([[e.file, e.line, e.reason, e.detail] for e in skips.examples], _SKIP_COLUMNS),
+        skips.examples_omitted,
+        skips.max_examples,
+    ]
+
+
+def skips_from_row(row: Any) -> SkipReport:
+    lines_read, counts, repaired, notes, examples, omitted, max_examples = row
+    if not {type(lines_read), type(omitted), type(max_examples)} <= INT:
+        raise TypeError("not a count")
+    return SkipReport(
+        lines_read=lines_read,
+        counts=_counter(counts),
+        repaired=_counter(repaired),
+        notes=_counter(notes),
+        examples=list(starmap(Skip, zip(*checked(examples, _SKIP_COLUMNS), strict=True))),
+        examples_omitted=omitted,
+        max_examples=max_examples,
+    )
+
+
+# --- an entry: the unit's tables, its skip report, and what it was made from ----------------
+
+
+def entry_payload(
+    key: list[str], files: list[str], skips: SkipReport, tables: list[list[list[Any]]]
+) -> bytes | None:
+    """An entry's payload; `key` (its file name, then the stamp of the files it was made
+    from) is inside, so an entry copied under another unit's name is not taken for that
+    unit's, and one made from an older state of the files is not taken for the new one."""
+    try:
+        return orjson.dumps([key, files, skips_row(skips), *tables])
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
+        return None
+
+
+def read_entry(
+    path: Path, kind: Kind, stamp: str, files: list[str], decode: Callable[..., T]
+) -> tuple[T, SkipReport] | None:
+    """An entry's records (`decode(names, *tables)`) and skip report, both naming the unit's
+    files as `files` spells them now (`names`: the spelling the entry was made with -> now);
+    None if there is none, or it was made from other file states. Damaged if it cannot be
+    used."""
+    payload = read_payload(path, kind)
+    if payload is None:
+        return None
+    try:
+        key, spelled, report, *tables = orjson.loads(payload)
+        if type(key) is not list or len(key) != 2 or key[0] != path.stem:
+            raise Damaged("written for another unit")
+        if key[1] != stamp:
+            return None  # the transcripts changed since: replaced, not an error
+        names = dict(zip(strings(spelled), files, strict=False))
+        return decode(names, *tables), respell(skips_from_row(report), names)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Damaged("unexpected content") from exc
+
+
+# --- the folder: what is mcsim's, how big it is, the cap ---------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    path: Path
+    size: int
+    mtime: float
+
+
+def cache_files(folder: Path) -> list[CacheFile]:
+    """mcsim's own files in the cache folder, least recently used first: entries (named as
+    mcsim names them and starting with its magic bytes) and temporary files (its prefix).
+    Anything else there, a link or a folder of the same name included, is not mcsim's."""
+    if isinstance(folder, ObjectPath):
+        return _object_files(folder)
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith(_TMP_PREFIX) or _ENTRY_NAME.fullmatch(name)):
+            continue
+        path = folder / name
+        try:
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if not name.startswith(_TMP_PREFIX):
+                with open_regular(path) as fh:
+                    if fh.read(len(_MAGIC)) != _MAGIC:
+                        continue
+        except (OSError, NotRegularFileError):
+            continue
+        found.append(CacheFile(path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda f: (f.mtime, f.path.name))
+
+
+def _object_files(folder: ObjectPath) -> list[CacheFile]:
+    """cache_files for a prefix in object storage: its entries, by the time each was written."""
+    fs = filesystem(folder.scheme)
+    try:
+        listed = fs.ls(folder.key, detail=True, refresh=True)
+    except Exception:  # no such prefix, or none we may list: nothing of mcsim's
+        return []
+    found = []
+    for entry in listed:
+        name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if entry.get("type") != "file" or not _ENTRY_NAME.fullmatch(name):
+            continue
+        path = folder / name
+        try:
+            if fs.cat_file(path.key, start=0, end=len(_MAGIC)) != _MAGIC:
+                continue
+            mtime = fs.modified(path.key).timestamp()
+        except Exception:
+            continue
+        found.append(CacheFile(path, int(entry.get("size") or 0), mtime))
+    return sorted(found, key=lambda f: (f.mtime, f.path.name))
+
+
+def _remove(path: Path) -> None:
+    """Remove a cache file or object (FileNotFoundError if it is gone, OSError if it cannot
+    be removed)."""
+    if not isinstance(path, ObjectPath):
+        path.unlink()
+        return
+    fs = filesystem(path.scheme)
+    try:
+        fs.rm_file(path.key)
+    except (FileNotFoundError, OSError):
+        raise
+    except Exception as exc:  # the store's own errors, as the system's
+        raise OSError(first_line(exc)) from exc
+
+
+def clear_cache(folder: Path) -> list[CacheFile]:
+    """Remove mcsim's own files from the cache folder; the ones removed."""
+    removed = []
+    for f in cache_files(folder):
+        with contextlib.suppress(FileNotFoundError):
+            try:
+                _remove(f.path)
+            except OSError as exc:
+                raise UsageError(f"{f.path}: cannot be removed ({exc.strerror or exc})") from None
+            removed.append(f)
+    return removed
+
+
+def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
+    """Remove the least recently used of mcsim's files until they fit `max_bytes`; the ones
+    removed (a file that cannot be removed is left, never fatal)."""
+    files = cache_files(folder)
+    total = sum(f.size for f in files)
+    removed = []
+    for f in files:
+        if total <= max_bytes:
+            break
+        try:
+            _remove(f.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= f.size
+        removed.append(f)
+    return removed

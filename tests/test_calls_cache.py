@@ -1,0 +1,204 @@
+"""inspect's cache of loaded calls: the records read back are the loader's, field for field;
+a damaged, foreign or outdated entry is rebuilt; a warm `mcsim inspect` prints what a cold one
+prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import CORPUS, REPO, SAMPLES
+from lines import SESSION, assistant, usage, user, write
+
+from mcsim.cli import cli
+from mcsim.ingest import calls_cache
+from mcsim.ingest.calls_cache import CachedCallsSource
+from mcsim.ingest.discovery import discover
+from mcsim.ingest.loaders import Detail, LoadUnit, plan_units
+from mcsim.ingest.pipeline import Loaded, RawSource
+from mcsim.model import Call, Compaction, Session, Thread, Usage
+
+CODEX = REPO / "tests" / "data" / "codex"
+
+
+def _units(*paths: Path) -> list[LoadUnit]:
+    return plan_units(discover([str(p) for p in paths], None).files)
+
+
+def _same(a: Loaded[Session], b: Loaded[Session]) -> None:
+    assert a.sessions == b.sessions
+    assert a.skips == b.skips
+    assert a.excluded_calls == b.excluded_calls
+
+
+def test_records_read_back_equal_the_loaders(tmp_path: Path) -> None:
+    # The corpus (every Claude Code layout, compactions, prunings, broken lines), the
+    # samples and real Codex rollouts: every field of every record, and the skip reports.
+    units = _units(CORPUS, SAMPLES, CODEX)
+    assert {u.loader for u in units} == {"claude-code", "codex"}
+    source = CachedCallsSource(tmp_path)
+    calls = compactions = 0
+    for unit in units:
+        loaded = RawSource(Detail.CALLS)(unit, frozenset())
+        _same(source(unit, frozenset()), loaded)  # written
+        again = source(unit, frozenset())  # read back
+        _same(again, loaded)
+        for call in (c for s in again.sessions for c in s.calls):
+            calls += 1
+            compactions += (call.compaction is not None) + (call.pruned is not None)
+    assert len(list(tmp_path.glob("*.calls"))) == len(units)
+    assert calls == 355 + 69 + 2  # the corpus, the samples, the rollouts
+    assert compactions > 0
+
+
+def test_every_record_field_has_a_column() -> None:
+    # A field added to a record without its column would be lost on the way back.
+    n = {cls: len(fields(cls)) for cls in (Session, Thread, Call, Usage, Compaction)}
+    assert len(calls_cache._SESSION_COLUMNS) == n[Session]
+    assert len(calls_cache._THREAD_COLUMNS) == n[Thread]
+    assert len(calls_cache._USAGE_COLUMNS) == n[Usage]
+    assert len(calls_cache._COMPACTION_COLUMNS) == n[Compaction]
+    # a call's usage in its place, its source as two columns, no items (Detail.CALLS)
+    assert len(calls_cache._CALL_COLUMNS) == n[Call] - 2 + n[Usage] + 1
+
+
+def _inspect(*args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["inspect", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_a_warm_inspect_prints_what_a_cold_one_prints(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    paths = [str(CORPUS), str(SAMPLES), str(CODEX)]
+    without = _inspect(*paths, "--no-cache")
+    cold = _inspect(*paths, "--cache-dir", str(cache))
+    entries = sorted(cache.glob("*.calls"))
+    assert len(entries) == len(_units(CORPUS, SAMPLES, CODEX))
+    stamps = [e.stat().st_mtime_ns for e in entries]
+    warm = _inspect(*paths, "--cache-dir", str(cache))
+    assert without == cold == warm
+    assert without["totals"]["calls"] == 355 + 69 + 2
+    assert sorted(cache.glob("*.calls")) == entries  # read, not written again
+    assert all(e.stat().st_mtime_ns >= s for e, s in zip(entries, stamps, strict=True))
+
+
+def test_cache_info_and_clear_count_inspects_entries(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _inspect(str(SAMPLES), "--cache-dir", str(cache))
+    (cache / "notes.txt").write_text("mine")
+    info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
+    assert "entries: 2\n" in info.stdout
+    cleared = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
+    assert cleared.stdout.startswith("removed 2 entries")
+    assert [p.name for p in cache.iterdir()] == ["notes.txt"]
+
+
+@pytest.fixture()
+def filled(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """A copy of the corpus, a cache filled from it, and the figures without a cache."""
+    samples = tmp_path / "corpus"
+    shutil.copytree(CORPUS, samples)
+    cache = tmp_path / "cache"
+    expected = _inspect(str(samples), "--no-cache")
+    assert _inspect(str(samples), "--cache-dir", str(cache)) == expected
+    return samples, cache, expected
+
+
+def _without_rebuilt(doc: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The document without its cache_entry_rebuilt notes, and those notes' examples."""
+    doc = json.loads(json.dumps(doc))
+    skipped = doc["skipped"]
+    notes = skipped["notes_by_reason"]
+    count = notes.pop("cache_entry_rebuilt", 0)
+    rebuilt = [e for e in skipped["examples"] if e["reason"] == "cache_entry_rebuilt"]
+    assert len(rebuilt) == count
+    skipped["examples"] = [e for e in skipped["examples"] if e["reason"] != "cache_entry_rebuilt"]
+    return doc, [(e["file"], e["detail"]) for e in rebuilt]
+
+
+def test_damaged_entries_are_rebuilt_and_the_figures_stay(
+    filled: tuple[Path, Path, dict[str, Any]],
+) -> None:
+    samples, cache, expected = filled
+    entry = sorted(cache.glob("*.calls"))[0]
+    original = entry.read_bytes()
+    rng = random.Random(7)
+    damages = [original[:40], b"", original[: len(original) // 2]]
+    for position in rng.sample(range(len(original)), 12):
+        damaged = bytearray(original)
+        damaged[position] ^= rng.randrange(1, 256)
+        damages.append(bytes(damaged))
+    for damaged in damages:
+        entry.write_bytes(damaged)
+        doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+        assert doc == expected
+        ((file, why),) = rebuilt
+        assert file == str(entry)
+        assert why in ("truncated", "checksum mismatch", "not an mcsim cache file")
+        assert entry.read_bytes() == original
+
+
+def test_an_entry_of_another_unit_or_kind_is_rebuilt(
+    filled: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    samples, cache, expected = filled
+    first, second, *_ = sorted(cache.glob("*.calls"))
+    second.write_bytes(first.read_bytes())  # valid and checksummed, but the other unit's
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected and rebuilt == [(str(second), "written for another unit")]
+    # a replay's entry under an inspect name
+    replay_cache = tmp_path / "replay-cache"
+    result = CliRunner().invoke(
+        cli,
+        ["replay", str(samples), "--policy", "claude-code", "--cache-dir", str(replay_cache),
+         "--out", str(tmp_path / "run"), "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    first.write_bytes(sorted(replay_cache.glob("*.sessions"))[0].read_bytes())
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected and rebuilt == [(str(first), "another kind of mcsim cache file")]
+
+
+def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
+    project = tmp_path / "projects" / "-p"
+    lines: list[Any] = [
+        user("u1", None, 0),
+        assistant("a1", "u1", 5, "msg_1", "req_1", u=usage(100, 2000, 0, 50)),
+    ]
+    path = write(project / f"{SESSION}.jsonl", lines)
+    cache = tmp_path / "cache"
+    first = _inspect(str(path), "--cache-dir", str(cache))
+    assert first["totals"]["calls"] == 1
+    (entry,) = cache.glob("*.calls")
+    with path.open("a") as fh:  # Claude Code appends as the session goes on
+        fh.write(json.dumps(user("u2", "a1", 60)) + "\n")
+        fh.write(
+            json.dumps(assistant("a2", "u2", 65, "msg_2", "req_2", u=usage(100, 50, 2000, 40)))
+            + "\n"
+        )
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))
+    grown = _inspect(str(path), "--cache-dir", str(cache))
+    assert grown == _inspect(str(path), "--no-cache")
+    assert grown["totals"]["calls"] == 2
+    assert list(cache.glob("*.calls")) == [entry]  # replaced, not added
+
+
+def test_files_are_named_as_this_run_spells_them(
+    filled: tuple[Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    samples, cache, _ = filled  # filled through absolute paths
+    monkeypatch.chdir(samples.parent)
+    relative = _inspect("corpus", "--cache-dir", str(cache))
+    assert relative == _inspect("corpus", "--no-cache")
+    # skipped lines name their files, breaks the files of their calls
+    files = [e["file"] for e in relative["skipped"]["examples"] + relative["breaks"]]
+    assert len(files) > 10 and all(f.startswith("corpus/") for f in files)
