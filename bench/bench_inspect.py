@@ -12,9 +12,11 @@ Two replicas are built once each (see common.py) and reused:
 
 ccusage is installed from npm once. mcsim's bytecode is compiled first, as pip does on install
 (with PYTHONDONTWRITEBYTECODE set, as on the reference machine, every run would compile
-mcsim's modules again: about 50 ms a run). On each replica the two tools run alternately (mcsim,
-ccusage, mcsim, ...); each run prints wall time, CPU time (user + sys of the whole tree) and
-peak memory of the whole process tree; then the medians and the ratio. Prints figures;
+mcsim's modules again: about 50 ms a run). On each replica the tools run alternately: ccusage,
+mcsim cold (an empty cache folder: the first run over these transcripts, which parses them and
+fills the cache), mcsim warm (the cache that run filled: every later run over unchanged
+transcripts), ccusage, ...; each run prints wall time, CPU time (user + sys of the whole tree)
+and peak memory of the whole process tree; then the medians and the ratios. Prints figures;
 asserts nothing.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,21 +39,28 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench(label: str, config: Path, ccusage: Path, runs: int) -> None:
+def bench(label: str, config: Path, ccusage: Path, runs: int, cache: Path) -> None:
     size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
-    mcsim = [sys.executable, "-m", "mcsim", "inspect", str(config / "projects"), "--json"]
-    tools = {"mcsim": mcsim, "ccusage": [str(ccusage), "session", "--offline", "--json"]}
+    mcsim = [sys.executable, "-m", "mcsim", "inspect", str(config / "projects"), "--json",
+             "--cache-dir", str(cache)]  # fmt: skip
+    tools = {
+        "ccusage": [str(ccusage), "session", "--offline", "--json"],
+        "cold": mcsim,
+        "warm": mcsim,
+    }
     print(f"{label} replica: {size / 1e6:.0f} MB in {config}")
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
     for run in range(runs):
         for name, cmd in tools.items():
+            if name == "cold":
+                shutil.rmtree(cache, ignore_errors=True)
             cpu = cpu_s()
             wall, peak, out = measure(cmd, env)
             cpu = cpu_s() - cpu
             results[name].append((wall, cpu, peak))
             print(f"run {run + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:5.0f} MB")
-            if name == "mcsim" and run == 0:
+            if name == "cold" and run == 0:
                 totals = json.loads(out)["totals"]
                 print(f"         mcsim totals: {totals['calls']} calls, ${totals['cost_usd']:.2f}")
     med = {n: statistics.median(w for w, _, _ in r) for n, r in results.items()}
@@ -61,10 +71,12 @@ def bench(label: str, config: Path, ccusage: Path, runs: int) -> None:
             f"median {name:8s} {med[name]:6.2f} s  cpu {cpu[name]:6.2f} s"
             f"  max peak {peak[name]:5.0f} MB"
         )
-    print(
-        f"{label}: mcsim / ccusage wall time {med['mcsim'] / med['ccusage']:.2f}x"
-        f" (target <= 1x), cpu time {cpu['mcsim'] / cpu['ccusage']:.2f}x\n"
-    )
+    for name in ("cold", "warm"):
+        print(
+            f"{label}: mcsim {name} / ccusage wall time {med[name] / med['ccusage']:.2f}x"
+            f" (target <= 1x), cpu time {cpu[name] / cpu['ccusage']:.2f}x"
+        )
+    print()
 
 
 def main() -> None:
@@ -73,10 +85,10 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "mcsim")], check=True)
     if args.only in ("", "corpus"):
         corpus = replicate(args.work / "replica", args.size_mb, args.corpus)
-        bench("corpus", corpus, ccusage, args.runs)
+        bench("corpus", corpus, ccusage, args.runs, args.work / "inspect-cache")
     if args.only in ("", "mixed"):
         mixed = replicate(args.work / "mixed", args.mixed_mb, mixed_source(args.work))
-        bench("mixed", mixed, ccusage, args.runs)
+        bench("mixed", mixed, ccusage, args.runs, args.work / "inspect-cache")
 
 
 if __name__ == "__main__":

