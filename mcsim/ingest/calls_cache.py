@@ -13,8 +13,9 @@ transcript text. The records read back equal the loader's, field for field (test
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import starmap
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +72,12 @@ _CALL_COLUMNS: Table = (
     *(STR, OPT_STR, _NUMBER, STR, *_USAGE_COLUMNS, STR, INT),
     *(OPT_INT, _OPT_NUMBER, _OPT_NUMBER, OPT_INT, STR),
 )
-_COMPACTION_COLUMNS: Table = (
-    _COMPACTION_KIND,
-    _OPT_NUMBER,
-    OPT_STR,
-    OPT_INT,
-    OPT_INT,
-    LIST,
-)
+_COMPACTION_COLUMNS: Table = (_COMPACTION_KIND, _OPT_NUMBER, OPT_STR, OPT_INT, OPT_INT, LIST)
 _USAGE_AT = 4  # where a call's usage starts among its columns
 _AFTER_USAGE = _USAGE_AT + len(_USAGE_COLUMNS)
+# A record's fields in their order (the order its class takes them in).
+_usage_fields = attrgetter(*(f.name for f in fields(Usage)))
+_compaction_fields = attrgetter(*(f.name for f in fields(Compaction)))
 
 
 @dataclass(frozen=True)
@@ -107,8 +104,8 @@ class CachedCallsSource:
             if cached is not None:
                 return Loaded(*cached)
         loaded = load(unit, exclude)
-        write_entry(entry, _CALLS, entry_payload([entry.stem, stamp], files, loaded.skips,
-                                                 _tables(loaded.sessions)))  # fmt: skip
+        payload = entry_payload([name, stamp], files, loaded.skips, _tables(loaded.sessions))
+        write_entry(entry, _CALLS, payload)
         if why is not None:
             loaded.skips.note(from_fs(str(entry)), 0, "cache_entry_rebuilt", why)
         return loaded
@@ -116,49 +113,39 @@ class CachedCallsSource:
 
 def _tables(sessions: list[Session]) -> list[list[list[Any]]]:
     threads = [t for s in sessions for t in s.threads]
-    calls = [c for t in threads for c in t.calls]
-    compactions: list[list[Any]] = []
+    compactions: list[tuple[Any, ...]] = []
 
     def row(c: Compaction | None) -> int | None:
         if c is None:
             return None
-        compactions.append(
-            [
-                c.kind,
-                c.timestamp_s,
-                c.trigger,
-                c.pre_tokens,
-                c.tokens_saved,
-                c.tool_use_ids,
-            ]
-        )
+        compactions.append(_compaction_fields(c))
         return len(compactions) - 1
 
-    call_rows = []
-    for c in calls:
-        u = c.usage
-        call_rows.append(
-            [
-                *(c.message_id, c.request_id, c.timestamp_s, c.model),
-                *(u.input_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens),
-                *(
-                    u.cache_read_tokens,
-                    u.output_tokens,
-                    u.has_ttl_split,
-                    u.split_mismatch,
-                ),
-                *(u.speed, u.inference_geo, u.cache_deleted_tokens),
-                *(c.source.file, c.source.line, row(c.compaction), c.sent_s, c.done_s),
-                *(row(c.pruned), c.provider),
-            ]
-        )
+    calls = [
+        [
+            c.message_id,
+            c.request_id,
+            c.timestamp_s,
+            c.model,
+            *_usage_fields(c.usage),
+            c.source.file,
+            c.source.line,
+            row(c.compaction),
+            c.sent_s,
+            c.done_s,
+            row(c.pruned),
+            c.provider,
+        ]
+        for t in threads
+        for c in t.calls
+    ]
     return [
         columns(
             [[s.session_id, s.project, s.cwd, s.files, len(s.threads)] for s in sessions],
             _SESSION_COLUMNS,
         ),
         columns([[t.thread_id, t.kind, len(t.calls)] for t in threads], _THREAD_COLUMNS),
-        columns(call_rows, _CALL_COLUMNS),
+        columns(calls, _CALL_COLUMNS),
         columns(compactions, _COMPACTION_COLUMNS),
     ]
 
