@@ -1,9 +1,9 @@
 """Loaded calls cached on disk, so a second `inspect` of the same transcripts skips parsing.
 
 `inspect` needs each unit's sessions at `Detail.CALLS` (calls, usage, times, compactions; no
-conversation content), and parsing the JSON lines is nearly all of its time: read back from
-an entry, a unit costs about a sixteenth of parsing it (measured on the corpus replica: 0.05 s
-of CPU instead of 0.8 s for 131 MB of transcripts). Entries work as the replay's do
+conversation content), and parsing the JSON lines is most of its time: read back from their
+entries, the 523 MB corpus replica's units cost 0.55 to 0.87 s of CPU instead of 2.7 to 3.4 s
+(one process, two rounds on a loaded machine; stamping, checksums and checks included). Entries work as the replay's do
 (mcsim.replay.session_cache): one file per unit, named by the paths of its files, stamped
 with every file's size and modification time, so a transcript that grows replaces its
 unit's entry; data only, checked column by column, a damaged entry counted and rebuilt
