@@ -3,18 +3,19 @@
 `inspect` needs each unit's sessions at `Detail.CALLS` (calls, usage, times, compactions; no
 conversation content), and parsing the JSON lines is most of its time: read back from their
 entries, the 523 MB corpus replica's units cost 0.55 to 0.87 s of CPU instead of 2.7 to 3.4 s
-(one process, two rounds on a loaded machine; stamping, checksums and checks included). Entries work as the replay's do
-(mcsim.replay.session_cache): one file per unit, named by the paths of its files, stamped
-with every file's size and modification time, so a transcript that grows replaces its
-unit's entry; data only, checked column by column, a damaged entry counted and rebuilt
-(mcsim.ingest.disk_cache). Entries hold ids, models, counts, times and file names, never
-transcript text. The records read back equal the loader's, field for field (tested).
+(one process, two rounds on a loaded machine; stamping, checksums and checks included).
+Entries work as the replay's do (mcsim.replay.session_cache): one file per unit, named by
+the paths of its files, stamped with every file's size and modification time, so a
+transcript that grows replaces its unit's entry; data only, checked column by column, a
+damaged entry counted and rebuilt (mcsim.ingest.disk_cache). Entries hold ids, models,
+counts, times and file names, never transcript text. The records read back equal the
+loader's, field for field (tested).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from itertools import starmap
+from itertools import repeat, starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -162,23 +163,23 @@ def _sessions(
     by_row = made.__getitem__
     call = checked(calls, _CALL_COLUMNS)
     rename = names.get
-    records = [
-        Call(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            Usage(*r[_USAGE_AT:_AFTER_USAGE]),
-            (),
-            SourceRef(rename(r[_AFTER_USAGE], r[_AFTER_USAGE]), r[_AFTER_USAGE + 1]),
-            by_row(r[_AFTER_USAGE + 2]),
-            r[_AFTER_USAGE + 3],
-            r[_AFTER_USAGE + 4],
-            by_row(r[_AFTER_USAGE + 5]),
-            r[_AFTER_USAGE + 6],
+    # Column by column (checked() made them one length), each record made in one C-level
+    # pass: a third less time than a row at a time.
+    files = [rename(f, f) for f in call[_AFTER_USAGE]]
+    records = list(
+        map(
+            Call,
+            *call[:_USAGE_AT],
+            starmap(Usage, zip(*call[_USAGE_AT:_AFTER_USAGE], strict=True)),
+            repeat(()),
+            map(SourceRef, files, call[_AFTER_USAGE + 1]),
+            map(by_row, call[_AFTER_USAGE + 2]),
+            call[_AFTER_USAGE + 3],
+            call[_AFTER_USAGE + 4],
+            map(by_row, call[_AFTER_USAGE + 5]),
+            call[_AFTER_USAGE + 6],
         )
-        for r in zip(*call, strict=True)
-    ]
+    )
     thread = checked(threads, _THREAD_COLUMNS)
     # Only threads with calls are loaded, and a session starts at its first call.
     thread[2] = groups(records, thread[2], least=1)

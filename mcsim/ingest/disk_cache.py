@@ -271,7 +271,7 @@ def columns(rows: Sequence[Sequence[Any]], spec: Table) -> list[list[Any]]:
 
 def checked(table: Any, spec: Table) -> list[list[Any]]:
     """The columns of a table, enums as members; TypeError or KeyError if any value is not
-    one its column allows (columns of different lengths fail when zipped, strictly)."""
+    one its column allows, ValueError if the columns are not all one length."""
     if type(table) is not list or len(table) != len(spec):
         raise ValueError("not a table")
     for i, (column, allowed) in enumerate(zip(table, spec, strict=True)):
@@ -281,6 +281,8 @@ def checked(table: Any, spec: Table) -> list[list[Any]]:
             table[i] = list(map(allowed.__getitem__, column))
         elif not set(map(type, column)) <= allowed:
             raise TypeError("a value of an unexpected type")
+    if len(set(map(len, table))) > 1:
+        raise ValueError("columns of different lengths")
     return table
 
 
