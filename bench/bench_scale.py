@@ -10,7 +10,7 @@ exists, see common.py). For each engine (`local`: forked workers; `ray`: a local
 --workers CPUs started by mcsim for the run, `--engine ray`), four commands run as
 subprocesses, one after the other:
 
-* inspect: `mcsim inspect --json`
+* inspect: `mcsim inspect --json --no-cache` (every run parses, as a first run does)
 * cold:    `mcsim replay --policy POLICY --no-cache` (parse, tokenize, calibrate, replay)
 * fill:    the same with an empty --cache-dir (a cold run that also writes the cache)
 * warm:    the same again, served by the cache `fill` wrote (replay only)
@@ -137,7 +137,7 @@ def commands(
     base = [sys.executable, "-m", "mcsim"]
     eng = ["--engine", engine, "--workers", str(workers)]
     if mode == "inspect":
-        return [*base, "inspect", str(projects), "--json", *eng]
+        return [*base, "inspect", str(projects), "--json", "--no-cache", *eng]
     out = work / "scale-out"
     replay = [*base, "replay", str(projects), "--policy", str(policy), *eng,
               "--out", str(out), "--force", "--json"]  # fmt: skip
