@@ -239,7 +239,8 @@ def _print_json(doc: dict[str, Any]) -> None:
 
     with _stdout():
         for piece in json_stream(doc):  # the longest lists are never held as text whole
-            piece = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), piece)
+            if not piece.isascii():  # every sequence it escapes is multi-byte
+                piece = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group(0).decode()), piece)
             sys.stdout.buffer.write(piece)
         sys.stdout.buffer.write(b"\n")
         # Now, not at exit: the interpreter would report a failure there as a traceback.
