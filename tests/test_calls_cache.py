@@ -202,3 +202,26 @@ def test_files_are_named_as_this_run_spells_them(
     # skipped lines name their files, breaks the files of their calls
     files = [e["file"] for e in relative["skipped"]["examples"] + relative["breaks"]]
     assert len(files) > 10 and all(f.startswith("corpus/") for f in files)
+
+
+def _read_back(tmp_path: Path, filled_with: list[LoadUnit], read_with: list[LoadUnit]) -> None:
+    """Fill a cache through one spelling of the units, read it through another: what comes
+    back is what the loader makes of the second spelling."""
+    source = CachedCallsSource(tmp_path / "cache")
+    for unit in filled_with:
+        source(unit, frozenset())
+    for unit in read_with:
+        _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+
+
+def test_a_project_folder_linked_under_another_name_is_named_by_the_link(tmp_path: Path) -> None:
+    # The project is the folder's name as spelled (a link to ~/.claude/projects/-x named -y
+    # is project -y), so an entry filled through the folder is not the link's.
+    real = tmp_path / "-home-dev-real"
+    shutil.copytree(SAMPLES / "claude" / "projects" / "-home-dev-shop-api", real)
+    link = tmp_path / "-home-dev-link"
+    link.symlink_to(real, target_is_directory=True)
+    _read_back(tmp_path, _units(real), _units(link))
+    assert {s.project for s in RawSource(Detail.CALLS)(_units(link)[0], frozenset()).sessions} == {
+        "-home-dev-link"
+    }

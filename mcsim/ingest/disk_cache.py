@@ -106,29 +106,33 @@ def max_cache_bytes() -> int:
 
 def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     """(name, stamp) of the unit's entry in format FMT: the name hashes the paths of the unit's
-    files (resolved), whatever they hold; the stamp adds each file's size and modification
-    time as they are now, so an entry made from other file states is told apart. Paths are
-    hashed as the system spells them (bytes: a name need not be UTF-8)."""
+    files as spelled, made absolute (the loaders read project and session names from them: a
+    folder linked under another name is another entry), whatever they hold; the stamp adds
+    where each leads (links resolved), its size and modification time as they are now, so an
+    entry made from other file states is told apart. Paths are hashed as the system spells
+    them (bytes: a name need not be UTF-8)."""
     name = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
     stamp = name.copy()
-    folders: dict[Path, str] = {}  # folder -> resolved (a unit's files share a few)
+    # folder -> (absolute, resolved), each computed once: a unit's files share a few folders
+    # (0.06 s, not 0.10 s, for the replica's 1,177 files)
+    folders: dict[Path, tuple[str, str]] = {}
     for path in unit.files:
+        folder = folders.get(path.parent)
+        if folder is None:
+            folder = folders[path.parent] = (
+                str(path.parent.absolute()),
+                str(path.parent.resolve()),
+            )
+        spelled, resolved = (os.path.join(f, path.name) for f in folder)
+        name.update(b"\0" + os.fsencode(spelled))
         try:
             st = path.lstat()
             if stat.S_ISLNK(st.st_mode):
                 resolved = str(path.resolve())
                 st = path.stat()
-            else:  # the folder resolved once: 0.06 s, not 0.10 s, for the replica's 1,177 files
-                folder = folders.get(path.parent)
-                if folder is None:
-                    folder = folders[path.parent] = str(path.parent.resolve())
-                resolved = os.path.join(folder, path.name)
         except OSError:
-            resolved = str(path.resolve())
-            name.update(b"\0" + os.fsencode(resolved))
             stamp.update(b"\0" + os.fsencode(path) + b"\0missing")
             continue
-        name.update(b"\0" + os.fsencode(resolved))
         stamp.update(b"\0" + os.fsencode(resolved) + f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return name.hexdigest(), stamp.hexdigest()
 
