@@ -225,3 +225,17 @@ def test_a_project_folder_linked_under_another_name_is_named_by_the_link(tmp_pat
     assert {s.project for s in RawSource(Detail.CALLS)(_units(link)[0], frozenset()).sessions} == {
         "-home-dev-link"
     }
+
+
+def test_a_rollout_without_session_meta_keys_its_calls_whatever_the_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a session_meta line a rollout's calls are keyed by its file: a relative and an
+    # absolute spelling of it share a cache entry, so they must key them alike.
+    rollout = CODEX / "kvsankar-agent-history-real-codex-0.135.jsonl"
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    lines = rollout.read_text().splitlines(keepends=True)
+    (folder / "rollout-2026-06-05T04-58-20-x.jsonl").write_text("".join(lines[1:]))
+    monkeypatch.chdir(tmp_path)
+    _read_back(tmp_path, _units(folder), _units(Path("rollouts")))
