@@ -239,3 +239,14 @@ def test_a_rollout_without_session_meta_keys_its_calls_whatever_the_spelling(
     (folder / "rollout-2026-06-05T04-58-20-x.jsonl").write_text("".join(lines[1:]))
     monkeypatch.chdir(tmp_path)
     _read_back(tmp_path, _units(folder), _units(Path("rollouts")))
+
+
+def test_a_cache_folder_that_is_a_file_is_no_cache(tmp_path: Path) -> None:
+    # $MCSIM_CACHE_DIR naming a file (or a folder under one): nothing can be read or
+    # written there, so nothing is noted as rebuilt, run after run.
+    (tmp_path / "file").write_text("mine")
+    for folder in (tmp_path / "file", tmp_path / "file" / "cache"):
+        source = CachedCallsSource(folder)
+        for unit in _units(SAMPLES):
+            _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+    assert (tmp_path / "file").read_text() == "mine"

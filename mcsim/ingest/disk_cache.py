@@ -210,7 +210,7 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
             data = fh.read()
             with contextlib.suppress(OSError):
                 os.utime(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no such file, or no such folder
         return None
     except NotRegularFileError as exc:
         raise Damaged("not an mcsim cache file") from exc
