@@ -250,3 +250,21 @@ def test_a_cache_folder_that_is_a_file_is_no_cache(tmp_path: Path) -> None:
         for unit in _units(SAMPLES):
             _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
     assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_file_that_could_not_be_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A permission restored (chmod leaves the modification time alone) or a disk back: the
+    # file's stamp has not changed, so an entry made without it would stand for good.
+    (unit,) = _units(SAMPLES / "claude" / "projects" / "-home-dev-shop-api")
+    source = CachedCallsSource(tmp_path / "cache")
+
+    def denied(path: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    with monkeypatch.context() as m:
+        m.setattr("mcsim.ingest.loaders.fields.open_regular", denied)
+        failed = source(unit, frozenset())
+    assert failed.skips.counts["unreadable_file"] == len(unit.files)
+    _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))

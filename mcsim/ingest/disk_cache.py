@@ -351,7 +351,12 @@ def entry_payload(
 ) -> bytes | None:
     """An entry's payload; `key` (its file name, then the stamp of the files it was made
     from) is inside, so an entry copied under another unit's name is not taken for that
-    unit's, and one made from an older state of the files is not taken for the new one."""
+    unit's, and one made from an older state of the files is not taken for the new one. None
+    (nothing to write) when a file could not be read: what failed may pass (a permission given
+    back, a disk remounted) with the file's stamp unchanged, and its entry would stand for good.
+    """
+    if skips.counts["unreadable_file"]:
+        return None
     try:
         return orjson.dumps([key, files, skips_row(skips), *tables])
     except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
