@@ -268,3 +268,18 @@ def test_a_file_that_could_not_be_read_is_read_again(
         failed = source(unit, frozenset())
     assert failed.skips.counts["unreadable_file"] == len(unit.files)
     _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+
+
+def test_files_that_became_loops_of_links_after_planning(tmp_path: Path) -> None:
+    # Replaced between planning and loading: the loader notes them unreadable; the cache
+    # must not crash on them (pathlib raises RuntimeError, not OSError, on a loop).
+    project = tmp_path / "-home-dev-shop-api"
+    shutil.copytree(SAMPLES / "claude" / "projects" / "-home-dev-shop-api", project)
+    (unit,) = _units(project)
+    source = CachedCallsSource(tmp_path / "cache")
+    for looped in (unit.files[-1], unit.files[0].parent):
+        shutil.rmtree(looped) if looped.is_dir() else looped.unlink()
+        looped.symlink_to(looped)
+        loaded = source(unit, frozenset())
+        _same(loaded, RawSource(Detail.CALLS)(unit, frozenset()))
+        assert loaded.skips.counts["unreadable_file"] > 0

@@ -119,10 +119,7 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     for path in unit.files:
         folder = folders.get(path.parent)
         if folder is None:
-            folder = folders[path.parent] = (
-                str(path.parent.absolute()),
-                str(path.parent.resolve()),
-            )
+            folder = folders[path.parent] = _folder(path.parent)
         spelled, resolved = (os.path.join(f, path.name) for f in folder)
         name.update(b"\0" + os.fsencode(spelled))
         try:
@@ -130,11 +127,21 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
             if stat.S_ISLNK(st.st_mode):
                 resolved = str(path.resolve())
                 st = path.stat()
-        except OSError:
+        except (OSError, RuntimeError):  # gone, or a loop of links (pathlib's RuntimeError)
             stamp.update(b"\0" + os.fsencode(path) + b"\0missing")
             continue
         stamp.update(b"\0" + os.fsencode(resolved) + f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return name.hexdigest(), stamp.hexdigest()
+
+
+def _folder(path: Path) -> tuple[str, str]:
+    """A folder's absolute spelling and where it leads (itself if its links loop: a file
+    found there since is gone, and stamped so)."""
+    absolute = str(path.absolute())
+    try:
+        return absolute, str(path.resolve())
+    except RuntimeError:  # pathlib's symlink loop (not an OSError before Python 3.13)
+        return absolute, absolute
 
 
 def paths_key(unit: LoadUnit, fmt: str) -> str:
