@@ -29,8 +29,8 @@ Rules applied here:
   else its own id; before any, the file's absolute path. A fork's copy of its source's lines
   repeats the source's token_count payloads in order (its timestamps may be new), with or
   without the source's session_meta, so a copied call has the key of its original and is
-  counted once (noted as `forked_history`). The ordinal keeps apart calls whose counts are equal (no totals recorded,
-  or a call after a counter reset that repeats an earlier one);
+  counted once (noted as `forked_history`). The ordinal keeps apart calls whose counts are
+  equal (no totals recorded, or a call after a counter reset that repeats an earlier one);
 * a fork is read in its first source's unit (whatever its own cwd; its session keeps its own
   project), after its source (by the forked_from_id chain of the files' first lines, then by
   name), so the source keeps its calls and the fork gets only its own;
