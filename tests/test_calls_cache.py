@@ -192,6 +192,25 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     assert list(cache.glob("*.calls")) == [entry]  # replaced, not added
 
 
+def test_a_transcript_rewritten_with_its_size_and_time_put_back_is_read_again(
+    tmp_path: Path,
+) -> None:
+    # An edit in place (a count corrected, a line redacted to the same length) with the
+    # modification time set back (os.utime, cp -p, an editor keeping times): only the change
+    # time (ctime, which no call can set) tells.
+    line = assistant("a1", None, 5, "msg_1", "req_1", u=usage(100, 2000, 0, 50))
+    path = write(tmp_path / "projects" / "-p" / f"{SESSION}.jsonl", [line])
+    cache = tmp_path / "cache"
+    before = path.stat()
+    assert _inspect(str(path), "--cache-dir", str(cache))["totals"]["output_tokens"] == 50
+    path.write_text(path.read_text().replace('"output_tokens": 50', '"output_tokens": 70'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    rewritten = _inspect(str(path), "--cache-dir", str(cache))
+    assert rewritten == _inspect(str(path), "--no-cache")
+    assert rewritten["totals"]["output_tokens"] == 70
+
+
 def test_files_are_named_as_this_run_spells_them(
     filled: tuple[Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -108,9 +108,11 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     """(name, stamp) of the unit's entry in format FMT: the name hashes the paths of the unit's
     files as spelled, made absolute (the loaders read project and session names from them: a
     folder linked under another name is another entry), whatever they hold; the stamp adds
-    where each leads (links resolved), its size and modification time as they are now, so an
-    entry made from other file states is told apart. Paths are hashed as the system spells
-    them (bytes: a name need not be UTF-8)."""
+    where each leads (links resolved), its size, modification and change times as they are
+    now, so an entry made from other file states is told apart (the change time too: the
+    system sets it on every write and no call sets it back, so an edit in place that keeps the
+    size and puts the modification time back still tells). Paths are hashed as the system
+    spells them (bytes: a name need not be UTF-8)."""
     name = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
     stamp = name.copy()
     # folder -> (absolute, resolved), each computed once: a unit's files share a few folders
@@ -130,7 +132,8 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
         except (OSError, RuntimeError):  # gone, or a loop of links (pathlib's RuntimeError)
             stamp.update(b"\0" + os.fsencode(path) + b"\0missing")
             continue
-        stamp.update(b"\0" + os.fsencode(resolved) + f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        times = f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+        stamp.update(b"\0" + os.fsencode(resolved) + times.encode())
     return name.hexdigest(), stamp.hexdigest()
 
 
