@@ -37,6 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from itertools import accumulate, repeat, starmap
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -101,7 +102,8 @@ def max_cache_bytes() -> int:
         raise UsageError(f"MCSIM_CACHE_MAX_SIZE: {env!r} is not a size (e.g. 500MB, 2GB)")
     number, unit, binary = match.groups()
     base = 1024 if binary else 1000
-    return int(float(number) * base ** " kmgt".index(unit.lower() or " "))
+    # Fraction, not float: exact, and a number past a float's range is still a size
+    return int(Fraction(number) * base ** " kmgt".index(unit.lower() or " "))
 
 
 def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
