@@ -104,7 +104,8 @@ def test_the_cap_evicts_the_least_recently_used_first(
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("", 2_000_000_000), ("12", 12), ("500MB", 500_000_000), ("2g", 2_000_000_000),
-     ("1.5GiB", 1_610_612_736), ("3 KB", 3_000)],
+     ("1.5GiB", 1_610_612_736), ("3 KB", 3_000),
+     ("9" * 400, int("9" * 400)), ("1" + "0" * 400 + "TB", 10**412)],  # past a float's range
 )  # fmt: skip
 def test_the_cap_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, expected: int

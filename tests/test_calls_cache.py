@@ -192,6 +192,25 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     assert list(cache.glob("*.calls")) == [entry]  # replaced, not added
 
 
+def test_a_transcript_rewritten_with_its_size_and_time_put_back_is_read_again(
+    tmp_path: Path,
+) -> None:
+    # An edit in place (a count corrected, a line redacted to the same length) with the
+    # modification time set back (os.utime, cp -p, an editor keeping times): only the change
+    # time (ctime, which no call can set) tells.
+    line = assistant("a1", None, 5, "msg_1", "req_1", u=usage(100, 2000, 0, 50))
+    path = write(tmp_path / "projects" / "-p" / f"{SESSION}.jsonl", [line])
+    cache = tmp_path / "cache"
+    before = path.stat()
+    assert _inspect(str(path), "--cache-dir", str(cache))["totals"]["output_tokens"] == 50
+    path.write_text(path.read_text().replace('"output_tokens": 50', '"output_tokens": 70'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    rewritten = _inspect(str(path), "--cache-dir", str(cache))
+    assert rewritten == _inspect(str(path), "--no-cache")
+    assert rewritten["totals"]["output_tokens"] == 70
+
+
 def test_files_are_named_as_this_run_spells_them(
     filled: tuple[Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,3 +221,84 @@ def test_files_are_named_as_this_run_spells_them(
     # skipped lines name their files, breaks the files of their calls
     files = [e["file"] for e in relative["skipped"]["examples"] + relative["breaks"]]
     assert len(files) > 10 and all(f.startswith("corpus/") for f in files)
+
+
+def _read_back(tmp_path: Path, filled_with: list[LoadUnit], read_with: list[LoadUnit]) -> None:
+    """Fill a cache through one spelling of the units, read it through another: what comes
+    back is what the loader makes of the second spelling."""
+    source = CachedCallsSource(tmp_path / "cache")
+    for unit in filled_with:
+        source(unit, frozenset())
+    for unit in read_with:
+        _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+
+
+def test_a_project_folder_linked_under_another_name_is_named_by_the_link(tmp_path: Path) -> None:
+    # The project is the folder's name as spelled (a link to ~/.claude/projects/-x named -y
+    # is project -y), so an entry filled through the folder is not the link's.
+    real = tmp_path / "-home-dev-real"
+    shutil.copytree(SAMPLES / "claude" / "projects" / "-home-dev-shop-api", real)
+    link = tmp_path / "-home-dev-link"
+    link.symlink_to(real, target_is_directory=True)
+    _read_back(tmp_path, _units(real), _units(link))
+    assert {s.project for s in RawSource(Detail.CALLS)(_units(link)[0], frozenset()).sessions} == {
+        "-home-dev-link"
+    }
+
+
+def test_a_rollout_without_session_meta_keys_its_calls_whatever_the_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a session_meta line a rollout's calls are keyed by its file: a relative and an
+    # absolute spelling of it share a cache entry, so they must key them alike.
+    rollout = CODEX / "kvsankar-agent-history-real-codex-0.135.jsonl"
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    lines = rollout.read_text().splitlines(keepends=True)
+    (folder / "rollout-2026-06-05T04-58-20-x.jsonl").write_text("".join(lines[1:]))
+    monkeypatch.chdir(tmp_path)
+    _read_back(tmp_path, _units(folder), _units(Path("rollouts")))
+
+
+def test_a_cache_folder_that_is_a_file_is_no_cache(tmp_path: Path) -> None:
+    # $MCSIM_CACHE_DIR naming a file (or a folder under one): nothing can be read or
+    # written there, so nothing is noted as rebuilt, run after run.
+    (tmp_path / "file").write_text("mine")
+    for folder in (tmp_path / "file", tmp_path / "file" / "cache"):
+        source = CachedCallsSource(folder)
+        for unit in _units(SAMPLES):
+            _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_file_that_could_not_be_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A permission restored (chmod leaves the modification time alone) or a disk back: the
+    # file's stamp has not changed, so an entry made without it would stand for good.
+    (unit,) = _units(SAMPLES / "claude" / "projects" / "-home-dev-shop-api")
+    source = CachedCallsSource(tmp_path / "cache")
+
+    def denied(path: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    with monkeypatch.context() as m:
+        m.setattr("mcsim.ingest.loaders.fields.open_regular", denied)
+        failed = source(unit, frozenset())
+    assert failed.skips.counts["unreadable_file"] == len(unit.files)
+    _same(source(unit, frozenset()), RawSource(Detail.CALLS)(unit, frozenset()))
+
+
+def test_files_that_became_loops_of_links_after_planning(tmp_path: Path) -> None:
+    # Replaced between planning and loading: the loader notes them unreadable; the cache
+    # must not crash on them (pathlib raises RuntimeError, not OSError, on a loop).
+    project = tmp_path / "-home-dev-shop-api"
+    shutil.copytree(SAMPLES / "claude" / "projects" / "-home-dev-shop-api", project)
+    (unit,) = _units(project)
+    source = CachedCallsSource(tmp_path / "cache")
+    for looped in (unit.files[-1], unit.files[0].parent):
+        shutil.rmtree(looped) if looped.is_dir() else looped.unlink()
+        looped.symlink_to(looped)
+        loaded = source(unit, frozenset())
+        _same(loaded, RawSource(Detail.CALLS)(unit, frozenset()))
+        assert loaded.skips.counts["unreadable_file"] > 0

@@ -26,11 +26,11 @@ Rules applied here:
 * a call's key is `codex:<namespace>` and its ordinal among the namespace's calls, totals
   and last usage. The namespace is that of the latest session_meta line: its
   `forked_from_id`'s namespace when it has one (a fork of a fork keys in the first source's),
-  else its own id. A fork's copy of its source's lines repeats the source's token_count
-  payloads in order (its timestamps may be new), with or without the source's session_meta,
-  so a copied call has the key of its original and is counted once (noted as
-  `forked_history`). The ordinal keeps apart calls whose counts are equal (no totals recorded,
-  or a call after a counter reset that repeats an earlier one);
+  else its own id; before any, the file's absolute path. A fork's copy of its source's lines
+  repeats the source's token_count payloads in order (its timestamps may be new), with or
+  without the source's session_meta, so a copied call has the key of its original and is
+  counted once (noted as `forked_history`). The ordinal keeps apart calls whose counts are
+  equal (no totals recorded, or a call after a counter reset that repeats an earlier one);
 * a fork is read in its first source's unit (whatever its own cwd; its session keeps its own
   project), after its source (by the forked_from_id chain of the files' first lines, then by
   name), so the source keeps its calls and the fork gets only its own;
@@ -143,8 +143,10 @@ class _FileReader:
     skips: SkipReport
     seen: set[CallKey]  # calls of the unit so far (a fork's copies are skipped)
     aliases: dict[str, str]  # session id -> the namespace its calls were keyed in
+    # The namespace of the calls' keys: the latest session_meta's (_meta), else the file's
+    # absolute path (a run may spell it relative or not; a cached unit is read either way).
+    origin: str
     session_id: str | None = None
-    origin: str | None = None  # the namespace of the calls' keys (_meta)
     ordinal: int = 0  # calls seen since the namespace began, copies included
     cwd: str | None = None
     model: str | None = None
@@ -255,7 +257,7 @@ class _FileReader:
                 )
         # The ordinal among the namespace's calls tells apart equal counts (no totals recorded,
         # or a call after a counter reset that repeats an earlier one); a copy keeps it.
-        key = (f"codex:{self.origin or self.name}", f"{self.ordinal}|{totals}|{last}")
+        key = (f"codex:{self.origin}", f"{self.ordinal}|{totals}|{last}")
         self.ordinal += 1
         if key in self.seen:
             self.copies += 1
@@ -485,7 +487,9 @@ class CodexLoader:
         aliases: dict[str, str] = {}
         for path in unit.files:
             name = from_fs(str(path))
-            reader = _FileReader(name, detail, result.skips, seen, aliases)
+            reader = _FileReader(
+                name, detail, result.skips, seen, aliases, from_fs(str(path.absolute()))
+            )
             for number, obj in read_objects(path, name, result.skips):
                 try:
                     reader.line(obj, number)
