@@ -139,3 +139,47 @@ def test_a_policy_has_one_style_on_every_chart() -> None:
     style = lambda line: (line.get_color(), line.get_linestyle(), line.get_marker())  # noqa: E731
     assert [style(line) for line in cost.lines[1:]] == [style(line) for line in context.lines]
     plt.close("all")
+
+
+def chart_data() -> ChartData:
+    data = ChartData(POLICIES, savings=[("p", 30.0, 15.0, 12.5), ("q", 1.0, 0.5, 0.2)])
+    add_calls(data, rows())
+    return data
+
+
+def test_the_chart_process_draws_the_charts_of_a_request_at_once_and_the_same(
+    tmp_path: Path,
+) -> None:
+    # Each chart of a request but the first is drawn in a child of the chart process: the
+    # same bytes as drawn one after the other here.
+    from mcsim.outputs.charts import ChartProcess
+
+    (tmp_path / "apart").mkdir()
+    (tmp_path / "here").mkdir()
+    data = chart_data()
+    charts = ChartProcess()
+    try:
+        charts.start(data, tmp_path / "apart")
+        charts.wait()
+    finally:
+        charts.close()
+    draw_all(data, tmp_path / "here")
+    for chart in CHARTS:
+        assert (tmp_path / "apart" / chart).read_bytes() == (tmp_path / "here" / chart).read_bytes()
+
+
+def test_a_chart_that_fails_in_a_child_of_the_chart_process_fails_the_request(
+    tmp_path: Path,
+) -> None:
+    from mcsim.outputs.charts import ChartProcess
+
+    first, other = list(CHARTS)[:2]
+    (tmp_path / other).mkdir()  # the second chart, drawn in a child, cannot be written
+    charts = ChartProcess()
+    try:
+        charts.start(chart_data(), tmp_path, [first, other])
+        with pytest.raises(OSError, match="^could not draw the charts: Is a directory$"):
+            charts.wait()
+    finally:
+        charts.close()
+    assert png_size(tmp_path / first)  # the first, drawn by the chart process itself
