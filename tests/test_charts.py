@@ -178,7 +178,7 @@ def test_a_chart_that_fails_in_a_child_of_the_chart_process_fails_the_request(
     charts = ChartProcess()
     try:
         charts.start(chart_data(), tmp_path, [first, other])
-        with pytest.raises(OSError, match="^could not draw the charts: Is a directory$"):
+        with pytest.raises(OSError, match=r"^could not draw the charts: Is a directory$"):
             charts.wait()
     finally:
         charts.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -209,14 +208,15 @@ def write_replay_outputs(
     sink: RowsSink | None = None,
 ) -> list[str]:
     """Tables, run.json and charts; the charts are drawn by `chart_process` when given. With
-    `sink` (the one the replay wrote its rows to) the calls and breaks tables are the sink's,
-    written here into its folder and moved into the run's temporary folder."""
+    `sink` (the one the replay wrote its rows to) the calls, breaks and sessions tables are the
+    sink's: its rows are read back for the charts, which are then drawn while the sink writes
+    the tables into the run's temporary folder."""
     from mcsim.outputs.charts import CHARTS, CallLines, chart_data, draw_all, savings_data
 
     if sink is not None:
-        calls: Callable[[Path], None] = lambda p: _move(sink.calls_path, p)  # noqa: E731
-        breaks: Callable[[Path], None] = lambda p: _move(sink.breaks_path, p)  # noqa: E731
-        sessions: Callable[[Path], None] = lambda p: _move(sink.sessions_path, p)  # noqa: E731
+        calls: Callable[[Path], None] = lambda p: sink.write("calls", p)  # noqa: E731
+        breaks: Callable[[Path], None] = lambda p: sink.write("breaks", p)  # noqa: E731
+        sessions: Callable[[Path], None] = lambda p: sink.write("sessions", p)  # noqa: E731
     else:
         names = run_names(report)
         calls = lambda p: write_dataset(calls_frame(report), p, names)  # noqa: E731
@@ -234,7 +234,7 @@ def write_replay_outputs(
         if sink is None:
             return chart_data(report)
         lines = CallLines(sink.policies, sink.calls)
-        sink.finish(report.sessions, lines)  # the tables, and the lines as they are written
+        sink.finish(report.sessions, lines)  # the tables' parts, and the lines as they go
         return chart_data(report, lines)
 
     def charts(folder: Path) -> ChartProcess | None:
@@ -253,11 +253,6 @@ def write_replay_outputs(
 
     write_run_dir(out_dir, writers, force, background=charts)
     return [*writers, *CHARTS]
-
-
-def _move(source: Path, target: Path) -> None:
-    """A table the sink wrote, into the run's temporary folder (a rename on one file system)."""
-    shutil.move(source, target)
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:

@@ -3,12 +3,13 @@
 Kept in the report until the end, every session's rows made the driver grow with the corpus
 (about 150 MB per GB of transcripts). `RowsSink` is handed each session's result by
 `run_replay(sink=...)`: it appends the session's rows to a spool file in its own temporary
-folder and drops them from the result. `finish` then writes the calls, breaks and sessions
-tables as datasets partitioned by policy (`tables.partition`), each policy's rows in the
-documented order (calls: session in start order, thread and call; breaks and sessions: session
-by session), a batch of sessions at a time: each batch's rows of each policy go to a part
-file, and polars streams each policy's parts, in order, into its partition. Each batch is also
-handed to the charts' `CallLines`, which keeps only what the charts draw.
+folder and drops them from the result. `finish` then reads them back a batch of sessions at a
+time, in the documented order (calls: session in start order, thread and call; breaks and
+sessions: session by session): each batch's rows of each policy go to a part file, and each
+batch is handed to the charts' `CallLines`, which keeps only what the charts draw. `write`
+then makes each of the calls, breaks and sessions tables a dataset partitioned by policy
+(`tables.partition`): polars streams each policy's parts, in order, into its partition. Apart
+from `finish`, so that the charts are drawn while the tables are written.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mcsim.outputs.tables import (
     concat_parts,
     frame,
     partition,
-    write_parquet,
+    write_part,
 )
 from mcsim.processes import give_back_memory
 from mcsim.replay.rows import RowsTable, SessionRows
@@ -56,6 +57,12 @@ REPLAY_SESSIONS_SCHEMA: dict[str, str] = {
     "cleared_tokens": "int", "cache_read_tokens": "int", "cache_write_tokens": "int",
     "cache_hit_ratio": "float", "cache_breaks": "int", "fidelity_error": "float",
 }  # fmt: skip
+
+_SCHEMAS = {
+    "calls": REPLAY_CALLS_SCHEMA,
+    "breaks": REPLAY_BREAKS_SCHEMA,
+    "sessions": REPLAY_SESSIONS_SCHEMA,
+}
 
 BATCH_ROWS = 100_000  # rows (every policy's) turned into a table at a time
 # Rows per row group of a partition: polars' default buffered a policy's whole calls table
@@ -140,19 +147,16 @@ class RowsSink(Spool):
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
         super().__init__("rows", out_dir)
         self.policies = list(policies)
-        self.calls_path = self.folder / "calls.parquet"
-        self.breaks_path = self.folder / "breaks.parquet"
-        self.sessions_path = self.folder / "sessions.parquet"
         # By id of each result (the report holds them all): where its rows are in the spool.
         self._at: dict[int, int] = {}
-        self._finished = False
+        self._parts: _Parts | None = None  # set by `finish`
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
 
     def __call__(self, result: SessionReplay) -> None:
         """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
         and drop them, and its per-policy totals, from it (`run.shed_totals`)."""
-        if self._finished:
+        if self._parts is not None:
             raise ValueError("the rows sink is finished")
         taken = (result.call_rows, result.break_columns, session_rows(result))
         self._at[id(result)] = self.put(taken)
@@ -164,13 +168,11 @@ class RowsSink(Spool):
         self.sunk += 1
 
     def finish(self, sessions: Sequence[SessionReplay], lines: CallLines | None = None) -> None:
-        """Write calls.parquet, breaks.parquet and sessions.parquet (datasets partitioned by
-        policy) into the sink's folder, `sessions` (the report's, in start order) a batch at a
-        time, handing each batch to `lines`."""
-        if self._finished:
+        """Write the rows of `sessions` (the report's, in start order) to part files a batch at
+        a time, handing each batch to `lines`; `write` makes the tables of them."""
+        if self._parts is not None:
             raise ValueError("the rows sink is finished")
-        self._finished = True
-        parts = _Parts(self.folder, len(self.policies))
+        parts = self._parts = _Parts(self.folder, len(self.policies))
         batch: list[SessionRows] = []
         breaks: list[list[list[object]]] = []
         table: list[dict[str, Any]] = []
@@ -191,14 +193,15 @@ class RowsSink(Spool):
                 batch, breaks, table, size = [], [], [], 0
         self._write_batch(batch, breaks, table, parts, lines)
         self.discard()
-        for path, schema in (
-            (self.calls_path, REPLAY_CALLS_SCHEMA),
-            (self.breaks_path, REPLAY_BREAKS_SCHEMA),
-            (self.sessions_path, REPLAY_SESSIONS_SCHEMA),
-        ):
-            for index, policy_parts in enumerate(parts.of[path.stem]):
-                target = partition(path, index, len(self.policies))
-                concat_parts(policy_parts, target, schema, GROUP_ROWS)
+
+    def write(self, table: str, path: Path) -> None:
+        """The table `table` ("calls", "breaks" or "sessions") as a dataset partitioned by
+        policy at `path`, from the part files `finish` wrote (removed)."""
+        if self._parts is None:
+            raise ValueError("the rows sink is not finished")
+        for index, policy_parts in enumerate(self._parts.of[table]):
+            target = partition(path, index, len(self.policies))
+            concat_parts(policy_parts, target, _SCHEMAS[table], GROUP_ROWS)
 
     def _write_batch(
         self,
@@ -239,6 +242,6 @@ class _Parts:
 
     def add(self, table: str, index: int, rows: Any) -> None:
         parts = self.of[table][index]
-        path = self.folder / f"{table}-{index}-{len(parts)}.parquet"
-        write_parquet(rows, path)
+        path = self.folder / f"{table}-{index}-{len(parts)}.arrow"
+        write_part(rows, path)
         parts.append(path)
