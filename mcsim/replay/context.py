@@ -17,7 +17,7 @@ import bisect
 from typing import Any
 
 from mcsim.model import ItemKind, ThreadKind
-from mcsim.replay.calibrate import CalCall, CalThread
+from mcsim.replay.calibrate import CalCall, CallColumns, CalThread
 from mcsim.replay.policies import Clearing, LiveSegment, Mode, View, is_compactable
 from mcsim.replay.scenario import DEFAULT_COMPACTABLE, Scenario
 
@@ -50,6 +50,7 @@ class PreparedThread:
         # The policies' decisions on this thread by scenario less its TTL (simulate.py): they
         # never see the cache, so a scenario that differs only in TTL replays them again.
         self.decisions: dict[Any, Any] = {}
+        self.columns = CallColumns(thread.calls)  # for every scenario's replay (simulate.py)
         position = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
         for call in thread.calls:

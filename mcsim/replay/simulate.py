@@ -21,7 +21,7 @@ from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import CompactionKind, ThreadKind, Usage
 from mcsim.replay.cache import PromptCache
-from mcsim.replay.calibrate import CalCall, CalThread, ReadClass, thinking_in_prompt
+from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass, thinking_in_prompt
 from mcsim.replay.context import Context, PreparedThread
 from mcsim.replay.policies import Mode, Policy, can_clear
 from mcsim.replay.pricing import Pricer
@@ -169,7 +169,7 @@ def simulate_thread(
     else:
         policies = [p for p in scenario.build() if can_clear(type(p))]
     if not policies:
-        return _Replay(thread, scenario, policies, prices, None, None, unpruned).run()
+        return _Replay(thread, scenario, policies, prices, None, prepared, unpruned).run()
     prepared = prepared or PreparedThread(thread)
     key = _decision_key(scenario)
     decided = prepared.decisions.get(key)
@@ -228,7 +228,7 @@ class _Replay:
         policies: list[Policy],
         prices: PriceTable,
         context: Context | None,  # None: no policy runs here, nothing is tracked
-        prepared: PreparedThread | None,  # the thread's items, when policies act
+        prepared: PreparedThread | None,  # the thread's items (needed when policies act)
         unpruned: SimThread | None = None,
     ) -> None:
         self.thread = thread
@@ -239,8 +239,9 @@ class _Replay:
         self.unpruned = unpruned
         self.cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
         self.pricer = Pricer(prices)
-        self.sent = [c.request_s for c in thread.calls]  # when each request was sent
-        self.done = [c.response_end_s for c in thread.calls]  # ... and its response complete
+        self.columns = prepared.columns if prepared is not None else CallColumns(thread.calls)
+        self.sent = self.columns.request_s  # when each request was sent
+        self.done = self.columns.response_end_s  # ... and its response complete
         self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
         self.unavailable_edits = 0  # cache edits the provider's cache cannot make, not made
         self.kept = 0  # the prompt before the first change a rewrite made (`_before`)
@@ -439,8 +440,7 @@ class _Replay:
         policies decided, None when none acts)."""
         thread, calls = self.thread, self.thread.calls
         ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edit = columns
-        models = [c.model for c in calls]
-        compactions = [c.compaction for c in calls]
+        models, compactions = self.columns.model, self.columns.compaction
         # The recording's own pruning is announced to the detector like a policy's.
         rewrites = [r or c.pruned == _MICROCOMPACT for r, c in zip(rewrote, calls, strict=True)]
         edits = [e or c.pruned == _CACHE_DELETION for e, c in zip(edit, calls, strict=True)]
@@ -456,14 +456,14 @@ class _Replay:
         return SimThread(
             thread.thread_id,
             thread.kind,
-            [c.timestamp_s for c in calls],
+            self.columns.timestamp_s,
             models,
             ttl,
             uncached,
             w5,
             w1,
             read,
-            [c.output_tokens for c in calls],
+            self.columns.output_tokens,
             prompt,
             cost,
             saved,
