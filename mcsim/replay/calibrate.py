@@ -134,16 +134,22 @@ class CallColumns:
     523 MB replica under policies/all.yaml replays its 1,391 threads 7,918 times (4.8% fewer
     instructions so, callgrind). Shared by those replays and their SimThreads: never changed."""
 
-    __slots__ = ("compaction", "model", "output_tokens", "request_s", "response_end_s",
-                 "timestamp_s")  # fmt: skip
+    __slots__ = ("compaction", "model", "output_tokens", "partial_read", "prompt_tokens",
+                 "request_s", "response_end_s", "timestamp_s", "ttl")  # fmt: skip
 
     def __init__(self, calls: Sequence[CalCall]) -> None:
         self.request_s = [c.request_s for c in calls]
         self.response_end_s = [c.response_end_s for c in calls]
         self.timestamp_s = [c.timestamp_s for c in calls]
         self.model = [c.model for c in calls]
+        self.ttl = [c.ttl for c in calls]
         self.compaction = [c.compaction for c in calls]
+        self.prompt_tokens = [c.prompt_tokens for c in calls]
         self.output_tokens = [c.output_tokens for c in calls]
+        # The recorded read a PARTIAL read fell back to (0 for any other read class).
+        self.partial_read = [
+            max(c.read_anchor, 0) if c.read_class is ReadClass.PARTIAL else 0 for c in calls
+        ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
@@ -196,11 +197,6 @@ def _decision_key(scenario: Scenario) -> tuple[Any, ...]:
     )
 
 
-def _anchor(call: CalCall) -> int:
-    """`_Replay._call`'s anchor with nothing cleared."""
-    return max(call.read_anchor, 0) if call.read_class is _PARTIAL else 0
-
-
 @dataclass(frozen=True, slots=True)
 class _Decided:
     """What the policies decided on a thread, call by call, whatever the TTL: `_Row`s less
@@ -287,14 +283,14 @@ class _Replay:
         fixed = self.fixed_ttl
         columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(8)]
         self.unavailable_edits = decided.unavailable_edits
-        return self._served(same, [[fixed or c.ttl for c in calls[same:]], *columns], decided)
+        ttl = [fixed] * (len(calls) - same) if fixed else self.columns.ttl[same:]
+        return self._served(same, [ttl, *columns], decided)
 
     def _untouched(self, same: int) -> list[tuple[Any, ...]]:
         """`_call`'s rows (less their TTL) for calls [0, same), where nothing is cleared."""
-        return [
-            (c.prompt_tokens, 0, 0, False, False, 0, _anchor(c), 0)
-            for c in self.thread.calls[:same]
-        ]
+        c = self.columns
+        return list(zip(c.prompt_tokens[:same], repeat(0), repeat(0), repeat(False),
+                        repeat(False), repeat(0), c.partial_read[:same], repeat(0)))  # fmt: skip
 
     def _served(self, same: int, rows: list[list[Any]], decided: _Decided | None) -> SimThread:
         """Calls [same, ...) as `_call`'s columns, served by the cache and priced, after the
@@ -340,8 +336,8 @@ class _Replay:
         calls, fixed = self.thread.calls, self.fixed_ttl
         n = len(calls)
         return [
-            [fixed or c.ttl for c in calls],
-            [c.prompt_tokens for c in calls],
+            [fixed] * n if fixed else self.columns.ttl,
+            self.columns.prompt_tokens,
             [0] * n,
             [0] * n,
             [False] * n,
@@ -405,9 +401,9 @@ class _Replay:
     def _until_first_clearing(self) -> tuple[int, Decision | None]:
         """Run only the policies until one clears: (that call's index, its decision), or
         (the number of calls, None) when none ever does."""
-        calls = self.thread.calls
+        calls, prompts = self.thread.calls, self.columns.prompt_tokens
         for i, call in enumerate(calls):
-            decision = self._before(i, call, call.prompt_tokens)
+            decision = self._before(i, call, prompts[i])
             if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
                 return i, decision
         return len(calls), None
