@@ -26,7 +26,7 @@ from typing import NamedTuple
 from mcsim.accounting.breaks import is_drop
 from mcsim.accounting.prices import parse_model
 from mcsim.accounting.recorded import TTL_SECONDS, recorded_ttl
-from mcsim.model import Call, ItemKind, Session, Thread, ThreadKind
+from mcsim.model import Call, CompactionKind, ItemKind, Session, Thread, ThreadKind
 from mcsim.replay.providers import rules_for
 from mcsim.replay.refetch import resource_of
 from mcsim.replay.tokens import TokenEstimator
@@ -134,8 +134,9 @@ class CallColumns:
     523 MB replica under policies/all.yaml replays its 1,391 threads 7,918 times (4.8% fewer
     instructions so, callgrind). Shared by those replays and their SimThreads: never changed."""
 
-    __slots__ = ("compaction", "model", "output_tokens", "partial_read", "prompt_tokens",
-                 "request_s", "response_end_s", "timestamp_s", "ttl")  # fmt: skip
+    __slots__ = ("cache_deleted", "compaction", "microcompacted", "model", "output_tokens",
+                 "partial_read", "prompt_tokens", "request_s", "response_end_s", "timestamp_s",
+                 "ttl")  # fmt: skip
 
     def __init__(self, calls: Sequence[CalCall]) -> None:
         self.request_s = [c.request_s for c in calls]
@@ -150,6 +151,9 @@ class CallColumns:
         self.partial_read = [
             max(c.read_anchor, 0) if c.read_class is ReadClass.PARTIAL else 0 for c in calls
         ]
+        # The recording's own pruning before each call (the break detector is told of it).
+        self.microcompacted = [c.pruned == CompactionKind.MICROCOMPACT.value for c in calls]
+        self.cache_deleted = [c.pruned == CompactionKind.CACHE_DELETION.value for c in calls]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import or_
 from typing import Any
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
-from mcsim.model import CompactionKind, ThreadKind, Usage
+from mcsim.model import ThreadKind, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass, thinking_in_prompt
 from mcsim.replay.context import Context, PreparedThread
@@ -31,8 +32,6 @@ from mcsim.replay.scenario import Scenario
 
 __all__ = ["PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"]
 
-_MICROCOMPACT = CompactionKind.MICROCOMPACT.value
-_CACHE_DELETION = CompactionKind.CACHE_DELETION.value
 _PARTIAL = ReadClass.PARTIAL
 Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
 # One call as the policies leave it: TTL, prompt, tokens cleared so far, newly cleared,
@@ -434,15 +433,15 @@ class _Replay:
     def _thread(self, same: int, columns: list[list[Any]], decided: _Decided | None) -> SimThread:
         """The replayed thread, with its breaks and re-fetch hazards (`decided`: what the
         policies decided, None when none acts)."""
-        thread, calls = self.thread, self.thread.calls
+        thread = self.thread
         ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edit = columns
         models, compactions = self.columns.model, self.columns.compaction
         # The recording's own pruning is announced to the detector like a policy's.
-        rewrites = [r or c.pruned == _MICROCOMPACT for r, c in zip(rewrote, calls, strict=True)]
-        edits = [e or c.pruned == _CACHE_DELETION for e, c in zip(edit, calls, strict=True)]
+        rewrites = list(map(or_, rewrote, self.columns.microcompacted))
+        edits = list(map(or_, edit, self.columns.cache_deleted))
         found = detect_breaks_columns(
-            self.sent, models, read, [TTL_SECONDS[t] for t in ttl], compactions, rewrites, edits,
-            start=same,
+            self.sent, models, read, list(map(TTL_SECONDS.__getitem__, ttl)), compactions,
+            rewrites, edits, start=same,
         )  # fmt: skip
         copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
         if same and self.unpruned is not None:
