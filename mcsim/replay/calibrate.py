@@ -21,6 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from operator import sub
 from typing import NamedTuple
 
 from mcsim.accounting.breaks import is_drop
@@ -134,9 +135,9 @@ class CallColumns:
     523 MB replica under policies/all.yaml replays its 1,391 threads 7,918 times (4.8% fewer
     instructions so, callgrind). Shared by those replays and their SimThreads: never changed."""
 
-    __slots__ = ("cache_deleted", "compaction", "microcompacted", "model", "output_tokens",
-                 "partial_read", "prompt_tokens", "request_s", "response_end_s", "timestamp_s",
-                 "ttl")  # fmt: skip
+    __slots__ = ("cache_deleted", "compaction", "idle_s", "microcompacted", "model",
+                 "output_tokens", "partial_read", "prompt_tokens", "request_s", "response_end_s",
+                 "thinking_in_prompt", "timestamp_s", "ttl")  # fmt: skip
 
     def __init__(self, calls: Sequence[CalCall]) -> None:
         self.request_s = [c.request_s for c in calls]
@@ -151,6 +152,12 @@ class CallColumns:
         self.partial_read = [
             max(c.read_anchor, 0) if c.read_class is ReadClass.PARTIAL else 0 for c in calls
         ]
+        # Before each call, the idle time since the previous response was complete (what
+        # time-based pruning measures; None for the first call), and whether earlier turns'
+        # thinking is in its prompt: what the policies see (policies.View).
+        idle = map(sub, self.request_s[1:], self.response_end_s)
+        self.idle_s: list[float | None] = [None, *idle] if calls else []
+        self.thinking_in_prompt = list(map(thinking_in_prompt, self.model))
         # The recording's own pruning before each call (the break detector is told of it).
         self.microcompacted = [c.pruned == CompactionKind.MICROCOMPACT.value for c in calls]
         self.cache_deleted = [c.pruned == CompactionKind.CACHE_DELETION.value for c in calls]

@@ -23,7 +23,7 @@ from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import ThreadKind, Usage
 from mcsim.replay.cache import PromptCache
-from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass, thinking_in_prompt
+from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
 from mcsim.replay.policies import Mode, Policy, can_clear
 from mcsim.replay.pricing import Pricer
@@ -362,10 +362,10 @@ class _Replay:
         view = context.view
         view.call_index = i
         view.timestamp_s = call.timestamp_s
-        view.gap_seconds = self.sent[i] - self.done[i - 1] if i else None  # idle time
+        view.gap_seconds = self.columns.idle_s[i]
         view.prompt_tokens = recorded_prompt - context.saved
         view.model = call.model
-        view.thinking_in_prompt = thinking_in_prompt(call.model)
+        view.thinking_in_prompt = self.columns.thinking_in_prompt[i]
         view.rewritten = False
         for policy in self.policies:
             clearing = policy.before_call(view)
