@@ -50,6 +50,9 @@ class PreparedThread:
         # The policies' decisions on this thread by scenario less its TTL (simulate.py): they
         # never see the cache, so a scenario that differs only in TTL replays them again.
         self.decisions: dict[Any, Any] = {}
+        # The segments a replay cleared, deleted or found pruned by the recording (`Context`),
+        # for `reset`: a replay changes few of a long thread's segments.
+        self.touched: list[LiveSegment] = []
         self.columns = CallColumns(thread.calls)  # for every scenario's replay (simulate.py)
         position = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
@@ -104,10 +107,11 @@ class PreparedThread:
         return self._compactable[key]
 
     def reset(self) -> None:
-        for lives in self.segments:
-            for seg in lives:
-                seg.cleared = seg.edited = seg.recorded = False
-                seg.saved = 0
+        """Every segment uncleared again: those a replay changed (`touched`)."""
+        for seg in self.touched:
+            seg.cleared = seg.edited = seg.recorded = False
+            seg.saved = 0
+        self.touched = []
 
 
 class Context:
@@ -196,6 +200,7 @@ class Context:
                 seg.saved = saved
                 continue
             seg.cleared, seg.edited, seg.saved = rewrite, not rewrite, saved
+            self.prepared.touched.append(seg)
             if rewrite:
                 self._changed(seg)
             net += saved
@@ -253,6 +258,7 @@ class Context:
         """A result the recording cleared: whatever a policy saved on it, it saves no more."""
         self.saved -= seg.saved
         seg.cleared, seg.edited, seg.recorded, seg.saved = True, False, True, 0
+        self.prepared.touched.append(seg)
 
     def _show_lists(self) -> None:
         self.view.segments = self.segments
