@@ -56,21 +56,22 @@ class PreparedThread:
         self.columns = CallColumns(thread.calls)  # for every scenario's replay (simulate.py)
         position = messages = 0
         start = thread.head_tokens  # where the next item starts in the recorded prompt
-        for call in thread.calls:
+        for index, call in enumerate(thread.calls):
             if call.compaction:
                 start = thread.head_tokens
             # A compaction restarts the conversation; otherwise the last call's response is in.
-            messages = 0 if call.compaction or not self.segments else messages + 1
-            messages += sum(seg.kind in _MESSAGES for seg in call.segments)
-            self.messages.append(messages)
+            messages = 0 if call.compaction or not index else messages + 1
             lives: list[LiveSegment] = []
-            for seg in call.segments:
-                if seg.kind in _CLEARABLE:
+            for seg in call.segments:  # one pass: a long thread has many
+                kind = seg.kind
+                if kind in _MESSAGES:
+                    messages += 1
+                if kind in _CLEARABLE:
                     lives.append(
                         LiveSegment(
                             position,
-                            len(self.segments),
-                            seg.kind,
+                            index,
+                            kind,
                             seg.tokens,
                             seg.tool_name,
                             seg.tool_use_id,
@@ -79,12 +80,12 @@ class PreparedThread:
                             resource=seg.resource,
                         )
                     )
+                    if kind is ItemKind.TOOL_USE and seg.resource:
+                        self.uses.setdefault(seg.resource, []).append(index)
                 position += 1
                 start += seg.tokens
             start += call.adjustment_tokens
-            for seg in call.segments:
-                if seg.kind is ItemKind.TOOL_USE and seg.resource:
-                    self.uses.setdefault(seg.resource, []).append(len(self.segments))
+            self.messages.append(messages)
             self.segments.append(lives)
             self.results.append([s for s in lives if s.kind is ItemKind.TOOL_RESULT])
 
