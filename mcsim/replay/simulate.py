@@ -34,10 +34,11 @@ __all__ = ["PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"
 
 _PARTIAL = ReadClass.PARTIAL
 Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
-# One call as the policies leave it: TTL, prompt, tokens cleared so far, newly cleared,
-# rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the recorded
-# fall-back read in replayed tokens, and (a rewrite) the tokens before its first change.
-_Row = tuple[str, int, int, int, bool, bool, int, int, int]
+# One call as the policies leave it, whatever the TTL: prompt, tokens cleared so far, newly
+# cleared, rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the
+# recorded fall-back read in replayed tokens, and (a rewrite) the tokens before its first
+# change.
+_Row = tuple[int, int, int, bool, bool, int, int, int]
 
 
 def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
@@ -198,8 +199,8 @@ def _decision_key(scenario: Scenario) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, slots=True)
 class _Decided:
-    """What the policies decided on a thread, call by call, whatever the TTL: `_Row`s less
-    their TTL, the tool results cleared, the policies' figures and the edits not made.
+    """What the policies decided on a thread, call by call, whatever the TTL: `_Row`s, the
+    tool results cleared, the policies' figures and the edits not made.
 
     Kept per thread while its session replays, so a scenario that differs from one replayed
     before only in its TTL (claude-code and claude-code-1h in policies/all.yaml) serves and
@@ -207,7 +208,7 @@ class _Decided:
     506 MB replica of the bundled corpus: the policies' share of the replay, measured in
     the commit that added this)."""
 
-    rows: list[tuple[Any, ...]]  # every call's _Row without its TTL (index 0)
+    rows: list[_Row]  # every call's
     cleared_log: list[tuple[Any, int]]
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
@@ -261,39 +262,41 @@ class _Replay:
             rows = [self._call(same, decided)] if same < len(calls) else []
             rows += [self._call(i, None) for i in range(same + 1, len(calls))]
             self.decided = _Decided(
-                [*self._untouched(same), *(row[1:] for row in rows)],
+                [*self._untouched(same), *rows],
                 self.context.cleared_log,
                 tuple(p.figures() for p in self.policies),
                 self.unavailable_edits,
             )
-            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(9)]
-        return self._served(same, columns, self.decided)
+            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(8)]
+        return self._served(same, [self._ttls(same), *columns], self.decided)
 
     def replayed(self, decided: _Decided) -> SimThread:
         """`run`, with the policies' decisions taken from the replay of a scenario that
         differs from this one only in its TTL: the same prompts, served under this TTL."""
-        calls = self.thread.calls
         rows = decided.rows
         same = 0
         if self.unpruned is not None:  # as `run`: copied up to the first rewrite or edit
             same = next((i for i, row in enumerate(rows) if row[3] or row[4]), len(rows))
             if same:
                 self._resume_cache(same)
-        fixed = self.fixed_ttl
         columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(8)]
         self.unavailable_edits = decided.unavailable_edits
-        ttl = [fixed] * (len(calls) - same) if fixed else self.columns.ttl[same:]
-        return self._served(same, [ttl, *columns], decided)
+        return self._served(same, [self._ttls(same), *columns], decided)
 
-    def _untouched(self, same: int) -> list[tuple[Any, ...]]:
-        """`_call`'s rows (less their TTL) for calls [0, same), where nothing is cleared."""
+    def _ttls(self, same: int) -> list[str]:
+        """The TTLs calls [same, ...) are sent with."""
+        fixed = self.fixed_ttl
+        return [fixed] * (len(self.thread.calls) - same) if fixed else self.columns.ttl[same:]
+
+    def _untouched(self, same: int) -> list[_Row]:
+        """`_call`'s rows for calls [0, same), where nothing is cleared."""
         c = self.columns
         return list(zip(c.prompt_tokens[:same], repeat(0), repeat(0), repeat(False),
                         repeat(False), repeat(0), c.partial_read[:same], repeat(0)))  # fmt: skip
 
     def _served(self, same: int, rows: list[list[Any]], decided: _Decided | None) -> SimThread:
-        """Calls [same, ...) as `_call`'s columns, served by the cache and priced, after the
-        copied calls [0, same)."""
+        """Calls [same, ...) as their TTLs and `_call`'s columns, served by the cache and
+        priced, after the copied calls [0, same)."""
         calls = self.thread.calls
         ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = rows
         uncached, read, w5, w1 = self.cache.serve(
@@ -312,12 +315,7 @@ class _Replay:
         it)."""
         call = self.thread.calls[i]
         context = self.context
-        recorded_prompt = (  # call.prompt_tokens, without a property call: this runs a lot
-            call.input_tokens
-            + call.cache_write_5m_tokens
-            + call.cache_write_1h_tokens
-            + call.cache_read_tokens
-        )
+        recorded_prompt = self.columns.prompt_tokens[i]
         assert context is not None
         rewrote, edited, newly = decided or self._before(i, call, recorded_prompt)
         kept = self.kept if rewrote else 0  # set by `_before` for call i
@@ -327,15 +325,13 @@ class _Replay:
             prompt = min(self.head, recorded_prompt)
         anchor = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
         deleted = self.edit_cached if edited else 0
-        row = (self.fixed_ttl or call.ttl, prompt, saved, newly, rewrote, edited, deleted, anchor)
-        return (*row, kept)
+        return (prompt, saved, newly, rewrote, edited, deleted, anchor, kept)
 
     def _as_recorded(self) -> list[list[Any]]:
         """`_call`'s rows as columns, for a thread no policy acts on."""
-        calls, fixed = self.thread.calls, self.fixed_ttl
+        calls = self.thread.calls
         n = len(calls)
         return [
-            [fixed] * n if fixed else self.columns.ttl,
             self.columns.prompt_tokens,
             [0] * n,
             [0] * n,
