@@ -526,7 +526,9 @@ class ChartProcess:
     Start it before the replay: matplotlib's import then overlaps the replay, and the drawing
     overlaps writing the tables. It is forked while that is safe (nothing that starts threads
     is loaded yet: the command line's case, and the cheapest), else spawned. One process: a
-    second one drew faster but its matplotlib import slowed the replay more (measured).
+    second one drew faster but its matplotlib import slowed the replay more (measured); the
+    charts of one request are drawn at once by children it forks once matplotlib is imported
+    (`_drawn`).
     """
 
     def __init__(self) -> None:
