@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,23 @@ class Scenario:
     main_thread_only: bool = True
     provider: str = "recorded"  # whose prompt cache: as recorded, or a providers/ name
 
-    @property
+    @cached_property  # asked for every thread of every session: worked out once
     def prunes(self) -> bool:
         """Whether any layer can clear anything."""
         return any(can_clear(REGISTRY[layer.kind]) for layer in self.layers)
+
+    @cached_property
+    def decision_key(self) -> tuple[Any, ...]:
+        """What the policies' decisions on a thread depend on: all of the scenario but its
+        name and TTL (policies never see the cache; the provider says whether cache edits
+        exist). simulate.py shares decisions by it."""
+        return (
+            repr(self.layers),  # a parameter may be a list (unhashable)
+            self.compactable_tools,
+            self.exclude_tools,
+            self.main_thread_only,
+            self.provider,
+        )
 
     def build(self) -> list[Policy]:
         return [layer.build() for layer in self.layers]

@@ -172,7 +172,7 @@ def simulate_thread(
     if not policies:
         return _Replay(thread, scenario, policies, prices, None, prepared, unpruned).run()
     prepared = prepared or PreparedThread(thread)
-    key = _decision_key(scenario)
+    key = scenario.decision_key
     decided = prepared.decisions.get(key)
     if decided is not None:
         replay = _Replay(thread, scenario, policies, prices, None, prepared, unpruned)
@@ -183,18 +183,6 @@ def simulate_thread(
     sim = replay.run()
     prepared.decisions[key] = replay.decided
     return sim
-
-
-def _decision_key(scenario: Scenario) -> tuple[Any, ...]:
-    """What the policies' decisions on a thread depend on: all of the scenario but its name
-    and TTL (policies never see the cache; the provider says whether cache edits exist)."""
-    return (
-        repr(scenario.layers),  # a parameter may be a list (unhashable)
-        scenario.compactable_tools,
-        scenario.exclude_tools,
-        scenario.main_thread_only,
-        scenario.provider,
-    )
 
 
 @dataclass(frozen=True, slots=True)
