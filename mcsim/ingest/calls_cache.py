@@ -29,16 +29,14 @@ from mcsim.ingest.disk_cache import (
     STR,
     Column,
     Damaged,
+    Entry,
     Kind,
     Table,
     checked,
     columns,
-    entry_payload,
     groups,
-    read_entry,
+    note_rebuilt,
     strings,
-    unit_keys,
-    write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit
 from mcsim.ingest.pipeline import Loaded, RawSource
@@ -52,7 +50,6 @@ from mcsim.model import (
     ThreadKind,
     Usage,
 )
-from mcsim.text import from_fs
 
 CALLS_VERSION = 1
 CALLS_FORMAT = f"mcsim-calls/{CALLS_VERSION}"
@@ -93,22 +90,19 @@ class CachedCallsSource:
         load = RawSource(Detail.CALLS)
         if self.cache_dir is None or exclude:
             return load(unit, exclude)
-        name, stamp = unit_keys(unit, CALLS_FORMAT)
-        entry = self.cache_dir / f"{name}.calls"
-        files = [from_fs(str(f)) for f in unit.files]
+        entry = Entry.of(self.cache_dir, unit, CALLS_FORMAT, _CALLS, "calls")
         why = None
         try:
-            cached = read_entry(entry, _CALLS, stamp, files, _sessions)
+            cached = entry.read(_sessions)
         except Damaged as exc:
             why = str(exc)
         else:
             if cached is not None:
                 return Loaded(*cached)
         loaded = load(unit, exclude)
-        payload = entry_payload([name, stamp], files, loaded.skips, _tables(loaded.sessions))
-        write_entry(entry, _CALLS, payload)
+        entry.write(loaded.skips, _tables(loaded.sessions))
         if why is not None:
-            loaded.skips.note(from_fs(str(entry)), 0, "cache_entry_rebuilt", why)
+            note_rebuilt(loaded.skips, entry.path, why)
         return loaded
 
 
@@ -164,7 +158,7 @@ def _sessions(
     call = checked(calls, _CALL_COLUMNS)
     rename = names.get
     # Column by column (checked() made them one length), each record made in one C-level
-    # pass: a third less time than a row at a time.
+    # pass: 4.8% fewer instructions reading 150 units' entries than a row at a time.
     files = [rename(f, f) for f in call[_AFTER_USAGE]]
     records = list(
         map(

@@ -50,6 +50,7 @@ from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
 from mcsim.model import Skip, SkipReport
+from mcsim.text import from_fs
 
 # The high byte and the line ending catch a file mangled as text, as PNG's signature does.
 _MAGIC = b"\x89mcsim\r\n"
@@ -343,43 +344,60 @@ def skips_from_row(row: Any) -> SkipReport:
 # --- an entry: the unit's tables, its skip report, and what it was made from ----------------
 
 
-def entry_payload(
-    key: list[str], files: list[str], skips: SkipReport, tables: list[list[list[Any]]]
-) -> bytes | None:
-    """An entry's payload; `key` (its file name, then the stamp of the files it was made
-    from) is inside, so an entry copied under another unit's name is not taken for that
-    unit's, and one made from an older state of the files is not taken for the new one. None
-    (nothing to write) when a file could not be read: what failed may pass (a permission given
-    back, a disk remounted) with the file's stamp unchanged, and its entry would stand for good.
-    """
-    if skips.counts["unreadable_file"]:
-        return None
-    try:
-        return orjson.dumps([key, files, skips_row(skips), *tables])
-    except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
-        return None
+@dataclass(frozen=True)
+class Entry:
+    """A unit's entry of one kind: its file, the stamp of the file states it must have been
+    made from (unit_keys), and the unit's files as this run spells them."""
+
+    path: Path
+    kind: Kind
+    stamp: str
+    files: list[str]
+
+    @classmethod
+    def of(cls, folder: Path, unit: LoadUnit, fmt: str, kind: Kind, suffix: str) -> Entry:
+        name, stamp = unit_keys(unit, fmt)
+        files = [from_fs(str(f)) for f in unit.files]
+        return cls(folder / f"{name}.{suffix}", kind, stamp, files)
+
+    def read(self, decode: Callable[..., T]) -> tuple[T, SkipReport] | None:
+        """The entry's records (`decode(names, *tables)`) and skip report, both naming the
+        unit's files as this run spells them (`names`: the spelling the entry was made with
+        -> now); None if there is none, or it was made from other file states. Damaged if it
+        cannot be used."""
+        payload = read_payload(self.path, self.kind)
+        if payload is None:
+            return None
+        try:
+            key, spelled, report, *tables = orjson.loads(payload)
+            if type(key) is not list or len(key) != 2 or key[0] != self.path.stem:
+                raise Damaged("written for another unit")
+            if key[1] != self.stamp:
+                return None  # the transcripts changed since: replaced, not an error
+            names = dict(zip(strings(spelled), self.files, strict=False))
+            return decode(names, *tables), respell(skips_from_row(report), names)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise Damaged("unexpected content") from exc
+
+    def write(self, skips: SkipReport, tables: list[list[list[Any]]]) -> None:
+        """Write the entry. Its key (its file name, then the stamp) is inside, so an entry
+        copied under another unit's name is not taken for that unit's, and one made from an
+        older state of the files is not taken for the new one. Nothing is written when a file
+        could not be read: what failed may pass (a permission given back, a disk remounted)
+        with the file's stamp unchanged, and the entry would stand for good."""
+        if skips.counts["unreadable_file"]:
+            return
+        key = [self.path.stem, self.stamp]
+        try:
+            payload = orjson.dumps([key, self.files, skips_row(skips), *tables])
+        except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
+            return
+        write_entry(self.path, self.kind, payload)
 
 
-def read_entry(
-    path: Path, kind: Kind, stamp: str, files: list[str], decode: Callable[..., T]
-) -> tuple[T, SkipReport] | None:
-    """An entry's records (`decode(names, *tables)`) and skip report, both naming the unit's
-    files as `files` spells them now (`names`: the spelling the entry was made with -> now);
-    None if there is none, or it was made from other file states. Damaged if it cannot be
-    used."""
-    payload = read_payload(path, kind)
-    if payload is None:
-        return None
-    try:
-        key, spelled, report, *tables = orjson.loads(payload)
-        if type(key) is not list or len(key) != 2 or key[0] != path.stem:
-            raise Damaged("written for another unit")
-        if key[1] != stamp:
-            return None  # the transcripts changed since: replaced, not an error
-        names = dict(zip(strings(spelled), files, strict=False))
-        return decode(names, *tables), respell(skips_from_row(report), names)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise Damaged("unexpected content") from exc
+def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:
+    """Count a cache file that could not be used (and was written again) in the unit's report."""
+    skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
 
 
 # --- the folder: what is mcsim's, how big it is, the cap ---------------------------------------

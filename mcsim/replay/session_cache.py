@@ -34,18 +34,17 @@ from mcsim.ingest.disk_cache import (
     STR,
     Column,
     Damaged,
+    Entry,
     Kind,
     Table,
     checked,
     columns,
-    entry_payload,
     groups,
+    note_rebuilt,
     paths_key,
-    read_entry,
     read_payload,
     strings,
     tuples,
-    unit_keys,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
@@ -60,7 +59,6 @@ from mcsim.replay.calibrate import (
     calibrate_session,
 )
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
-from mcsim.text import from_fs
 
 CACHE_VERSION = 10
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
@@ -93,17 +91,15 @@ class CalibratedSource:
     cache_dir: Path | None
 
     def __call__(self, unit: LoadUnit, exclude: frozenset[int]) -> Loaded[CalSession]:
-        entry = stamp = None
-        if self.cache_dir is not None:
-            name, stamp = unit_keys(unit, CACHE_FORMAT)
-            entry = self.cache_dir / f"{name}.sessions"
-        files = [from_fs(str(f)) for f in unit.files]
+        entry = None
+        if self.cache_dir is not None and not exclude:
+            entry = Entry.of(self.cache_dir, unit, CACHE_FORMAT, _SESSIONS, "sessions")
         rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
-        if entry is not None and stamp is not None and not exclude:
+        if entry is not None:
             try:
-                cached = read_entry(entry, _SESSIONS, stamp, files, _sessions)
+                cached = entry.read(_sessions)
             except Damaged as why:
-                rebuilt.append((entry, str(why)))
+                rebuilt.append((entry.path, str(why)))
             else:
                 if cached is not None:
                     return Loaded(*cached)
@@ -119,13 +115,12 @@ class CalibratedSource:
                 rebuilt.append((tokens, str(why)))
         with estimator.recording() as used:
             calibrated = [calibrate_session(s, estimator) for s in kept]
-        if entry is not None and stamp is not None and not exclude:
-            payload = entry_payload([entry.stem, stamp], files, loaded.skips, _tables(calibrated))
-            write_entry(entry, _SESSIONS, payload)
+        if entry is not None:
+            entry.write(loaded.skips, _tables(calibrated))
         if tokens is not None:
             write_entry(tokens, _TOKENS, _tokens_payload(used))
         for path, reason in rebuilt:
-            loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", reason)
+            note_rebuilt(loaded.skips, path, reason)
         return Loaded(calibrated, loaded.skips, dropped)
 
 
