@@ -38,7 +38,8 @@ def test_a_transcript_that_keeps_growing_keeps_one_entry(tmp_path: Path) -> None
     cache = tmp_path / "cache"
     _replay(project, cache)
     first = _names(cache)
-    assert len(first) == 2  # one .sessions entry and one .tokens file for the one unit
+    # for the one unit: its .sessions entry, its .tokens file and its replayed .results
+    assert sorted(n.rsplit(".")[1] for n in first) == ["results", "sessions", "tokens"]
     for text in (
         b'{"type": "summary", "summary": "a"}\n',
         b'{"type": "summary", "summary": "b"}\n',
@@ -46,7 +47,7 @@ def test_a_transcript_that_keeps_growing_keeps_one_entry(tmp_path: Path) -> None
         with next(project.glob("*.jsonl")).open("ab") as fh:
             fh.write(text)
         _replay(project, cache)
-        _replay(project, cache)  # a warm run on the grown file: still the same two files
+        _replay(project, cache)  # a warm run on the grown file: still the same three files
         assert _names(cache) == first
 
 
@@ -54,24 +55,24 @@ def test_cache_clear_removes_only_mcsims_entries(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _replay(SAMPLES, cache)
     entries = _names(cache)
-    assert len(entries) == 4  # two projects: an entry and a tokens file each
+    assert len(entries) == 6  # two projects: sessions, tokens and results each
     freed = sum((cache / n).stat().st_size for n in entries)
     (cache / "notes.txt").write_text("mine")
     lookalike = "0" * 64 + ".sessions"  # named like an entry, but not one of mcsim's
     (cache / lookalike).write_text("mine too")
     info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
     assert info.exit_code == 0, info.output
-    assert "entries: 4\n" in info.output
+    assert "entries: 6\n" in info.output
     assert f"size: {freed:,} bytes" in info.output  # the samples' entries are under 100 kB
     result = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
     assert result.exit_code == 0, result.output
-    assert result.output == f"removed 4 entries from {cache}, freed {freed:,} bytes\n"
+    assert result.output == f"removed 6 entries from {cache}, freed {freed:,} bytes\n"
     assert _names(cache) == {"notes.txt", lookalike}
     assert (cache / "notes.txt").read_text() == "mine"
 
 
-def _tokens_last(name: str) -> bool:
-    return name.endswith(".tokens")
+def _suffix_order(name: str) -> int:
+    return ["sessions", "results", "tokens"].index(name.rsplit(".")[1])
 
 
 def test_the_cap_evicts_the_least_recently_used_first(
@@ -79,26 +80,28 @@ def test_the_cap_evicts_the_least_recently_used_first(
 ) -> None:
     cache = tmp_path / "cache"
     _replay(PIPELINE, cache)
-    pipeline = sorted(_names(cache), key=_tokens_last)  # its [entry, tokens]
+    pipeline = sorted(_names(cache), key=_suffix_order)  # its [sessions, results, tokens]
     _replay(SAMPLES, cache)
-    shop = sorted(_names(cache) - set(pipeline), key=_tokens_last)
-    assert len(shop) == 2
-    # Last used, oldest first: pipeline's entry, pipeline's tokens, shop's entry, shop's tokens.
+    shop = sorted(_names(cache) - set(pipeline), key=_suffix_order)
+    assert len(shop) == 3
+    # Last used, oldest first: pipeline's sessions, results and tokens, then shop's.
     for t, name in enumerate([*pipeline, *shop], start=1):
         os.utime(cache / name, (t * 1000, t * 1000))
     sizes = {n: (cache / n).stat().st_size for n in _names(cache)}
     total = sum(sizes.values())
 
-    removed = enforce_cap(cache, total - sizes[pipeline[0]])  # room for all but the oldest
-    assert [f.path.name for f in removed] == [pipeline[0]]
-    assert _names(cache) == {pipeline[1], *shop}
+    # room for all but the two oldest
+    removed = enforce_cap(cache, total - sizes[pipeline[0]] - sizes[pipeline[1]])
+    assert [f.path.name for f in removed] == pipeline[:2]
+    assert _names(cache) == {pipeline[2], *shop}
 
     # Reading an entry makes it recently used: a replay of the pipeline project alone reads
-    # its tokens (its entry was evicted) and writes its entry again, both now; with a cap one
-    # byte under everything, shop's entry (t=3000) is now the least recently used.
+    # its tokens (its sessions and results were evicted) and writes those again, all three
+    # now; with a cap one byte under everything, shop's sessions entry (t=4000) is now the
+    # least recently used.
     monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", str(total - 1))
     _replay(PIPELINE, cache)
-    assert _names(cache) == {*pipeline, shop[1]}
+    assert _names(cache) == {*pipeline, *shop[1:]}
 
 
 @pytest.mark.parametrize(

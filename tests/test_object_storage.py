@@ -319,13 +319,15 @@ def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     cold = ok("replay", *args, "--out", str(tmp_path / "cold"))
     fs = store()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True))
-    assert names and all(n.endswith((".sessions", ".tokens")) for n in names)
-    assert len([n for n in names if n.endswith(".sessions")]) == 9  # 7 project folders, 2 rollouts
+    assert names and all(n.endswith((".sessions", ".tokens", ".results")) for n in names)
+    # 7 project folders and 2 rollouts: their calibrated sessions, and their replayed results
+    assert len([n for n in names if n.endswith(".sessions")]) == 9
+    assert len([n for n in names if n.endswith(".results")]) == 9
     warm = ok("replay", *args, "--out", str(tmp_path / "warm"))
     assert warm["policies"] == cold["policies"] and warm["fidelity"] == cold["fidelity"]
     assert "cache_entry_rebuilt" not in warm["skipped"]["notes_by_reason"]
 
-    damaged = next(n for n in names if n.endswith(".sessions"))
+    damaged = next(n for n in names if n.endswith(".results"))  # what a warm run reads
     fs.pipe_file(f"{BUCKET}/cache/{damaged}", b"\x89mcsim\r\n" + b"\0" * 40)
     again = ok("replay", *args, "--out", str(tmp_path / "again"))
     assert again["policies"] == cold["policies"]

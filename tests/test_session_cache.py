@@ -38,8 +38,21 @@ HEADER_BYTES = len(MAGIC) + 32 + BODY.size
 
 
 def _replay(paths: list[Path], cache: Path | None) -> ReplayReport:
-    return run_replay([str(p) for p in paths], SCENARIOS, default_table(), cache_dir=cache,
-                      keep_rows=False, workers=1)  # fmt: skip
+    """A replay with CACHE holding calibrated sessions only: the replayed results a run also
+    keeps there (test_result_cache.py) are removed before and after, so that the run reads
+    the sessions layer these tests are about."""
+    _drop_results(cache)
+    try:
+        return run_replay([str(p) for p in paths], SCENARIOS, default_table(), cache_dir=cache,
+                          keep_rows=False, workers=1)  # fmt: skip
+    finally:
+        _drop_results(cache)
+
+
+def _drop_results(cache: Path | None) -> None:
+    if cache is not None and cache.is_dir():
+        for entry in cache.glob("*.results"):
+            entry.unlink(missing_ok=True)  # (two runs at once may both remove it)
 
 
 def _figures(report: ReplayReport) -> tuple[Any, ...]:

@@ -59,7 +59,7 @@ _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
 _TMP_PREFIX = ".mcsim-tmp-"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls)")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results)")
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")

@@ -126,6 +126,31 @@ def without_calls(sessions: list[Session], keys: frozenset[int]) -> tuple[list[S
     return kept, dropped
 
 
+# What a unit's sessions came to, per session: its start, its files, its calls'
+# `call_digest`s and counts, and fn's result. All a job needs to send, whether fn ran or not.
+Done = tuple[float, tuple[str, ...], "array[int]", "array[int]", T]
+
+
+@dataclass
+class Memoed(Generic[T]):
+    """Every session of a unit as `Done`, with the unit's skip report: what a memo keeps."""
+
+    sessions: list[Done[T]]
+    skips: SkipReport
+
+
+class UnitMemo(Protocol[T]):
+    """fn's results kept per unit (picklable), so that a unit whose files and fn are as they
+    were is not loaded again (mcsim.replay.result_cache)."""
+
+    def get(self, unit: LoadUnit) -> tuple[Memoed[T] | None, list[tuple[Path, str]]]:
+        """The unit's results, or None; and the memo files that could not be used, with why
+        (the caller notes them once the unit is loaded)."""
+        ...
+
+    def put(self, unit: LoadUnit, memoed: Memoed[T]) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Job(Generic[S, T]):
     """Everything a worker needs for one unit (picklable: fn must be a module-level callable)."""
@@ -136,6 +161,7 @@ class _Job(Generic[S, T]):
     since_s: float | None
     until_s: float | None
     exclude: frozenset[int] = frozenset()  # call digests
+    memo: UnitMemo[T] | None = None
 
 
 @dataclass
@@ -150,24 +176,52 @@ class _UnitOutput(Generic[T]):
 
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
+    memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
+    memoed, unusable = memo.get(job.unit) if memo is not None else (None, [])
+    if memoed is not None:
+        inside = [d for d in memoed.sessions if not _outside(job, d[0])]
+        outside = [d[1] for d in memoed.sessions if _outside(job, d[0])]
+        return _output(inside, outside, memoed.skips)
     loaded = job.source(job.unit, job.exclude)
-    out: _UnitOutput[T] = _UnitOutput([], loaded.skips, excluded_calls=loaded.excluded_calls)
-    inside: set[str] = set()  # files holding a session within the dates
-    outside: set[str] = set()
+    done: list[Done[T]] = []
+    outside = []  # the files of each session outside the dates
     for session in loaded.sessions:
         STOP.check()  # in a worker STOP is not installed: only the serial run checks
         start = session.start_s
         assert start is not None  # loaders only produce sessions with calls
-        if (job.since_s is not None and start < job.since_s) or (
-            job.until_s is not None and start > job.until_s
-        ):
-            out.outside_dates += 1
-            outside.update(session.files)
+        if _outside(job, start):
+            outside.append(session.files)
             continue
-        inside.update(session.files)
         digests = array("Q", map(call_digest, session.call_keys))
-        out.results.append((digests, array("q", session.call_counts), job.fn(session)))
-    out.examples_outside_dates = _drop_examples(out.skips, outside - inside)
+        done.append((start, session.files, digests, array("q", session.call_counts),
+                     job.fn(session)))  # fmt: skip
+    # Kept only whole (fn ran on every session), and never with a note of a rebuilt cache
+    # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
+    if memo is not None and not outside and not loaded.skips.notes["cache_entry_rebuilt"]:
+        memo.put(job.unit, Memoed(done, loaded.skips))
+    for path, why in unusable:
+        loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
+    out = _output(done, outside, loaded.skips)
+    out.excluded_calls = loaded.excluded_calls
+    return out
+
+
+def _outside(job: _Job[Any, Any], start: float) -> bool:
+    """Whether a session starting at `start` is outside the job's --since/--until."""
+    return (job.since_s is not None and start < job.since_s) or (
+        job.until_s is not None and start > job.until_s
+    )
+
+
+def _output(
+    done: list[Done[T]], outside: list[tuple[str, ...]], skips: SkipReport
+) -> _UnitOutput[T]:
+    """A unit's output: the results of its sessions within the dates, and its skip report
+    without the examples of files that hold only sessions outside them (`outside`: the files
+    of each of those sessions)."""
+    out = _UnitOutput([(d, c, result) for _, _, d, c, result in done], skips, len(outside))
+    inside = {f for d in done for f in d[1]}
+    out.examples_outside_dates = _drop_examples(skips, {f for o in outside for f in o} - inside)
     return out
 
 
@@ -199,6 +253,7 @@ def map_sessions(
     stats: LoadStats | None = None,
     project: str | None = None,
     engine: Engine | None = None,
+    memo: UnitMemo[T] | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
@@ -209,6 +264,8 @@ def map_sessions(
     sizes). `fn` and `source` run in worker processes, so they must be picklable (module-level
     functions, functools.partial, or dataclass instances). `engine` runs the units (default:
     a LocalEngine with `workers` processes; `workers` is ignored when an engine is given).
+    `memo` keeps each unit's results, and gives them back while the unit's files are as
+    they were: fn is not run again (nor is the unit loaded).
     Raises InputNotFoundError before anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
@@ -233,7 +290,7 @@ def map_sessions(
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
-    jobs = [_Job(u, src, fn, since_s, until_s) for u in units]
+    jobs = [_Job(u, src, fn, since_s, until_s, memo=memo) for u in units]
     return _collect(jobs, engine if engine is not None else LocalEngine(workers), progress, stats)
 
 

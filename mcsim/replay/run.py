@@ -582,6 +582,12 @@ def run_replay(
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
     fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
+    memo = None
+    if cache_dir is not None:
+        # (imported here: the result cache stores this module's results, so it imports it)
+        from mcsim.replay.result_cache import ResultCache, setup_key
+
+        memo = ResultCache(cache_dir, setup_key(tuple(scenarios), prices, keep_rows))
     for result in map_sessions(
         paths,
         fn,
@@ -592,6 +598,7 @@ def run_replay(
         progress=progress,
         stats=report.stats,
         engine=engine,
+        memo=memo,
     ):
         report.add(result)
         if sink is not None:

@@ -1,0 +1,394 @@
+"""Replayed results kept in the cache folder: a warm `mcsim replay` writes what a run without
+the cache writes, byte for byte, without loading or replaying anything; another policy file,
+price table or mcsim is another entry; a changed transcript, a damaged, foreign or misshapen
+entry is replayed again (and noted when damaged)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from conftest import CORPUS, REPO, SAMPLES
+from lines import SESSION, assistant, usage, user, write
+
+import mcsim.replay.run
+from mcsim.accounting.prices import default_table
+from mcsim.cli import cli
+from mcsim.ingest.loaders.claude_code import ClaudeCodeLoader
+from mcsim.replay import result_cache
+from mcsim.replay.run import ReplayReport, run_replay
+from mcsim.replay.scenario import load_policy_file
+
+ALL = REPO / "policies" / "all.yaml"
+SCENARIOS = load_policy_file(ALL)
+MAGIC = b"\x89mcsim\r\n"
+BODY = struct.Struct("<BHQ")  # kind, format version, payload size (disk_cache.py)
+HEADER_BYTES = len(MAGIC) + 32 + BODY.size
+CODEX = REPO / "tests" / "data" / "codex"
+
+
+def _replay(cache: Path | None, *paths: Path, **options: Any) -> ReplayReport:
+    paths = paths or (SAMPLES,)
+    options.setdefault("keep_rows", True)
+    return run_replay([str(p) for p in paths], options.pop("scenarios", SCENARIOS),
+                      default_table(), cache_dir=cache, workers=1, **options)  # fmt: skip
+
+
+def _figures(report: ReplayReport) -> Any:
+    rows = report.call_rows()
+    return (
+        report.recorded,
+        report.policies,
+        [replace(s, call_rows=None) for s in report.sessions],
+        {name: list(column) for name, column in rows.numbers.items()},
+        {name: [rows.values[name][c] if c >= 0 else None for c in rows.codes[name]]
+         for name in rows.codes},
+        report.stats.skips,
+    )  # fmt: skip
+
+
+def _rebuilt(report: ReplayReport) -> list[tuple[str, str]]:
+    skips = report.stats.skips
+    found = [(e.file, e.detail) for e in skips.examples if e.reason == "cache_entry_rebuilt"]
+    assert skips.notes["cache_entry_rebuilt"] == len(found)
+    return found
+
+
+def _no_loading_or_replaying(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a warm run must serve every unit from its results")
+
+    monkeypatch.setattr(ClaudeCodeLoader, "load", refuse)
+    monkeypatch.setattr(mcsim.replay.run, "replay_session", refuse)
+
+
+@pytest.fixture(scope="module")
+def expected() -> Any:
+    return _figures(_replay(None))
+
+
+@pytest.fixture()
+def cache(tmp_path: Path) -> Path:
+    folder = tmp_path / "cache"
+    assert _rebuilt(_replay(folder)) == []
+    assert len(list(folder.glob("*.results"))) == 2  # one per project folder of the samples
+    return folder
+
+
+def _entry(cache: Path) -> Path:
+    return sorted(cache.glob("*.results"))[0]
+
+
+def test_a_warm_run_is_served_from_the_results_and_gives_the_same_figures(
+    cache: Path, expected: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_loading_or_replaying(monkeypatch)
+    report = _replay(cache)
+    assert _figures(report) == expected
+    assert len(report.sessions) == 2  # one session in each project folder of the samples
+
+
+def _run(*args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["replay", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    doc.pop("out_dir")
+    return doc
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    found = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    run = json.loads(found.pop("run.json"))
+    run.pop("created")
+    found["run.json"] = json.dumps(run).encode()
+    return found
+
+
+def test_a_warm_replay_writes_what_a_replay_without_the_cache_writes(tmp_path: Path) -> None:
+    # The corpus (every layout, compactions, prunings, broken lines), the samples and Codex
+    # rollouts, under every example policy: every table, chart and figure, byte for byte.
+    cache = tmp_path / "cache"
+    paths = [str(CORPUS), str(SAMPLES), str(CODEX), "--policy", str(ALL)]
+    none = _run(*paths, "--no-cache", "--out", str(tmp_path / "none"))
+    cold = _run(*paths, "--cache-dir", str(cache), "--out", str(tmp_path / "cold"))
+    entries = sorted(cache.glob("*.results"))
+    assert len(entries) == len(list(cache.glob("*.sessions"))) > 10
+    stamps = [e.stat().st_mtime_ns for e in entries]
+    warm = _run(*paths, "--cache-dir", str(cache), "--out", str(tmp_path / "warm"))
+    assert none == cold == warm
+    assert [e.stat().st_mtime_ns for e in entries] != stamps  # read (touched), not rewritten
+    assert _files(tmp_path / "none") == _files(tmp_path / "cold") == _files(tmp_path / "warm")
+
+
+def test_dates_are_applied_to_served_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    everything = _replay(cache, CORPUS)
+    starts = sorted(s.start_s for s in everything.sessions)
+    since, until = starts[3], starts[-4]
+    dated = _replay(None, CORPUS, since_s=since, until_s=until)
+    assert 0 < len(dated.sessions) < len(everything.sessions)
+    assert dated.stats.sessions_outside_dates > 0
+    _no_loading_or_replaying(monkeypatch)
+    served = _replay(cache, CORPUS, since_s=since, until_s=until)
+    assert _figures(served) == _figures(dated)
+    assert served.stats.sessions_outside_dates == dated.stats.sessions_outside_dates
+    assert served.stats.examples_outside_dates == dated.stats.examples_outside_dates
+
+
+def test_a_run_that_left_sessions_out_by_date_keeps_no_results(tmp_path: Path) -> None:
+    # Sessions outside the dates are never replayed: such a unit's results are incomplete.
+    cache = tmp_path / "cache"
+    starts = sorted(s.start_s for s in _replay(None).sessions)
+    _replay(cache, since_s=starts[-1])
+    assert len(list(cache.glob("*.sessions"))) == 2
+    assert len(list(cache.glob("*.results"))) == 1  # the project whose sessions all count
+
+
+def test_another_setup_is_another_entry_and_both_are_kept(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = _replay(cache)
+    other = load_policy_file(REPO / "policies" / "claude-code.yaml")
+    second = _replay(cache, scenarios=other)
+    assert [s.name for s in second.scenarios] != [s.name for s in first.scenarios]
+    assert len(list(cache.glob("*.results"))) == 4
+    assert _figures(_replay(cache)) == _figures(first)
+    assert _figures(_replay(cache, scenarios=other)) == _figures(second)
+    assert len(list(cache.glob("*.results"))) == 4
+
+
+def test_the_setup_key_covers_what_results_depend_on() -> None:
+    prices = default_table()
+    scenarios = tuple(SCENARIOS)
+    key = result_cache.setup_key(scenarios, prices, True)
+    first = scenarios[1]
+    changed = [
+        (replace(first, ttl="1h"), *scenarios[2:]),
+        (replace(first, main_thread_only=not first.main_thread_only), *scenarios[2:]),
+        (replace(first, exclude_tools=frozenset({"Read"})), *scenarios[2:]),
+        (replace(first, layers=scenarios[2].layers), *scenarios[2:]),
+        (replace(first, name="renamed"), *scenarios[2:]),
+        (replace(first, provider="openai"), *scenarios[2:]),
+    ]
+    keys = {result_cache.setup_key((scenarios[0], *s), prices, True) for s in changed}
+    keys.add(result_cache.setup_key(scenarios, prices, False))
+    models = dict(prices.models)
+    name = next(iter(models))
+    models[name] = replace(models[name], family=models[name].family + "x")
+    keys.add(result_cache.setup_key(scenarios, replace(prices, models=models), True))
+    assert key not in keys and len(keys) == len(changed) + 2
+
+
+def test_the_setup_key_is_the_same_in_every_process() -> None:
+    # Tool lists are sets, whose order changes with the string hash seed of each process.
+    code = (
+        "from mcsim.replay.result_cache import setup_key;"
+        "from mcsim.replay.scenario import load_policy_file;"
+        "from mcsim.accounting.prices import default_table;"
+        f"print(setup_key(tuple(load_policy_file({str(ALL)!r})), default_table(), True))"
+    )
+    keys = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env=env)  # fmt: skip
+        keys.add(run.stdout)
+    assert keys == {result_cache.setup_key(tuple(SCENARIOS), default_table(), True) + "\n"}
+
+
+def test_mcsims_code_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    _replay(cache)
+    monkeypatch.setattr(result_cache, "_code_hash", lambda: "another mcsim")
+    _replay(cache)
+    assert len(list(cache.glob("*.results"))) == 4
+    source = Path(result_cache.__file__).resolve().parent.parent
+    assert len(list(source.rglob("*.py"))) > 50  # the whole package, hashed
+
+
+def test_a_changed_transcript_is_replayed_again_and_its_entry_replaced(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    shutil.copytree(SAMPLES, folder)
+    cache = tmp_path / "cache"
+    _replay(cache, folder)
+    transcript = sorted(folder.rglob("*.jsonl"))[0]
+    with transcript.open("a") as fh:
+        fh.write(json.dumps(assistant("zz", None, 50_000, "m-new", "r-new",
+                                      u=usage(7, 0, 0))) + "\n")  # fmt: skip
+    grown = _replay(cache, folder)
+    assert _figures(grown) == _figures(_replay(None, folder))
+    assert grown.recorded.calls == _replay(None, SAMPLES).recorded.calls + 1
+    assert len(list(cache.glob("*.results"))) == 2
+
+
+def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(cache: Path, expected: Any) -> None:
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    rng = random.Random(99)
+    for position in rng.sample(range(len(original)), 40):
+        damaged = bytearray(original)
+        damaged[position] ^= rng.randrange(1, 256)
+        entry.write_bytes(damaged)
+        report = _replay(cache)
+        assert _figures(report)[:-1] == expected[:-1], position
+        ((file, why),) = _rebuilt(report)
+        assert file == str(entry)
+        assert why in ("not an mcsim cache file", "checksum mismatch", "truncated"), position
+        assert entry.read_bytes() == original  # rewritten as it was
+
+
+def _forged(entry: Path, payload: bytes) -> None:
+    original = entry.read_bytes()
+    kind, version, _ = BODY.unpack_from(original, len(MAGIC) + 32)
+    body = BODY.pack(kind, version, len(payload)) + payload
+    entry.write_bytes(MAGIC + hashlib.sha256(body).digest() + body)
+
+
+def _parts(entry: Path) -> tuple[list[Any], bytes]:
+    payload = entry.read_bytes()[HEADER_BYTES:]
+    (size,) = struct.unpack_from("<Q", payload)
+    return orjson.loads(payload[8 : 8 + size]), payload[8 + size :]
+
+
+def _joined(doc: list[Any], blob: bytes) -> bytes:
+    data = orjson.dumps(doc)
+    return struct.pack("<Q", len(data)) + data + blob
+
+
+# Payload: [[name, stamp], files, skip report, sessions]; a session: [start, files, digests,
+# counts, id, project, start, end, calls, recorded totals, policies' totals, fidelity,
+# models, recorded prunes, providers, rows, breaks]; totals: [name, tokens, cost, counts,
+# breaks by cause, refetch cost, figures]; rows: [threads, runs, rows, model runs, TTL runs,
+# causes], then the packed columns.
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ((3, 0, 0), "0"),  # a session's start as text
+        ((3, 0, 2, 0), -1),  # a call digest that is not 64 unsigned bits
+        ((3, 0, 2, 0), 1.5),  # ... nor an integer
+        ((3, 0, 9, 2), 1),  # a cost that is not a float
+        ((3, 0, 10, 0, 3), [1, 2]),  # too few counts
+        ((3, 0, 10, 0, 4), {"ttl_expired": "2"}),  # a count by cause as text
+        ((3, 0, 10, 0, 6), [{"gap": "long"}]),  # a figure as text
+        ((3, 0, 11), [1, 2]),  # fidelity without its fallbacks
+        ((3, 0, 15, 0, 0), ["main", "main"]),  # a thread without its calls
+        ((3, 0, 15, 2), 1),  # fewer rows than the threads' calls under every run
+        ((3, 0, 15, 3), []),  # model runs that do not cover the rows
+        ((3, 0, 16, 4), ["1"]),  # a break's call index as text
+        ((3, 0, 16), [[]]),  # break columns missing
+        ((3, 0), [1]),  # a session without its fields
+        ((2, 0), "12"),  # the lines read as text
+    ],
+)
+def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
+    cache: Path, expected: Any, path: tuple[int, ...], value: Any
+) -> None:
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    doc, blob = _parts(entry)
+    target: Any = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    _forged(entry, _joined(doc, blob))
+    report = _replay(cache)
+    assert _figures(report)[:-1] == expected[:-1]
+    assert _rebuilt(report) == [(str(entry), "unexpected content")]
+    assert entry.read_bytes() == original
+
+
+@pytest.mark.parametrize("cut", [1, 8, 1000])
+def test_packed_rows_cut_short_or_too_long_are_rebuilt(
+    cache: Path, expected: Any, cut: int
+) -> None:
+    entry = _entry(cache)
+    doc, blob = _parts(entry)
+    for changed in (blob[:-cut], blob + bytes(cut)):
+        _forged(entry, _joined(doc, changed))
+        report = _replay(cache)
+        assert _figures(report)[:-1] == expected[:-1]
+        assert _rebuilt(report) == [(str(entry), "unexpected content")]
+
+
+def test_an_entry_under_another_units_name_is_rebuilt(cache: Path, expected: Any) -> None:
+    first, second = sorted(cache.glob("*.results"))
+    second.write_bytes(first.read_bytes())  # valid, checksummed, but the other unit's
+    report = _replay(cache)
+    assert _figures(report)[:-1] == expected[:-1]
+    assert _rebuilt(report) == [(str(second), "written for another unit")]
+
+
+def test_a_damaged_sessions_entry_is_noted_and_no_result_keeps_the_note(
+    tmp_path: Path, expected: Any
+) -> None:
+    cache = tmp_path / "cache"
+    _replay(cache)
+    for entry in cache.glob("*.results"):
+        entry.unlink()
+    sessions = sorted(cache.glob("*.sessions"))[0]
+    sessions.write_bytes(b"\x89mcsim\r\n" + bytes(40))
+    report = _replay(cache)
+    assert [why for _, why in _rebuilt(report)] == ["truncated"]
+    assert len(list(cache.glob("*.results"))) == 1  # the noted unit's results are not kept
+    again = _replay(cache)
+    assert _rebuilt(again) == []
+    assert _figures(again) == expected
+    assert len(list(cache.glob("*.results"))) == 2
+
+
+def test_results_that_do_not_survive_json_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected: Any
+) -> None:
+    real = mcsim.replay.run.replay_session
+
+    def infinite_figure(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        result.recorded.figures = [{"gap": float("inf")}]
+        return result
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(mcsim.replay.run, "replay_session", infinite_figure)
+    _replay(cache)
+    assert list(cache.glob("*.results")) == []
+    assert len(list(cache.glob("*.sessions"))) == 2
+
+
+def test_cache_info_and_clear_count_the_results(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _replay(cache)
+    runner = CliRunner()
+    info = runner.invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
+    assert info.exit_code == 0 and "entries: 6" in info.output, info.output
+    cleared = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
+    assert "removed 6 entries" in cleared.output, cleared.output
+    assert list(cache.iterdir()) == []
+
+
+def test_no_transcript_text_reaches_the_results(tmp_path: Path) -> None:
+    folder = tmp_path / "in" / "p"
+    write(
+        folder / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0, "prompt-text-marker"),
+            assistant("a1", "u1", 1, "m1", "r1", u=usage(3, 2_000, 0)),
+            user("u2", "a1", 2, "second-prompt-marker"),
+            assistant("a2", "u2", 3, "m2", "r2", u=usage(3, 500, 2_000)),
+        ],
+    )
+    cache = tmp_path / "cache"
+    _replay(cache, tmp_path / "in")
+    (entry,) = cache.glob("*.results")
+    assert b"marker" not in entry.read_bytes()
