@@ -272,7 +272,7 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
 # counts, id, project, start, end, calls, recorded totals, policies' totals, fidelity,
 # models, recorded prunes, providers, rows, breaks]; totals: [name, tokens, cost, counts,
 # breaks by cause, refetch cost, figures]; rows: [threads, runs, rows, model runs, TTL runs,
-# causes], then the packed columns.
+# causes], short records as columns, then the packed columns.
 @pytest.mark.parametrize(
     ("path", "value"),
     [

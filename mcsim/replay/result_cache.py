@@ -39,8 +39,11 @@ import orjson
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TokenTotals
 from mcsim.ingest.disk_cache import (
+    INT,
+    STR,
     Damaged,
     Kind,
+    checked,
     read_payload,
     respell,
     skips_from_row,
@@ -183,7 +186,19 @@ def _rows_row(rows: SessionRows | None, blob: list[bytes]) -> list[Any] | None:
         return None
     for chunks in (*rows.ints, *rows.floats, *rows.bools):
         blob.append(b"".join(chunks))
-    return [rows.threads, rows.policies, rows.rows, rows.model, rows.ttl, rows.causes]
+    return [
+        _as_columns(rows.threads, 3),
+        rows.policies,
+        rows.rows,
+        _as_columns(rows.model, 2),
+        _as_columns(rows.ttl, 2),
+        _as_columns(rows.causes, 2),
+    ]
+
+
+def _as_columns(records: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Short records as columns: checked a column at a time on the way back (`_records`)."""
+    return [list(c) for c in zip(*records, strict=True)] or [[] for _ in range(width)]
 
 
 def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]:
@@ -264,27 +279,25 @@ def _counter(value: Any) -> Counter[str]:
 
 def _totals(row: Any) -> PolicyTotals:
     name, tokens, cost, counts, causes, refetch_cost, figures = _list(row, 7)
-    totals = PolicyTotals(
+    for figure in _list(figures):
+        if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
+            raise TypeError("not figures")
+    return PolicyTotals(
         _is(name, str),
         TokenTotals(*_ints(tokens, len(_TOKEN_FIELDS))),
         _is(cost, float),
         breaks_by_cause=_counter(causes),
         refetch_cost_usd=_is(refetch_cost, float),
+        figures=figures,
+        **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
-    for field, value in zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True):
-        setattr(totals, field, value)
-    for figure in _list(figures):
-        if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
-            raise TypeError("not figures")
-    totals.figures = figures
-    return totals
 
 
 def _rows(row: Any, blob: memoryview, at: int) -> tuple[SessionRows | None, int]:
     if row is None:
         return None, at
     threads, policies, n, model, ttl, causes = _list(row, 6)
-    rows = SessionRows("", "", [_run(t, str, str, int) for t in _list(threads)], strings(policies))
+    rows = SessionRows("", "", _records(threads, STR, STR, INT), strings(policies))
     rows.rows = _is(n, int)
     if n != rows.calls * len(rows.policies):
         raise ValueError("rows that do not add up")
@@ -295,20 +308,18 @@ def _rows(row: Any, blob: memoryview, at: int) -> tuple[SessionRows | None, int]
                 raise ValueError("truncated rows")
             chunks.append(chunk)
             at += n * width
-    rows.model = [_run(r, str, int) for r in _list(model)]
-    rows.ttl = [_run(r, str, int) for r in _list(ttl)]
-    rows.causes = [_run(c, int, str) for c in _list(causes)]
+    rows.model = _records(model, STR, INT)
+    rows.ttl = _records(ttl, STR, INT)
+    rows.causes = _records(causes, INT, STR)
     for runs in (rows.model, rows.ttl):
         if sum(count for _, count in runs) != n:
             raise ValueError("runs that do not add up")
     return rows, at
 
 
-def _run(value: Any, *types: type) -> Any:
-    """A short record (a list in JSON) of the given field types, as a tuple."""
-    for item, kind in zip(_list(value, len(types)), types, strict=True):
-        _is(item, kind)
-    return tuple(value)
+def _records(value: Any, *spec: frozenset[type]) -> list[Any]:
+    """Short records from their columns (`_as_columns`), as tuples, every value checked."""
+    return list(zip(*checked(value, spec), strict=True))
 
 
 def _breaks(value: Any) -> list[list[object]]:
