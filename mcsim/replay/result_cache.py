@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from mcsim import __version__
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TokenTotals
 from mcsim.ingest.disk_cache import (
@@ -93,11 +94,15 @@ _BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
 
 @cache
 def _code_hash() -> str:
-    """A hash of mcsim's own source: results computed by other code are other entries."""
+    """A hash of mcsim's own files (its source, presets and price tables; compiled files
+    only in an install without source): results computed by other code are other entries.
+    About 7 ms."""
     package = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+    files = sorted(p for p in package.rglob("*") if p.is_file())
+    source = [p for p in files if "__pycache__" not in p.parts]
+    digest = hashlib.sha256(__version__.encode())
+    for path in source if any(p.suffix == ".py" for p in source) else files:
+        digest.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
