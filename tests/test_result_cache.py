@@ -284,7 +284,8 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
         ((3, 0, 10, 0, 4), {"ttl_expired": "2"}),  # a count by cause as text
         ((3, 0, 10, 0, 6), [{"gap": "long"}]),  # a figure as text
         ((3, 0, 11), [1, 2]),  # fidelity without its fallbacks
-        ((3, 0, 15, 0, 0), ["main", "main"]),  # a thread without its calls
+        ((3, 0, 15, 0, 2, 0), 0),  # a thread without its calls: the rows do not add up
+        ((3, 0, 15, 0, 1, 0), 7),  # a thread kind that is not a string
         ((3, 0, 15, 2), 1),  # fewer rows than the threads' calls under every run
         ((3, 0, 15, 3), []),  # model runs that do not cover the rows
         ((3, 0, 16, 4), ["1"]),  # a break's call index as text
