@@ -14,6 +14,7 @@ from conftest import REPO, SAMPLES
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
 from mcsim.errors import UsageError
+from mcsim.ingest import disk_cache
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.replay.run import run_replay
 from mcsim.replay.scenario import load_policy_file
@@ -152,3 +153,27 @@ def test_a_redacted_report_names_no_user(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for page in pages:
         assert "-Users-alice-src-app" in page.read_text()
+
+
+def test_a_folder_under_the_cap_is_checked_without_opening_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every run ends with the cap: most end under it, and then listing the folder suffices
+    # (opening every entry for its magic bytes was 0.28 s of a warm replay of the replica).
+    cache = tmp_path / "cache"
+    _replay(SAMPLES, cache)
+    sizes = sum(p.stat().st_size for p in cache.iterdir())
+    lookalike = cache / ("0" * 64 + ".sessions")  # named like an entry, but not one of mcsim's
+    lookalike.write_bytes(b"x" * 10)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a folder under the cap needs no file opened")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(disk_cache, "open_regular", refuse)
+        assert enforce_cap(cache, sizes + 10) == []
+    # Over the cap only by counting the lookalike: the files are opened, and nothing goes.
+    assert enforce_cap(cache, sizes) == []
+    assert len(list(cache.iterdir())) == 7
+    removed = enforce_cap(cache, sizes - 1)  # one of mcsim's must go, never the lookalike
+    assert len(removed) == 1 and lookalike.exists()
