@@ -390,3 +390,15 @@ def test_savings_of_equal_costs_summed_in_another_order_are_zero() -> None:
     assert savings_pct(9.0, 10.0) == pytest.approx(10.0)  # a real saving stays
     assert savings_pct(11.0, 10.0) == pytest.approx(-10.0)
     assert savings_pct(5.0, 0.0) == 0.0
+
+
+def test_token_totals_merge_adds_every_field() -> None:
+    # merge spells its fields out (speed): a field added without its line would be dropped
+    from dataclasses import fields
+
+    from mcsim.accounting.recorded import TokenTotals
+
+    names = [f.name for f in fields(TokenTotals)]
+    total = TokenTotals(**{n: 10 ** (i + 1) for i, n in enumerate(names)})
+    total.merge(TokenTotals(**{n: i + 1 for i, n in enumerate(names)}))
+    assert [getattr(total, n) for n in names] == [10 ** (i + 1) + i + 1 for i in range(len(names))]

@@ -74,8 +74,13 @@ class TokenTotals:
         self.output_tokens += usage.output_tokens
 
     def merge(self, other: TokenTotals) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        # Spelled out: a loop over the fields with getattr/setattr took three times as long,
+        # and a replay merges one per session and policy (7,700 on the 506 MB replica).
+        self.input_tokens += other.input_tokens
+        self.cache_write_5m_tokens += other.cache_write_5m_tokens
+        self.cache_write_1h_tokens += other.cache_write_1h_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.output_tokens += other.output_tokens
 
     @property
     def prompt_tokens(self) -> int:

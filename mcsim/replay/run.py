@@ -95,7 +95,8 @@ class PolicyTotals:
         self.max_prompt_tokens = max(self.max_prompt_tokens, other.max_prompt_tokens)
         self.calls += other.calls
         self.cache_breaks += other.cache_breaks
-        self.breaks_by_cause.update(other.breaks_by_cause)
+        if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
+            self.breaks_by_cause.update(other.breaks_by_cause)
         self.cache_edit_drops += other.cache_edit_drops
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
