@@ -234,6 +234,30 @@ def test_a_changed_transcript_is_replayed_again_and_its_entry_replaced(tmp_path:
     assert len(list(cache.glob("*.results"))) == 2
 
 
+def test_a_transcript_written_to_during_its_replay_is_replayed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claude Code appends to a live session while mcsim replays it: the entry must stand for
+    # the files as they were loaded, so the next run sees the new lines, as --no-cache does.
+    folder = tmp_path / "in"
+    shutil.copytree(SAMPLES, folder)
+    cache = tmp_path / "cache"
+    grow = sorted(folder.rglob("*.jsonl"))
+    replay = mcsim.replay.run.replay_session
+
+    def append_then_replay(*args: Any, **kwargs: Any) -> Any:
+        while grow:  # once, while the first unit is being replayed
+            with grow.pop().open("a") as fh:
+                fh.write(json.dumps(assistant("zz", None, 50_000, "m-new", "r-new",
+                                              u=usage(7, 0, 0))) + "\n")  # fmt: skip
+        return replay(*args, **kwargs)
+
+    monkeypatch.setattr(mcsim.replay.run, "replay_session", append_then_replay)
+    _replay(cache, folder)
+    monkeypatch.undo()
+    assert _figures(_replay(cache, folder)) == _figures(_replay(None, folder))
+
+
 def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(cache: Path, expected: Any) -> None:
     entry = _entry(cache)
     original = entry.read_bytes()

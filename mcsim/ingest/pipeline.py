@@ -143,12 +143,16 @@ class UnitMemo(Protocol[T]):
     """fn's results kept per unit (picklable), so that a unit whose files and fn are as they
     were is not loaded again (mcsim.replay.result_cache)."""
 
-    def get(self, unit: LoadUnit) -> tuple[Memoed[T] | None, list[tuple[Path, str]]]:
-        """The unit's results, or None; and the memo files that could not be used, with why
-        (the caller notes them once the unit is loaded)."""
+    def get(self, unit: LoadUnit) -> tuple[Memoed[T] | None, list[tuple[Path, str]], str]:
+        """The unit's results, or None; the memo files that could not be used, with why
+        (the caller notes them once the unit is loaded); and the state of the unit's files
+        as looked up, before the load (what `put` keeps the results under)."""
         ...
 
-    def put(self, unit: LoadUnit, memoed: Memoed[T]) -> None: ...
+    def put(self, unit: LoadUnit, state: str, memoed: Memoed[T]) -> None:
+        """Keep the unit's results for its files in STATE (from `get`): a file written to
+        while the unit was replayed (a live session) then makes the next run miss."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ class _UnitOutput(Generic[T]):
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
-    memoed, unusable = memo.get(job.unit) if memo is not None else (None, [])
+    memoed, unusable, state = memo.get(job.unit) if memo is not None else (None, [], "")
     if memoed is not None:
         inside = [d for d in memoed.sessions if not _outside(job, d[0])]
         outside = [d[1] for d in memoed.sessions if _outside(job, d[0])]
@@ -198,7 +202,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     # Kept only whole (fn ran on every session), and never with a note of a rebuilt cache
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
     if memo is not None and not outside and not loaded.skips.notes["cache_entry_rebuilt"]:
-        memo.put(job.unit, Memoed(done, loaded.skips))
+        memo.put(job.unit, state, Memoed(done, loaded.skips))
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
     out = _output(done, outside, loaded.skips)

@@ -137,32 +137,34 @@ class ResultCache:
         name, stamp = unit_keys(unit, f"mcsim-results/{RESULTS_VERSION}/{self.setup}")
         return self.cache_dir / f"{name}.results", stamp, [from_fs(str(f)) for f in unit.files]
 
-    def get(self, unit: LoadUnit) -> tuple[Memoed[SessionReplay] | None, list[tuple[Path, str]]]:
+    def get(
+        self, unit: LoadUnit
+    ) -> tuple[Memoed[SessionReplay] | None, list[tuple[Path, str]], str]:
         path, stamp, files = self._entry(unit)
         try:
             payload = read_payload(path, _RESULTS)
             if payload is None:
-                return None, []
-            return _decode(payload, path.stem, stamp, files), []
+                return None, [], stamp
+            return _decode(payload, path.stem, stamp, files), [], stamp
         except Damaged as why:
-            return None, [(path, str(why))]
+            return None, [(path, str(why))], stamp
         except (ValueError, TypeError, KeyError, IndexError, OverflowError, struct.error):
-            return None, [(path, "unexpected content")]
+            return None, [(path, "unexpected content")], stamp
 
-    def put(self, unit: LoadUnit, memoed: Memoed[SessionReplay]) -> None:
-        """Write the unit's entry (nothing when a file could not be read, as disk_cache.Entry,
-        or when a value does not survive JSON: a number past 64 bits, a float that is not
-        finite)."""
+    def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
+        """Write the unit's entry under STATE, the stamp its files had before they were loaded
+        (nothing when a file could not be read, as disk_cache.Entry, or when a value does not
+        survive JSON: a number past 64 bits, a float that is not finite)."""
         if memoed.skips.counts["unreadable_file"]:
             return
-        path, stamp, files = self._entry(unit)
+        path, _, files = self._entry(unit)
         floats: list[float] = []
         blob: list[bytes] = []
         try:
             sessions = [_session_row(done, floats, blob) for done in memoed.sessions]
             if not all(map(math.isfinite, floats)):
                 return
-            data = orjson.dumps([[path.stem, stamp], files, skips_row(memoed.skips), sessions])
+            data = orjson.dumps([[path.stem, state], files, skips_row(memoed.skips), sessions])
         except orjson.JSONEncodeError:
             return
         write_entry(path, _RESULTS, b"".join([_JSON_SIZE.pack(len(data)), data, *blob]))
