@@ -335,6 +335,79 @@ def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
     assert entry.read_bytes() == original
 
 
+def _session_row(doc: list[Any]) -> list[Any]:
+    return next(s for s in doc[3] if s[15] is not None and any(p[6] for p in s[10]))
+
+
+def _fewer_counts(session: list[Any]) -> None:
+    session[3].pop()  # one call's counts missing: the run's calls seen would not pair up
+
+
+def _negative_run(session: list[Any], field: int) -> None:
+    runs = session[15][field]  # the counts still add up, one of them below zero
+    runs[0][-1] += 1
+    runs.append([*runs[0][:-1], -1])
+
+
+def _cause_past_the_rows(session: list[Any]) -> None:
+    session[15][5] = [[session[15][2], "ttl_expired"]]
+
+
+def _other_figures(session: list[Any]) -> None:
+    totals = next(p for p in session[10] if p[6])
+    totals[6] = totals[6] * 2  # figures of more policies than the scenario has
+
+
+def _figures_without_their_names(session: list[Any]) -> None:
+    totals = next(p for p in session[10] if p[6])
+    totals[6] = [{} for _ in totals[6]]
+
+
+def _policy_renamed(session: list[Any]) -> None:
+    session[10][1][0] = "another policy"
+
+
+def _policy_missing(session: list[Any]) -> None:
+    session[10].pop()
+
+
+def _rows_of_other_runs(session: list[Any]) -> None:
+    session[15][1] = session[15][1][::-1]
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        _fewer_counts,
+        lambda s: _negative_run(s, 0),  # threads
+        lambda s: _negative_run(s, 3),  # models
+        lambda s: _negative_run(s, 4),  # TTLs
+        _cause_past_the_rows,
+        _other_figures,
+        _figures_without_their_names,
+        _policy_renamed,
+        _policy_missing,
+        _rows_of_other_runs,
+    ],
+    ids=["counts", "threads", "models", "ttls", "cause", "figures", "names", "renamed",
+         "missing", "rows"],
+)  # fmt: skip
+def test_a_verified_payload_that_does_not_fit_this_setup_is_rebuilt(
+    cache: Path, expected: Any, forge: Any
+) -> None:
+    # Well-typed but not what this run's replay could have made: a crash later on (numpy's
+    # repeat, a strict zip of the report, the rows' table) unless refused here.
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    doc, blob = _parts(entry)
+    forge(_session_row(doc))
+    _forged(entry, _joined(doc, blob))
+    report = _replay(cache)
+    assert _figures(report)[:-1] == expected[:-1]
+    assert _rebuilt(report) == [(str(entry), "unexpected content")]
+    assert entry.read_bytes() == original
+
+
 @pytest.mark.parametrize("cut", [1, 8, 1000])
 def test_packed_rows_cut_short_or_too_long_are_rebuilt(
     cache: Path, expected: Any, cut: int

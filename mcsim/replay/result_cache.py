@@ -55,9 +55,10 @@ from mcsim.ingest.disk_cache import (
 )
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.pipeline import Memoed
+from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import SessionRows
 from mcsim.replay.run import BREAK_COLUMNS, PolicyTotals, SessionReplay
-from mcsim.replay.scenario import Scenario
+from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.text import from_fs
 
 RESULTS_VERSION = 1
@@ -90,6 +91,9 @@ _BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
     frozenset(t) for t in ({str}, {str}, {str}, {str}, {int}, {float}, {str}, {int}, {int},
                            {int}, {float, int}, {str}, {bool})
 )  # fmt: skip
+# A session's runs, the recording first: each one's name, and the figure names of each of its
+# policies that can clear (PolicyTotals.figures)
+Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 
 
 @cache
@@ -132,6 +136,19 @@ class ResultCache:
 
     cache_dir: Path
     setup: str
+    # What every session must hold, checked on the way back: the report and the rows' table
+    # pair runs and figures up strictly, so a forged entry of another shape would crash them
+    runs: Runs
+
+    @classmethod
+    def of(
+        cls, cache_dir: Path, scenarios: tuple[Scenario, ...], prices: PriceTable, keep_rows: bool
+    ) -> ResultCache:
+        runs = tuple(
+            (s.name, tuple(p.figure_names for p in s.build() if can_clear(type(p))))
+            for s in scenarios
+        )
+        return cls(cache_dir, setup_key(scenarios, prices, keep_rows), ((RECORDED, ()), *runs))
 
     def _entry(self, unit: LoadUnit) -> tuple[Path, str, list[str]]:
         name, stamp = unit_keys(unit, f"mcsim-results/{RESULTS_VERSION}/{self.setup}")
@@ -145,7 +162,7 @@ class ResultCache:
             payload = read_payload(path, _RESULTS)
             if payload is None:
                 return None, [], stamp
-            return _decode(payload, path.stem, stamp, files), [], stamp
+            return _decode(payload, path.stem, stamp, files, self.runs), [], stamp
         except Damaged as why:
             return None, [(path, str(why))], stamp
         except (ValueError, TypeError, KeyError, IndexError, OverflowError, struct.error):
@@ -238,7 +255,7 @@ def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]
 
 
 def _decode(
-    payload: bytes, name: str, stamp: str, files: list[str]
+    payload: bytes, name: str, stamp: str, files: list[str], runs: Runs
 ) -> Memoed[SessionReplay] | None:
     (size,) = _JSON_SIZE.unpack_from(payload)
     end = _JSON_SIZE.size + size
@@ -252,7 +269,7 @@ def _decode(
     done = []
     at = 0
     for row in _list(sessions):
-        item, at = _session(row, names, blob, at)
+        item, at = _session(row, names, blob, at, runs)
         done.append(item)
     if at != len(blob):
         raise ValueError("rows that do not add up")
@@ -321,6 +338,11 @@ def _rows(row: Any, blob: memoryview, at: int) -> tuple[SessionRows | None, int]
     for runs in (rows.model, rows.ttl):
         if sum(count for _, count in runs) != n:
             raise ValueError("runs that do not add up")
+    counts = [t[2] for t in rows.threads] + [r[1] for r in (*rows.model, *rows.ttl)]
+    if any(count < 0 for count in counts):
+        raise ValueError("a negative count of calls")
+    if not all(0 <= at_row < n for at_row, _ in rows.causes):
+        raise ValueError("a break past the session's rows")
     return rows, at
 
 
@@ -342,7 +364,9 @@ def _breaks(value: Any) -> list[list[object]]:
     return columns
 
 
-def _session(row: Any, names: dict[str, str], blob: memoryview, at: int) -> tuple[Any, int]:
+def _session(
+    row: Any, names: dict[str, str], blob: memoryview, at: int, runs: Runs
+) -> tuple[Any, int]:
     (start, files, digests, counts, session_id, project, start_s, end_s, calls, recorded,
      policies, fidelity, models, prunes, providers, rows, breaks) = _list(row, 17)  # fmt: skip
     error, weight, fallbacks = _ints(fidelity, 3)
@@ -362,9 +386,19 @@ def _session(row: Any, names: dict[str, str], blob: memoryview, at: int) -> tupl
         _counter(providers),
         break_columns=_breaks(breaks),
     )
+    totals = [result.recorded, *result.policies]
+    if [t.name for t in totals] != [run for run, _ in runs]:
+        raise ValueError("the runs of another setup")
+    for t, (_, figures) in zip(totals, runs, strict=True):
+        if t.figures and [tuple(f) for f in t.figures] != list(figures):
+            raise ValueError("the figures of other policies")
     result.call_rows, at = _rows(rows, blob, at)
     if result.call_rows is not None:
+        if result.call_rows.policies != [run for run, _ in runs]:
+            raise ValueError("the rows of another setup")
         result.call_rows.session_id, result.call_rows.project = session_id, project
+    if len(_list(digests)) != len(_list(counts)):
+        raise ValueError("calls without their counts")
     files = tuple(names.get(f, f) for f in strings(files))
     return (_is(start, float), files, array("Q", _ints(digests)), array("q", _ints(counts)),
             result), at  # fmt: skip

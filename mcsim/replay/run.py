@@ -586,9 +586,9 @@ def run_replay(
     memo = None
     if cache_dir is not None:
         # (imported here: the result cache stores this module's results, so it imports it)
-        from mcsim.replay.result_cache import ResultCache, setup_key
+        from mcsim.replay.result_cache import ResultCache
 
-        memo = ResultCache(cache_dir, setup_key(tuple(scenarios), prices, keep_rows))
+        memo = ResultCache.of(cache_dir, tuple(scenarios), prices, keep_rows)
     for result in map_sessions(
         paths,
         fn,
