@@ -316,6 +316,16 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
         ((3, 0, 16), [[]]),  # break columns missing
         ((3, 0), [1]),  # a session without its fields
         ((2, 0), "12"),  # the lines read as text
+        # numbers no replay reaches, which the tables, charts or dates could not take
+        ((3, 0, 9, 1), [2**64 - 1] * 5),  # tokens past a table's 64 bits
+        ((3, 0, 10, 0, 3, 0), 2**63),  # a count past them
+        ((3, 0, 10, 0, 4), {"ttl_expired": -(2**63)}),
+        ((3, 0, 9, 2), 1e308),  # a cost whose sum is infinite
+        ((3, 0, 0), 1e300),  # a start past the year 2999
+        ((3, 0, 6), -1.0),  # ... before 1970
+        ((3, 0, 7), 1e300),  # an end past the year 2999
+        ((3, 0, 16, 5, 0), 1e300),  # a break past it
+        ((3, 0, 16, 9, 0), 2**63),  # a break's tokens past 64 bits
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(

@@ -29,6 +29,7 @@ import math
 import struct
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -54,6 +55,7 @@ from mcsim.ingest.disk_cache import (
     write_entry,
 )
 from mcsim.ingest.loaders import LoadUnit
+from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
 from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import SessionRows
@@ -91,6 +93,9 @@ _BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
     frozenset(t) for t in ({str}, {str}, {str}, {str}, {int}, {float}, {str}, {int}, {int},
                            {int}, {float, int}, {str}, {bool})
 )  # fmt: skip
+# Past this a float no longer holds every integer: no replay's figure comes near (a call is
+# 1e8 tokens at most), and sums of such numbers would leave the tables' 64 bits or be infinite
+_LARGEST = 2**53
 # A session's runs, the recording first: each one's name, and the figure names of each of its
 # policies that can clear (PolicyTotals.figures)
 Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
@@ -292,12 +297,32 @@ def _ints(value: Any, n: int | None = None) -> list[int]:
     values = _list(value, n)
     if not set(map(type, values)) <= {int}:
         raise TypeError("not a list of integers")
+    _plausible(values)
     return values
+
+
+def _plausible(numbers: Iterable[Any]) -> None:
+    """Refuse a number no replay could have made (`_LARGEST`)."""
+    if any(abs(n) > _LARGEST for n in numbers):
+        raise ValueError("a number no replay reaches")
+
+
+def _float(value: Any) -> float:
+    _plausible([_is(value, float)])
+    return float(value)
+
+
+def _time(value: Any) -> float:
+    """A time in seconds, within the years the loaders take (the tables turn it into a date)."""
+    if not EARLIEST_S <= _is(value, float) < LATEST_S:
+        raise ValueError("a time outside the years 1970 to 2999")
+    return float(value)
 
 
 def _counter(value: Any) -> Counter[str]:
     if type(value) is not dict or not set(map(type, value.values())) <= {int}:
         raise TypeError("not a count by name")
+    _plausible(value.values())
     return Counter(value)
 
 
@@ -306,12 +331,13 @@ def _totals(row: Any) -> PolicyTotals:
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
+        _plausible(figure.values())
     return PolicyTotals(
         _is(name, str),
         TokenTotals(*_ints(tokens, len(_TOKEN_FIELDS))),
-        _is(cost, float),
+        _float(cost),
         breaks_by_cause=_counter(causes),
-        refetch_cost_usd=_is(refetch_cost, float),
+        refetch_cost_usd=_float(refetch_cost),
         figures=figures,
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
@@ -359,6 +385,10 @@ def _breaks(value: Any) -> list[list[object]]:
     for column, kind in zip(columns, _BREAK_TYPES, strict=True):
         if not set(map(type, _list(column))) <= kind:
             raise TypeError("a break of an unexpected type")
+        if str not in kind:
+            _plausible(column)
+    for at in columns[BREAK_COLUMNS.index("timestamp")]:
+        _time(at)
     if len(set(map(len, columns))) > 1:
         raise ValueError("break columns of different lengths")
     return columns
@@ -373,9 +403,9 @@ def _session(
     result = SessionReplay(
         _is(session_id, str),
         _is(project, str),
-        _is(start_s, float),
-        _is(end_s, float),
-        _is(calls, int),
+        _time(start_s),
+        _time(end_s),
+        _ints([calls])[0],
         _totals(recorded),
         [_totals(p) for p in _list(policies)],
         error,
@@ -400,5 +430,6 @@ def _session(
     if len(_list(digests)) != len(_list(counts)):
         raise ValueError("calls without their counts")
     files = tuple(names.get(f, f) for f in strings(files))
-    return (_is(start, float), files, array("Q", _ints(digests)), array("q", _ints(counts)),
+    # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
+    return (_time(start), files, array("Q", _list(digests)), array("q", _list(counts)),
             result), at  # fmt: skip

@@ -17,8 +17,8 @@ from mcsim.model import SkipReport
 # No real response comes near this: it is 100x the largest context window.
 MAX_TOKENS_PER_CALL = 100_000_000
 # Times outside these years are damage, and would not survive conversion to UTC dates.
-_EARLIEST_S = 0.0
-_LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
+EARLIEST_S = 0.0
+LATEST_S = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
 _INVALID = object()
 _BLANK = frozenset(b" \t\r\f\v")
 
@@ -42,7 +42,7 @@ def parse_timestamp(value: Any, key: str = "timestamp") -> float:
     if moment.tzinfo is None:  # Claude Code writes UTC; never the reading machine's zone
         moment = moment.replace(tzinfo=UTC)
     seconds = moment.timestamp()
-    if not _EARLIEST_S <= seconds < _LATEST_S:
+    if not EARLIEST_S <= seconds < LATEST_S:
         raise BadField(key, "outside the years 1970 to 2999")
     return seconds
 
