@@ -431,6 +431,24 @@ def test_packed_rows_cut_short_or_too_long_are_rebuilt(
         assert _rebuilt(report) == [(str(entry), "unexpected content")]
 
 
+def test_a_damaged_entry_is_noted_once_even_when_a_run_cannot_rewrite_it(
+    cache: Path, expected: Any
+) -> None:
+    # A run that leaves sessions out by date keeps no results, so it cannot rewrite the
+    # damaged entry: noting it on every such run would report one damage many times.
+    entries = sorted(cache.glob("*.results"))
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-1])
+    starts = sorted(s.start_s for s in _replay(None).sessions)
+    dated = _figures(_replay(None, since_s=starts[-1]))
+    first = _replay(cache, since_s=starts[-1])  # one project's session is left out
+    assert _figures(first)[:-1] == dated[:-1]
+    assert sorted(file for file, _ in _rebuilt(first)) == [str(e) for e in entries]
+    again = _replay(cache, since_s=starts[-1])
+    assert _figures(again) == dated
+    assert _figures(_replay(cache)) == expected  # and the entry is written again
+
+
 def test_an_entry_under_another_units_name_is_rebuilt(cache: Path, expected: Any) -> None:
     first, second = sorted(cache.glob("*.results"))
     second.write_bytes(first.read_bytes())  # valid, checksummed, but the other unit's

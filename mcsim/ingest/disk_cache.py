@@ -468,7 +468,7 @@ def _object_files(folder: ObjectPath, verify: bool = True) -> list[CacheFile]:
     return sorted(found, key=lambda f: (f.mtime, f.path.name))
 
 
-def _remove(path: Path) -> None:
+def remove_file(path: Path) -> None:
     """Remove a cache file or object (FileNotFoundError if it is gone, OSError if it cannot
     be removed)."""
     if not isinstance(path, ObjectPath):
@@ -489,7 +489,7 @@ def clear_cache(folder: Path) -> list[CacheFile]:
     for f in cache_files(folder):
         with contextlib.suppress(FileNotFoundError):
             try:
-                _remove(f.path)
+                remove_file(f.path)
             except OSError as exc:
                 raise UsageError(f"{f.path}: cannot be removed ({exc.strerror or exc})") from None
             removed.append(f)
@@ -510,7 +510,7 @@ def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
         if total <= max_bytes:
             break
         try:
-            _remove(f.path)
+            remove_file(f.path)
         except FileNotFoundError:
             pass
         except OSError:

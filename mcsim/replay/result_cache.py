@@ -16,7 +16,7 @@ loading it: the dates, duplicates across units), and the unit's skip report. Dat
 the cache folder's file format (mcsim.ingest.disk_cache): a JSON part checked field by field
 on the way back, then the per-call rows' packed columns as they are (struct-packed in the
 worker: rows.py). A file that cannot be used is counted as a `cache_entry_rebuilt` note and
-rewritten.
+removed, then rewritten when the run keeps the unit's results.
 
 Measured on the 506 MB replica of the bundled corpus under policies/all.yaml (8 policies,
 38,000 calls): the workers' replay is 4.9 s of CPU; reading the 749 entries is 0.3 s.
@@ -24,6 +24,7 @@ Measured on the 506 MB replica of the bundled corpus under policies/all.yaml (8 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import struct
@@ -47,6 +48,7 @@ from mcsim.ingest.disk_cache import (
     Kind,
     checked,
     read_payload,
+    remove_file,
     respell,
     skips_from_row,
     skips_row,
@@ -162,6 +164,9 @@ class ResultCache:
     def get(
         self, unit: LoadUnit
     ) -> tuple[Memoed[SessionReplay] | None, list[tuple[Path, str]], str]:
+        """The unit's results (see UnitMemo.get). A file that cannot be used is removed at
+        once: this run may keep no results to write in its place (sessions left out by
+        date), and the next would note the same damage again."""
         path, stamp, files = self._entry(unit)
         try:
             payload = read_payload(path, _RESULTS)
@@ -169,9 +174,12 @@ class ResultCache:
                 return None, [], stamp
             return _decode(payload, path.stem, stamp, files, self.runs), [], stamp
         except Damaged as why:
-            return None, [(path, str(why))], stamp
+            unusable = [(path, str(why))]
         except (ValueError, TypeError, KeyError, IndexError, OverflowError, struct.error):
-            return None, [(path, "unexpected content")], stamp
+            unusable = [(path, "unexpected content")]
+        with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
+            remove_file(path)
+        return None, unusable, stamp
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
