@@ -219,15 +219,18 @@ def test_mcsims_code_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(list(source.rglob("*.py"))) > 50  # the whole package, hashed
 
 
+def _add_a_call(transcript: Path) -> None:
+    with transcript.open("a") as fh:
+        fh.write(json.dumps(assistant("zz", None, 50_000, "m-new", "r-new",
+                                      u=usage(7, 0, 0))) + "\n")  # fmt: skip
+
+
 def test_a_changed_transcript_is_replayed_again_and_its_entry_replaced(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     shutil.copytree(SAMPLES, folder)
     cache = tmp_path / "cache"
     _replay(cache, folder)
-    transcript = sorted(folder.rglob("*.jsonl"))[0]
-    with transcript.open("a") as fh:
-        fh.write(json.dumps(assistant("zz", None, 50_000, "m-new", "r-new",
-                                      u=usage(7, 0, 0))) + "\n")  # fmt: skip
+    _add_a_call(sorted(folder.rglob("*.jsonl"))[0])
     grown = _replay(cache, folder)
     assert _figures(grown) == _figures(_replay(None, folder))
     assert grown.recorded.calls == _replay(None, SAMPLES).recorded.calls + 1
@@ -247,9 +250,7 @@ def test_a_transcript_written_to_during_its_replay_is_replayed_again(
 
     def append_then_replay(*args: Any, **kwargs: Any) -> Any:
         while grow:  # once, while the first unit is being replayed
-            with grow.pop().open("a") as fh:
-                fh.write(json.dumps(assistant("zz", None, 50_000, "m-new", "r-new",
-                                              u=usage(7, 0, 0))) + "\n")  # fmt: skip
+            _add_a_call(grow.pop())
         return replay(*args, **kwargs)
 
     monkeypatch.setattr(mcsim.replay.run, "replay_session", append_then_replay)
