@@ -355,13 +355,15 @@ def _fewer_counts(session: list[Any]) -> None:
 
 
 def _negative_run(session: list[Any], field: int) -> None:
-    runs = session[15][field]  # the counts still add up, one of them below zero
-    runs[0][-1] += 1
-    runs.append([*runs[0][:-1], -1])
+    columns = session[15][field]  # the counts (the last column) still add up, one below zero
+    columns[-1][0] += 1
+    for column in columns[:-1]:
+        column.append(column[0])
+    columns[-1].append(-1)
 
 
 def _cause_past_the_rows(session: list[Any]) -> None:
-    session[15][5] = [[session[15][2], "ttl_expired"]]
+    session[15][5] = [[session[15][2]], ["ttl_expired"]]  # (row, cause) as columns
 
 
 def _other_figures(session: list[Any]) -> None:
