@@ -37,6 +37,8 @@ import orjson
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
 from mcsim.ingest.loaders.fields import (
+    EARLIEST_S,
+    LATEST_S,
     BadField,
     file_size,
     parse_timestamp,
@@ -115,7 +117,7 @@ def _time(obj: dict[str, Any], key: str, *, required: bool = False) -> float | N
     if value is None and not required:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if not 0 <= value < 32_503_680_000:  # 1970 to 2999, as for ISO times
+        if not EARLIEST_S <= value < LATEST_S:  # 1970 to 2999, as for ISO times
             raise BadField(key, "outside the years 1970 to 2999")
         return float(value)
     return parse_timestamp(value, key)
