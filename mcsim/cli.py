@@ -892,6 +892,15 @@ _CACHE_DIR = click.option(
 )
 
 
+# What each kind of cache file holds (mcsim.ingest.disk_cache), by its suffix
+_CACHE_KINDS = {
+    ".sessions": "calibrated sessions",
+    ".tokens": "token estimates",
+    ".calls": "loaded calls (inspect)",
+    ".results": "replayed results",
+}
+
+
 def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} bytes"
 
@@ -906,6 +915,12 @@ def cache_info(cache_dir: Path | None) -> None:
     files, cap = cache_files(folder), max_cache_bytes()
     _echo(f"location: {printable(folder)}")
     _echo(f"entries: {len(files)}")
+    kinds: dict[str, list[int]] = {}
+    for file in files:
+        kind = _CACHE_KINDS.get(file.path.suffix, "unfinished writes")
+        kinds.setdefault(kind, []).append(file.size)
+    for kind, sizes in sorted(kinds.items()):
+        _echo(f"  {kind}: {len(sizes)}, {_size(sum(sizes))}")
     _echo(f"size: {_size(sum(f.size for f in files))} (cap {_size(cap)})")
     for label, f in (("oldest", files[:1]), ("newest", files[-1:])):
         when = datetime.fromtimestamp(f[0].mtime, UTC).strftime("%Y-%m-%d %H:%M UTC") if f else "-"

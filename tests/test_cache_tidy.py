@@ -65,6 +65,13 @@ def test_cache_clear_removes_only_mcsims_entries(tmp_path: Path) -> None:
     assert info.exit_code == 0, info.output
     assert "entries: 6\n" in info.output
     assert f"size: {freed:,} bytes" in info.output  # the samples' entries are under 100 kB
+    for suffix, kind in (
+        ("sessions", "calibrated sessions"),
+        ("tokens", "token estimates"),
+        ("results", "replayed results"),
+    ):  # two of each, one per project, with their size
+        size = sum((cache / n).stat().st_size for n in entries if n.endswith(suffix))
+        assert f"\n  {kind}: 2, {size:,} bytes\n" in info.output
     result = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
     assert result.exit_code == 0, result.output
     assert result.output == f"removed 6 entries from {cache}, freed {freed:,} bytes\n"
