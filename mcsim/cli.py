@@ -627,7 +627,7 @@ def replay(
         run_record,
         write_replay_outputs,
     )
-    from mcsim.outputs.rows_sink import RowsSink
+    from mcsim.outputs.rows_sink import RowsSink, pack
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.run import RECORDED
     from mcsim.replay.scenario import load_policy_file
@@ -644,7 +644,7 @@ def replay(
         try:
             report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
                                (engine, ray_address), sink=_importing_tables(sink),
-                               fidelity_threshold=fidelity_threshold)  # fmt: skip
+                               prepare=pack, fidelity_threshold=fidelity_threshold)  # fmt: skip
             options = {
                 "since": str(since) if since else None,
                 "until": str(until) if until else None,

@@ -16,29 +16,42 @@ from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
-from mcsim.replay.run import RECORDED, ReplayReport, run_replay
+from mcsim.replay.run import RECORDED, ReplayReport, SessionReplay, run_replay
 from mcsim.replay.scenario import load_policy_file
 
 SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
 NAMES = [RECORDED, *(s.name for s in SCENARIOS)]
 
 
-def replayed(sink: RowsSink | None = None) -> ReplayReport:
-    return run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1,
-                      sink=sink)  # fmt: skip
+def replayed(sink: RowsSink | None = None, packed: bool = False) -> ReplayReport:
+    if sink is None:
+        return run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1)
+    arrived: list[bool] = []  # whether each result came with its rows packed, and only so
+
+    def take(result: SessionReplay) -> None:
+        arrived.append(result.packed_rows is not None and result.call_rows is None)
+        sink(result)
+
+    report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1,
+                        sink=take, prepare=rows_sink.pack if packed else None)  # fmt: skip
+    assert arrived == [packed] * len(report.sessions)
+    return report
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["rows", "packed"])
 @pytest.mark.parametrize("batch_rows", [1, rows_sink.BATCH_ROWS])
 def test_tables_and_chart_lines_equal_the_in_memory_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int, packed: bool
 ) -> None:
+    # `packed`: the rows are taken where each result is made (rows_sink.pack, as the command
+    # line runs it), and the sink writes them as they come.
     held = replayed()
     calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
     monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
     with RowsSink(NAMES, tmp_path / "run") as sink:
-        report = replayed(sink)
+        report = replayed(sink, packed)
         assert sink.sunk == len(report.sessions) > 1
         # No session holds its rows or its per-policy totals any more; the run's are whole.
         assert all(s.call_rows is None and not s.break_columns for s in report.sessions)

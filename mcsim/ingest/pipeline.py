@@ -166,6 +166,7 @@ class _Job(Generic[S, T]):
     until_s: float | None
     exclude: frozenset[int] = frozenset()  # call digests
     memo: UnitMemo[T] | None = None
+    prepare: Callable[[T], T] | None = None
 
 
 @dataclass
@@ -185,7 +186,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     if memoed is not None:
         inside = [d for d in memoed.sessions if not _outside(job, d[0])]
         outside = [d[1] for d in memoed.sessions if _outside(job, d[0])]
-        return _output(inside, outside, memoed.skips)
+        return _output(inside, outside, memoed.skips, job.prepare)
     loaded = job.source(job.unit, job.exclude)
     done: list[Done[T]] = []
     outside = []  # the files of each session outside the dates
@@ -205,7 +206,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         memo.put(job.unit, state, Memoed(done, loaded.skips))
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
-    out = _output(done, outside, loaded.skips)
+    out = _output(done, outside, loaded.skips, job.prepare)
     out.excluded_calls = loaded.excluded_calls
     return out
 
@@ -218,12 +219,18 @@ def _outside(job: _Job[Any, Any], start: float) -> bool:
 
 
 def _output(
-    done: list[Done[T]], outside: list[tuple[str, ...]], skips: SkipReport
+    done: list[Done[T]],
+    outside: list[tuple[str, ...]],
+    skips: SkipReport,
+    prepare: Callable[[T], T] | None,
 ) -> _UnitOutput[T]:
-    """A unit's output: the results of its sessions within the dates, and its skip report
-    without the examples of files that hold only sessions outside them (`outside`: the files
-    of each of those sessions)."""
-    out = _UnitOutput([(d, c, result) for _, _, d, c, result in done], skips, len(outside))
+    """A unit's output: the results of its sessions within the dates (`prepare`d), and its
+    skip report without the examples of files that hold only sessions outside them
+    (`outside`: the files of each of those sessions)."""
+    results = [
+        (d, c, result if prepare is None else prepare(result)) for _, _, d, c, result in done
+    ]
+    out = _UnitOutput(results, skips, len(outside))
     inside = {f for d in done for f in d[1]}
     out.examples_outside_dates = _drop_examples(skips, {f for o in outside for f in o} - inside)
     return out
@@ -258,6 +265,7 @@ def map_sessions(
     project: str | None = None,
     engine: Engine | None = None,
     memo: UnitMemo[T] | None = None,
+    prepare: Callable[[T], T] | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
@@ -269,7 +277,9 @@ def map_sessions(
     functions, functools.partial, or dataclass instances). `engine` runs the units (default:
     a LocalEngine with `workers` processes; `workers` is ignored when an engine is given).
     `memo` keeps each unit's results, and gives them back while the unit's files are as
-    they were: fn is not run again (nor is the unit loaded).
+    they were: fn is not run again (nor is the unit loaded). `prepare` runs where fn does,
+    on each result on its way here (after the memo keeps it): work the receiver would
+    otherwise do on a single core.
     Raises InputNotFoundError before anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
@@ -294,7 +304,7 @@ def map_sessions(
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
-    jobs = [_Job(u, src, fn, since_s, until_s, memo=memo) for u in units]
+    jobs = [_Job(u, src, fn, since_s, until_s, memo=memo, prepare=prepare) for u in units]
     return _collect(jobs, engine if engine is not None else LocalEngine(workers), progress, stats)
 
 

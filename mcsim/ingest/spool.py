@@ -66,9 +66,12 @@ class Spool:
 
     def put(self, record: object) -> int:
         """Append `record`; where it starts, for `get`."""
+        return self.put_pickled(pickle.dumps(record, pickle.HIGHEST_PROTOCOL))
+
+    def put_pickled(self, blob: bytes) -> int:
+        """`put` for a record already pickled (`blob`: one whole pickle)."""
         if self._writer is None:
             raise ValueError("the spool is closed for writing")
-        blob = pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
         offset = self._writer.tell()
         try:
             self._writer.write(blob)

@@ -15,6 +15,7 @@ from `finish`, so that the charts are drawn while the tables are written.
 from __future__ import annotations
 
 import itertools
+import pickle
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,6 +138,20 @@ def session_rows(s: SessionReplay) -> list[dict[str, Any]]:
     ]
 
 
+def pack(result: SessionReplay) -> SessionReplay:
+    """What `RowsSink` takes of a result (its rows, breaks and sessions-table rows), taken and
+    pickled where the result is made (`run_replay(prepare=pack)`): the driver then writes the
+    pickle as it is, where it unpickled the rows from the worker and pickled them again (0.36
+    and 0.19 s of the driver's CPU in a warm replay of the 506 MB replica, and the driver is
+    what that run waits for)."""
+    taken = (result.call_rows, result.break_columns, session_rows(result))
+    calls = result.call_rows.calls if result.call_rows is not None else 0
+    result.packed_rows = (pickle.dumps(taken, pickle.HIGHEST_PROTOCOL), calls)
+    result.call_rows = None
+    result.break_columns = []
+    return result
+
+
 class RowsSink(Spool):
     """Takes each session's rows as it arrives; writes the calls and breaks tables at the end.
 
@@ -155,15 +170,17 @@ class RowsSink(Spool):
 
     def __call__(self, result: SessionReplay) -> None:
         """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
-        and drop them, and its per-policy totals, from it (`run.shed_totals`)."""
+        and drop them, and its per-policy totals, from it (`run.shed_totals`). Rows `pack`ed
+        in the worker are written as they came."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
-        taken = (result.call_rows, result.break_columns, session_rows(result))
-        self._at[id(result)] = self.put(taken)
-        if result.call_rows is not None:
-            self.calls += result.call_rows.calls
-        result.call_rows = None
-        result.break_columns = []
+        if result.packed_rows is None:
+            pack(result)
+        assert result.packed_rows is not None
+        blob, calls = result.packed_rows
+        self._at[id(result)] = self.put_pickled(blob)
+        self.calls += calls
+        result.packed_rows = None
         shed_totals(result)
         self.sunk += 1
 

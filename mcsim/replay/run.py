@@ -156,6 +156,9 @@ class SessionReplay:
     # build, to send between processes and to turn into tables than row tuples.
     call_rows: SessionRows | None = None
     break_columns: list[list[object]] = field(default_factory=list)
+    # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
+    # and the calls its rows hold. Then call_rows and break_columns are empty.
+    packed_rows: tuple[bytes, int] | None = None
 
     @property
     def fidelity_error(self) -> float:
@@ -573,12 +576,14 @@ def run_replay(
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
     engine: Engine | None = None,
     sink: Callable[[SessionReplay], None] | None = None,
+    prepare: Callable[[SessionReplay], SessionReplay] | None = None,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
     `sink` is handed each session's result as it arrives, after its totals are counted: a
     writer that takes its rows (and drops them from the result) keeps the driver's memory
-    flat (mcsim.outputs.rows_sink)."""
+    flat (mcsim.outputs.rows_sink); `prepare` (picklable) is applied to each result where it
+    is made, before it is sent (the sink's `pack`)."""
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
@@ -600,6 +605,7 @@ def run_replay(
         stats=report.stats,
         engine=engine,
         memo=memo,
+        prepare=prepare,
     ):
         report.add(result)
         if sink is not None:
