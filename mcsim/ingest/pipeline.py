@@ -11,6 +11,10 @@ each result carries; that unit is then loaded again in the parent without the ca
 seen, so the first unit in the fixed order wins and nothing is counted twice. The calls seen
 are kept where the engine keeps them (`Engine.seen_calls`): in this process on the local
 engine, sharded across actors on Ray, so that no step gathers the corpus's calls on the driver.
+
+A unit's results may be kept (`memo`: mcsim.replay.result_cache): while its files are as they
+were, the unit is neither loaded nor fn run again. `prepare` runs where fn does, on each result
+on its way back: work the parent would otherwise do alone, while the workers wait on it.
 """
 
 from __future__ import annotations
