@@ -304,7 +304,7 @@ def strings(values: Any) -> list[str]:
     return values
 
 
-def _counter(values: Any) -> Counter[str]:
+def counter(values: Any) -> Counter[str]:
     if type(values) is not dict or not set(map(type, values.values())) <= INT:
         raise TypeError("not a count by reason")
     return Counter(values)
@@ -332,9 +332,9 @@ def skips_from_row(row: Any) -> SkipReport:
         raise TypeError("not a count")
     return SkipReport(
         lines_read=lines_read,
-        counts=_counter(counts),
-        repaired=_counter(repaired),
-        notes=_counter(notes),
+        counts=counter(counts),
+        repaired=counter(repaired),
+        notes=counter(notes),
         examples=list(starmap(Skip, zip(*checked(examples, _SKIP_COLUMNS), strict=True))),
         examples_omitted=omitted,
         max_examples=max_examples,
@@ -383,9 +383,8 @@ class Entry:
         """Write the entry. Its key (its file name, then the stamp) is inside, so an entry
         copied under another unit's name is not taken for that unit's, and one made from an
         older state of the files is not taken for the new one. Nothing is written when a file
-        could not be read: what failed may pass (a permission given back, a disk remounted)
-        with the file's stamp unchanged, and the entry would stand for good."""
-        if skips.counts["unreadable_file"]:
+        could not be read (`keepable`)."""
+        if not keepable(skips):
             return
         key = [self.path.stem, self.stamp]
         try:
@@ -393,6 +392,13 @@ class Entry:
         except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
             return
         write_entry(self.path, self.kind, payload)
+
+
+def keepable(skips: SkipReport) -> bool:
+    """Whether a unit's load may be kept: not when a file could not be read, since what failed
+    may pass (a permission given back, a disk remounted) with the file's stamp unchanged, and
+    the entry would stand for good."""
+    return not skips.counts["unreadable_file"]
 
 
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:

@@ -188,8 +188,12 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
     memoed, unusable, state = memo.get(job.unit) if memo is not None else (None, [], "")
     if memoed is not None:
-        inside = [d for d in memoed.sessions if not _outside(job, d[0])]
-        outside = [d[1] for d in memoed.sessions if _outside(job, d[0])]
+        inside, outside = [], []
+        for done_session in memoed.sessions:
+            if _outside(job, done_session[0]):
+                outside.append(done_session[1])
+            else:
+                inside.append(done_session)
         return _output(inside, outside, memoed.skips, job.prepare)
     loaded = job.source(job.unit, job.exclude)
     done: list[Done[T]] = []

@@ -47,6 +47,8 @@ from mcsim.ingest.disk_cache import (
     Damaged,
     Kind,
     checked,
+    counter,
+    keepable,
     read_payload,
     remove_file,
     respell,
@@ -185,7 +187,7 @@ class ResultCache:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
         (nothing when a file could not be read, as disk_cache.Entry, or when a value does not
         survive JSON: a number past 64 bits, a float that is not finite)."""
-        if memoed.skips.counts["unreadable_file"]:
+        if not keepable(memoed.skips):
             return
         path, _, files = self._entry(unit)
         floats: list[float] = []
@@ -328,10 +330,9 @@ def _time(value: Any) -> float:
 
 
 def _counter(value: Any) -> Counter[str]:
-    if type(value) is not dict or not set(map(type, value.values())) <= {int}:
-        raise TypeError("not a count by name")
-    _plausible(value.values())
-    return Counter(value)
+    counts = counter(value)
+    _plausible(counts.values())
+    return counts
 
 
 def _totals(row: Any) -> PolicyTotals:
@@ -389,16 +390,12 @@ def _breaks(value: Any) -> list[list[object]]:
     columns = _list(value)
     if not columns:
         return columns
-    _list(columns, len(BREAK_COLUMNS))
+    checked(columns, _BREAK_TYPES)  # (every type, columns of one length)
     for column, kind in zip(columns, _BREAK_TYPES, strict=True):
-        if not set(map(type, _list(column))) <= kind:
-            raise TypeError("a break of an unexpected type")
         if str not in kind:
             _plausible(column)
     for at in columns[BREAK_COLUMNS.index("timestamp")]:
         _time(at)
-    if len(set(map(len, columns))) > 1:
-        raise ValueError("break columns of different lengths")
     return columns
 
 
