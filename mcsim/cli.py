@@ -640,11 +640,14 @@ def replay(
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
     # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
     with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
-        charts = ChartProcess()  # imports matplotlib while the replay runs
+        # Imports matplotlib while the replay runs, once a unit is replayed (a run served by
+        # the result cache may find its charts kept too: mcsim.outputs.chart_cache).
+        charts = ChartProcess()
         try:
             report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
                                (engine, ray_address), sink=_importing_tables(sink),
-                               prepare=pack, fidelity_threshold=fidelity_threshold)  # fmt: skip
+                               prepare=pack, fidelity_threshold=fidelity_threshold,
+                               computed=charts.warm)  # fmt: skip
             options = {
                 "since": str(since) if since else None,
                 "until": str(until) if until else None,
@@ -652,7 +655,7 @@ def replay(
                 "fidelity_threshold": fidelity_threshold,
             }
             run = run_record(report, list(paths), source.path, options, source.preset)
-            write_replay_outputs(report, out_dir, force, run, charts, sink)
+            write_replay_outputs(report, out_dir, force, run, charts, sink, cache)
         finally:
             charts.close()
     if as_json:
@@ -898,6 +901,7 @@ _CACHE_KINDS = {
     ".tokens": "token estimates",
     ".calls": "loaded calls (inspect)",
     ".results": "replayed results",
+    ".chart": "charts",
 }
 
 

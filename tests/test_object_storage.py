@@ -319,10 +319,12 @@ def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     cold = ok("replay", *args, "--out", str(tmp_path / "cold"))
     fs = store()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True))
-    assert names and all(n.endswith((".sessions", ".tokens", ".results")) for n in names)
-    # 7 project folders and 2 rollouts: their calibrated sessions, and their replayed results
+    assert names and all(n.endswith((".sessions", ".tokens", ".results", ".chart")) for n in names)
+    # 7 project folders and 2 rollouts: their calibrated sessions, and their replayed results;
+    # and the run's four charts
     assert len([n for n in names if n.endswith(".sessions")]) == 9
     assert len([n for n in names if n.endswith(".results")]) == 9
+    assert len([n for n in names if n.endswith(".chart")]) == 4
     warm = ok("replay", *args, "--out", str(tmp_path / "warm"))
     assert warm["policies"] == cold["policies"] and warm["fidelity"] == cold["fidelity"]
     assert "cache_entry_rebuilt" not in warm["skipped"]["notes_by_reason"]

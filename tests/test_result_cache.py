@@ -212,7 +212,7 @@ def test_the_setup_key_is_the_same_in_every_process() -> None:
 def test_mcsims_code_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     _replay(cache)
-    monkeypatch.setattr(result_cache, "_code_hash", lambda: "another mcsim")
+    monkeypatch.setattr(result_cache, "code_hash", lambda: "another mcsim")
     _replay(cache)
     assert len(list(cache.glob("*.results"))) == 4
     source = Path(result_cache.__file__).resolve().parent.parent

@@ -1,9 +1,11 @@
 """The cache folder's files: their format, how they are checked, written, listed and capped.
 
-Two caches share the folder, each one file per load unit: a replay's calibrated sessions
-(`mcsim.replay.session_cache`: `.sessions` and `.tokens` files) and inspect's loaded calls
+Several caches share the folder, each one file per load unit: a replay's calibrated sessions
+(`mcsim.replay.session_cache`: `.sessions` and `.tokens` files) and replayed results
+(`mcsim.replay.result_cache`: `.results`), and inspect's loaded calls
 (`mcsim.ingest.calls_cache`: `.calls` files). Each file is named by 64 hex digits (a hash of
-its format and the unit's file paths) and its kind.
+its format and the unit's file paths) and its kind. A replay's drawn charts are kept there too,
+named by a hash of what they draw (`mcsim.outputs.chart_cache`: `.chart`).
 
 Files are data only, never code (no pickle): a fixed header (magic, kind, format version,
 payload size, sha256 checksum of what follows it) then the payload. A file is trusted only once
@@ -38,6 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import cache
 from itertools import accumulate, repeat, starmap
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -45,6 +48,7 @@ from typing import Any, NamedTuple, TypeVar
 import orjson
 from platformdirs import user_cache_dir
 
+from mcsim import __version__
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
@@ -59,7 +63,7 @@ _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
 _TMP_PREFIX = ".mcsim-tmp-"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results)")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results|chart)")
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
@@ -68,7 +72,8 @@ N = TypeVar("N", bound=tuple[Any, ...])
 
 class Kind(NamedTuple):
     """A kind of cache file: its code in the header (1 calibrated sessions, 2 token
-    estimates, 3 loaded calls) and the format version this mcsim writes."""
+    estimates, 3 loaded calls, 4 replayed results, 5 charts) and the format version this
+    mcsim writes."""
 
     code: int
     version: int
@@ -136,6 +141,21 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
 def paths_key(unit: LoadUnit, fmt: str) -> str:
     """The name of the unit's file in format FMT (see unit_keys)."""
     return unit_keys(unit, fmt)[0]
+
+
+@cache
+def code_hash() -> str:
+    """A hash of mcsim's own files (its source, presets and price tables; compiled files
+    only in an install without source): what another mcsim computed is another entry.
+    About 7 ms."""
+    package = Path(__file__).resolve().parent.parent
+    files = sorted(p for p in package.rglob("*") if p.is_file())
+    source = [p for p in files if "__pycache__" not in p.parts]
+    digest = hashlib.sha256(__version__.encode())
+    for path in source if any(p.suffix == ".py" for p in source) else files:
+        digest.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:

@@ -182,6 +182,7 @@ class _UnitOutput(Generic[T]):
     outside_dates: int = 0
     excluded_calls: int = 0
     examples_outside_dates: int = 0
+    served: bool = False  # by the memo: the unit was neither loaded nor fn run
 
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
@@ -194,7 +195,9 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
                 outside.append(done_session[1])
             else:
                 inside.append(done_session)
-        return _output(inside, outside, memoed.skips, job.prepare)
+        out = _output(inside, outside, memoed.skips, job.prepare)
+        out.served = True
+        return out
     loaded = job.source(job.unit, job.exclude)
     done: list[Done[T]] = []
     outside = []  # the files of each session outside the dates
@@ -274,6 +277,7 @@ def map_sessions(
     engine: Engine | None = None,
     memo: UnitMemo[T] | None = None,
     prepare: Callable[[T], T] | None = None,
+    computed: Callable[[], None] | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
@@ -287,7 +291,8 @@ def map_sessions(
     `memo` keeps each unit's results, and gives them back while the unit's files are as
     they were: fn is not run again (nor is the unit loaded). `prepare` runs where fn does,
     on each result on its way here (after the memo keeps it): work the receiver would
-    otherwise do on a single core.
+    otherwise do on a single core. `computed` is called when a unit's results arrive that
+    the memo did not serve (the first time: the run has work to do, e.g. warm the charts).
     Raises InputNotFoundError before anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
@@ -313,7 +318,8 @@ def map_sessions(
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
     jobs = [_Job(u, src, fn, since_s, until_s, memo=memo, prepare=prepare) for u in units]
-    return _collect(jobs, engine if engine is not None else LocalEngine(workers), progress, stats)
+    engine = engine if engine is not None else LocalEngine(workers)
+    return _collect(jobs, engine, progress, stats, computed)
 
 
 def project_matches(unit: LoadUnit, pattern: str) -> bool:
@@ -323,7 +329,11 @@ def project_matches(unit: LoadUnit, pattern: str) -> bool:
 
 
 def _collect(
-    jobs: list[_Job[Any, T]], engine: Engine, progress: ProgressFn | None, stats: LoadStats
+    jobs: list[_Job[Any, T]],
+    engine: Engine,
+    progress: ProgressFn | None,
+    stats: LoadStats,
+    computed: Callable[[], None] | None = None,
 ) -> Iterator[T]:
     total = stats.bytes
     done = 0
@@ -331,6 +341,8 @@ def _collect(
         outputs = engine.map_units(jobs, _run_job, total)
         for job, output in zip(jobs, outputs, strict=True):
             STOP.check()
+            if computed is not None and not output.served:
+                computed()
             digests = _joined(ds for ds, _, _ in output.results)
             repeated = seen.find(digests)
             if repeated:

@@ -462,8 +462,9 @@ def draw_all(data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> No
 
 
 def _serve(conn: Any, parent: Parent) -> None:
-    """The chart process: import matplotlib at once, then draw what the parent sends, one
-    request (data, folder, chart names) at a time, until it sends None."""
+    """The chart process: draw what the parent sends, one request (data, folder, chart names)
+    at a time, until it sends None. matplotlib is imported at the first message: `_WARM`
+    (a run that will draw: the import then overlaps its replay) or a request."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this one
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked one has the parent's handler
     end_with(parent)
@@ -472,8 +473,13 @@ def _serve(conn: Any, parent: Parent) -> None:
     forks = hasattr(os, "fork") and "numpy" not in sys.modules
     if forks:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    pyplot()
+    imported = False
     while (request := conn.recv()) is not None:
+        if not imported:
+            pyplot()
+            imported = True
+        if request == _WARM:
+            continue
         data, folder, names = request
         conn.send(_drawn(data, folder, names) if forks else _answer(data, folder, names))
 
@@ -516,6 +522,7 @@ def _answer(data: ChartData, folder: Path, names: list[str]) -> str:
     return "ok"
 
 
+_WARM = "import matplotlib"  # the message that has the chart process import it now
 # Modules that start threads: forking after one of them is loaded can deadlock the child.
 _THREADED = ("polars", "pyarrow", "numpy")
 
@@ -523,12 +530,14 @@ _THREADED = ("polars", "pyarrow", "numpy")
 class ChartProcess:
     """Draws the replay charts in another process.
 
-    Start it before the replay: matplotlib's import then overlaps the replay, and the drawing
-    overlaps writing the tables. It is forked while that is safe (nothing that starts threads
-    is loaded yet: the command line's case, and the cheapest), else spawned. One process: a
-    second one drew faster but its matplotlib import slowed the replay more (measured); the
-    charts of one request are drawn at once by children it forks once matplotlib is imported
-    (`_drawn`).
+    Start it before the replay, and `warm` it once the replay has work to do (a unit that was
+    not kept: mcsim.replay.result_cache): matplotlib's import then overlaps the replay, and the
+    drawing overlaps writing the tables. A run whose charts are all kept (chart_cache) never
+    warms it, and it never imports matplotlib. It is forked while that is safe (nothing that
+    starts threads is loaded yet: the command line's case, and the cheapest), else spawned.
+    One process: a second one drew faster but its matplotlib import slowed the replay more
+    (measured); the charts of one request are drawn at once by children it forks once
+    matplotlib is imported (`_drawn`).
     """
 
     def __init__(self) -> None:
@@ -540,6 +549,15 @@ class ChartProcess:
         child.close()
         self._pending = 0  # requests sent and not answered yet
         self._sender: threading.Thread | None = None
+        self._warm = False
+
+    def warm(self) -> None:
+        """Have the process import matplotlib now, not at the first chart asked for."""
+        if not self._warm:
+            self._warm = True
+            self._join_sender()
+            with contextlib.suppress(OSError):  # `wait` reports a process that died
+                self._conn.send(_WARM)
 
     def start(self, data: ChartData, folder: Path, names: Iterable[str] = CHARTS) -> None:
         """Ask for some charts; may be called several times before `wait`.

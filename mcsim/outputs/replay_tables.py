@@ -206,11 +206,14 @@ def write_replay_outputs(
     run: dict[str, Any],
     chart_process: ChartProcess | None = None,
     sink: RowsSink | None = None,
+    cache_dir: Path | None = None,
 ) -> list[str]:
-    """Tables, run.json and charts; the charts are drawn by `chart_process` when given. With
-    `sink` (the one the replay wrote its rows to) the calls, breaks and sessions tables are the
-    sink's: its rows are read back for the charts, which are then drawn while the sink writes
-    the tables into the run's temporary folder."""
+    """Tables, run.json and charts; the charts are drawn by `chart_process` when given, and
+    then kept in `cache_dir` (a chart kept there for the same data is copied, not drawn:
+    mcsim.outputs.chart_cache). With `sink` (the one the replay wrote its rows to) the calls,
+    breaks and sessions tables are the sink's: its rows are read back for the charts, which
+    are then drawn while the sink writes the tables into the run's temporary folder."""
+    from mcsim.outputs.chart_cache import ChartCache, KeptCharts
     from mcsim.outputs.charts import CHARTS, CallLines, chart_data, draw_all, savings_data
 
     if sink is not None:
@@ -237,19 +240,20 @@ def write_replay_outputs(
         sink.finish(report.sessions, lines)  # the tables' parts, and the lines as they go
         return chart_data(report, lines)
 
-    def charts(folder: Path) -> ChartProcess | None:
+    def charts(folder: Path) -> KeptCharts | None:
         if chart_process is None:
             draw_all(per_call(), folder)
             return None
+        cache = ChartCache(cache_dir) if cache_dir is not None else None
+        kept = KeptCharts(chart_process, folder, cache)
         try:
             # The savings chart needs only the totals: it is drawn while the rest is prepared.
-            chart_process.start(savings_data(report), folder, ["savings.png"])
-            others = [name for name in CHARTS if name != "savings.png"]
-            chart_process.start(per_call(), folder, others)
+            kept.ask(savings_data(report), ["savings.png"])
+            kept.ask(per_call(), [name for name in CHARTS if name != "savings.png"])
         except BaseException:
             chart_process.close()  # it may be drawing into the folder that is about to go
             raise
-        return chart_process
+        return kept
 
     write_run_dir(out_dir, writers, force, background=charts)
     return [*writers, *CHARTS]

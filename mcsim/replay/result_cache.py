@@ -30,15 +30,13 @@ import math
 import struct
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from mcsim import __version__
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TokenTotals
 from mcsim.ingest.disk_cache import (
@@ -47,6 +45,7 @@ from mcsim.ingest.disk_cache import (
     Damaged,
     Kind,
     checked,
+    code_hash,
     counter,
     keepable,
     read_payload,
@@ -105,21 +104,6 @@ _LARGEST = 2**53
 Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 
 
-@cache
-def _code_hash() -> str:
-    """A hash of mcsim's own files (its source, presets and price tables; compiled files
-    only in an install without source): results computed by other code are other entries.
-    About 7 ms."""
-    package = Path(__file__).resolve().parent.parent
-    files = sorted(p for p in package.rglob("*") if p.is_file())
-    source = [p for p in files if "__pycache__" not in p.parts]
-    digest = hashlib.sha256(__version__.encode())
-    for path in source if any(p.suffix == ".py" for p in source) else files:
-        digest.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def setup_key(scenarios: tuple[Scenario, ...], prices: PriceTable, keep_rows: bool) -> str:
     """What a unit's replay results depend on besides its transcripts."""
     described = [
@@ -134,7 +118,7 @@ def setup_key(scenarios: tuple[Scenario, ...], prices: PriceTable, keep_rows: bo
         )
         for s in scenarios
     ]
-    text = repr((_code_hash(), described, prices.version, prices.as_of, prices.models, keep_rows))
+    text = repr((code_hash(), described, prices.version, prices.as_of, prices.models, keep_rows))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -311,9 +295,11 @@ def _ints(value: Any, n: int | None = None) -> list[int]:
     return values
 
 
-def _plausible(numbers: Iterable[Any]) -> None:
-    """Refuse a number no replay could have made (`_LARGEST`)."""
-    if any(abs(n) > _LARGEST for n in numbers):
+def _plausible(numbers: Collection[Any]) -> None:
+    """Refuse a number no replay could have made (`_LARGEST`). min and max, in C: a generator
+    of abs() took 0.24 of the 0.79 s of CPU reading the replica's entries. (No NaN can be
+    among them, which would hide others from min and max: JSON has none.)"""
+    if numbers and (max(numbers) > _LARGEST or min(numbers) < -_LARGEST):
         raise ValueError("a number no replay reaches")
 
 

@@ -577,13 +577,15 @@ def run_replay(
     engine: Engine | None = None,
     sink: Callable[[SessionReplay], None] | None = None,
     prepare: Callable[[SessionReplay], SessionReplay] | None = None,
+    computed: Callable[[], None] | None = None,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
     `sink` is handed each session's result as it arrives, after its totals are counted: a
     writer that takes its rows (and drops them from the result) keeps the driver's memory
     flat (mcsim.outputs.rows_sink); `prepare` (picklable) is applied to each result where it
-    is made, before it is sent (the sink's `pack`)."""
+    is made, before it is sent (the sink's `pack`); `computed` is called when a unit's results
+    arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
@@ -606,6 +608,7 @@ def run_replay(
         engine=engine,
         memo=memo,
         prepare=prepare,
+        computed=computed,
     ):
         report.add(result)
         if sink is not None:

@@ -1,0 +1,199 @@
+"""Replay charts kept in the cache folder: a run whose chart data is the same copies the
+kept PNG instead of drawing it; other data, another mcsim or a matplotlibrc is another entry; a
+damaged or foreign entry is drawn again; the process that draws imports matplotlib only once
+the run has something to replay or draw."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, SAMPLES
+
+import mcsim.outputs.chart_cache as chart_cache
+from mcsim.accounting.prices import default_table
+from mcsim.cli import cli
+from mcsim.ingest.disk_cache import write_entry
+from mcsim.outputs.chart_cache import ChartCache, chart_key
+from mcsim.outputs.charts import CHARTS, ChartData
+from mcsim.replay.run import run_replay
+from mcsim.replay.scenario import load_policy_file
+
+ALL = REPO / "policies" / "all.yaml"
+PNG = b"\x89PNG\r\n\x1a\n"
+MAGIC = b"\x89mcsim\r\n"
+
+
+def _replay(out: Path, *options: str) -> None:
+    args = ["replay", str(SAMPLES), "--policy", str(ALL), "--out", str(out), "--json", *options]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+
+
+def _charts(folder: Path) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in CHARTS}
+
+
+def _kept(cache: Path) -> dict[str, bytes]:
+    """The kept charts by key (the first 64 bytes of each payload): their PNGs."""
+    kept = {}
+    for entry in cache.glob("*.chart"):
+        payload = ChartCache(cache).get(entry.stem)
+        assert payload is not None and payload.startswith(PNG)
+        kept[entry.stem] = payload
+    return kept
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The charts of the samples under all.yaml, drawn without any cache."""
+    out = tmp_path_factory.mktemp("drawn") / "run"
+    _replay(out, "--no-cache")
+    return _charts(out)
+
+
+def test_a_second_run_copies_the_kept_charts(tmp_path: Path, drawn: dict[str, bytes]) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    kept = _kept(cache)
+    assert sorted(kept.values()) == sorted(drawn.values())  # one entry per chart, as drawn
+    # Each entry's PNG replaced by another: a run that copies them writes those, one that
+    # draws would write the charts again.
+    planted = {}
+    for key, png in kept.items():
+        planted[key] = png + b"planted"
+        ChartCache(cache).put(key, planted[key])
+    _replay(tmp_path / "warm", "--cache-dir", str(cache))
+    warm = _charts(tmp_path / "warm")
+    assert sorted(warm.values()) == sorted(planted.values())
+    assert _charts(tmp_path / "cold") == drawn
+
+
+def test_other_data_is_drawn_and_kept_beside(tmp_path: Path, drawn: dict[str, bytes]) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "all", "--cache-dir", str(cache))
+    _replay(tmp_path / "one", "--cache-dir", str(cache), "--until", "2026-03-03")
+    _replay(tmp_path / "none", "--no-cache", "--until", "2026-03-03")
+    assert _charts(tmp_path / "one") == _charts(tmp_path / "none") != drawn
+    # The savings chart of each run, and the three charts of its calls, are other data.
+    assert len(list(cache.glob("*.chart"))) == 8
+    _replay(tmp_path / "again", "--cache-dir", str(cache))
+    assert _charts(tmp_path / "again") == drawn
+
+
+@pytest.mark.parametrize("damage", ["flipped", "cut", "another key", "not a png", "empty"])
+def test_an_entry_that_cannot_be_used_is_drawn_again(
+    tmp_path: Path, drawn: dict[str, bytes], damage: str
+) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    entries = sorted(cache.glob("*.chart"))
+    entry, other = entries[0], entries[1]
+    if damage == "flipped":
+        data = bytearray(entry.read_bytes())
+        data[len(data) // 2] ^= 0x40
+        entry.write_bytes(bytes(data))
+    elif damage == "cut":
+        entry.write_bytes(entry.read_bytes()[:-100])
+    elif damage == "another key":  # a whole, verified entry of another chart under this name
+        shutil.copyfile(other, entry)
+    elif damage == "not a png":
+        before = entry.read_bytes()
+        ChartCache(cache).put(entry.stem, b"GIF89a")  # checked on the way in: not written
+        assert entry.read_bytes() == before
+        write_entry(entry, chart_cache._CHART, entry.stem.encode() + b"GIF89a")
+    else:
+        entry.write_bytes(b"")
+    assert ChartCache(cache).get(entry.stem) is None
+    assert not entry.exists()  # removed when found unusable
+    _replay(tmp_path / "warm", "--cache-dir", str(cache))
+    assert _charts(tmp_path / "warm") == drawn
+    assert ChartCache(cache).get(entry.stem) is not None  # drawn, and kept again
+
+
+def _data() -> ChartData:
+    return ChartData(["recorded", "p"], savings=[("p", 1.0, 0.5, 2.0)])
+
+
+def test_the_key_covers_the_chart_its_data_and_how_it_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = chart_key("savings.png", _data())
+    assert chart_key("savings.png", _data()) == base  # equal data, another object
+    assert chart_key("context_size.png", _data()) != base
+    other = _data()
+    other.savings[0] = ("p", 1.0, 0.5, 2.000001)
+    assert chart_key("savings.png", other) != base
+
+    def again() -> str:
+        chart_cache._drawing_setup.cache_clear()
+        return chart_key("savings.png", _data())
+
+    monkeypatch.setattr(chart_cache, "code_hash", lambda: "another mcsim")
+    assert again() != base
+    monkeypatch.undo()
+    assert again() == base
+    monkeypatch.chdir(tmp_path)
+    assert again() == base  # a folder without a matplotlibrc
+    (tmp_path / "matplotlibrc").write_text("lines.linewidth: 3\n")
+    style = again()
+    assert style != base
+    (tmp_path / "matplotlibrc").write_text("lines.linewidth: 4\n")
+    assert again() not in (base, style)
+    monkeypatch.setenv("MATPLOTLIBRC", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "matplotlibrc").write_text("axes.grid: True\n")
+    assert again() not in (base, style)
+    monkeypatch.undo()
+    chart_cache._drawing_setup.cache_clear()
+
+
+def test_cache_info_and_clear_count_the_charts(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "run", "--cache-dir", str(cache))
+    runner = CliRunner()
+    info = runner.invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
+    assert info.exit_code == 0 and "  charts: 4, " in info.output, info.output
+    assert all(f.read_bytes().startswith(MAGIC) for f in cache.glob("*.chart"))
+    cleared = runner.invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
+    assert cleared.exit_code == 0, cleared.output
+    assert list(cache.iterdir()) == []
+
+
+def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
+    """`computed` (what warms the chart process) is called for each unit the result cache
+    did not serve, and never on a run it served whole."""
+    scenarios = load_policy_file(ALL)
+    calls: list[int] = []
+
+    def replay(cache: Path | None) -> Any:
+        calls.clear()
+        return run_replay([str(SAMPLES)], scenarios, default_table(), cache_dir=cache,
+                          workers=1, computed=lambda: calls.append(1))  # fmt: skip
+
+    replay(None)
+    assert len(calls) == 2  # the samples' two project folders
+    replay(tmp_path / "cache")
+    assert len(calls) == 2
+    replay(tmp_path / "cache")
+    assert calls == []
+
+
+def test_the_cap_holds_with_the_charts_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "one", "--cache-dir", str(cache))
+    sizes = {f.name: f.stat().st_size for f in cache.iterdir()}
+    charts = sum(size for name, size in sizes.items() if name.endswith(".chart"))
+    assert 0 < charts < sum(sizes.values())
+    # Room for all but the charts: the next run's charts (other data) push out the oldest.
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", str(sum(sizes.values())))
+    _replay(tmp_path / "two", "--cache-dir", str(cache), "--until", "2026-03-03")
+    assert sum(f.stat().st_size for f in cache.iterdir()) <= sum(sizes.values())
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", "10")  # below one entry: the run leaves none
+    _replay(tmp_path / "three", "--cache-dir", str(cache), "--until", "2026-03-04")
+    assert list(cache.iterdir()) == []
