@@ -43,12 +43,15 @@ def _remove_own(folder: Path) -> None:
     shutil.rmtree(folder)
 
 
-def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
+def replicate(target: Path, size_mb: int, corpus: Path = CORPUS, distinct: bool = False) -> Path:
     """A Claude config folder of >= size_mb MB copied from `corpus`; reused when a replica of
-    the same corpus and size already exists."""
+    the same corpus and size already exists. `distinct`: every text of a copy's messages gets
+    the copy's mark (`_distinct`), so no text repeats across copies, as in real transcripts:
+    a replay tokenizes each distinct text once (by content hash), and plain copies would make
+    it tokenize the corpus's texts once for all the copies."""
     projects = target / "claude" / "projects"
     marker = target / f"complete-{size_mb}mb"
-    source = f"from {corpus.resolve()}\n"
+    source = f"from {corpus.resolve()}{' (distinct texts)' if distinct else ''}\n"
     if marker.exists() and marker.read_text().endswith(source):
         return target / "claude"
     _remove_own(target)
@@ -62,7 +65,10 @@ def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
         suffix = f"c{k}".encode()
         for f in files:
             rel = f.relative_to(corpus)
-            data = _UUID.sub(prefix + rb"\1", f.read_bytes())
+            data = f.read_bytes()
+            if distinct:
+                data = _distinct(data, f" ~{k}")
+            data = _UUID.sub(prefix + rb"\1", data)
             data = _IDS.sub(rb"\1" + suffix, data)
             parts = list(rel.parts)
             parts[0] = f"{parts[0]}-copy{k:03d}"
@@ -72,6 +78,36 @@ def replicate(target: Path, size_mb: int, corpus: Path = CORPUS) -> Path:
             out.write_bytes(data)
     marker.write_text(f"{copies} copies of {one_copy} bytes\n{source}")
     return target / "claude"
+
+
+def _distinct(data: bytes, mark: str) -> bytes:
+    """The lines of a transcript with `mark` after every non-empty string in each message's
+    content (texts, thinking, tool inputs and results); lines that are not JSON objects with
+    a message are kept as they are (broken lines stay broken)."""
+    import orjson
+
+    def marked(value: object) -> object:
+        if isinstance(value, str):
+            return value + mark if value else value
+        if isinstance(value, list):
+            return [marked(v) for v in value]
+        if isinstance(value, dict):
+            return {k: v if k in ("type", "id", "tool_use_id", "name") else marked(v)
+                    for k, v in value.items()}  # fmt: skip
+        return value
+
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        message = obj.get("message") if isinstance(obj, dict) else None
+        if isinstance(message, dict) and "content" in message:
+            message["content"] = marked(message["content"])
+            line = orjson.dumps(obj)
+        out.append(line)
+    return b"\n".join(out)
 
 
 def ensure_ccusage(work: Path) -> Path:

@@ -84,3 +84,51 @@ def test_thinking_is_in_the_prompt_only_on_newer_models() -> None:
     assert thinking_in_prompt("claude-sonnet-4-6")
     assert not thinking_in_prompt("claude-sonnet-4-5-20250929")
     assert not thinking_in_prompt("claude-opus-4-1")
+
+
+class _Counting:
+    """A token counter that records what it was asked to count."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.texts.append(text)
+        return max(1, len(text) // 4)
+
+
+def test_thinking_the_model_is_not_sent_back_is_not_tokenized(tmp_path: Path) -> None:
+    thought = "a long chain of thought " * 50
+    lines = []
+    for model, at, session in (
+        ("claude-sonnet-4-5-20250929", 0, "s-older"),
+        ("claude-opus-4-5-20251101", 10, "s-newer"),
+    ):
+        content = [
+            {"type": "thinking", "thinking": f"{thought}{model}"},
+            {"type": "text", "text": "done"},
+        ]
+        lines += [
+            user(f"u{at}", None, at, "hi", session=session),
+            assistant(
+                f"a{at}", f"u{at}", at + 1, f"m{at}", f"r{at}",
+                model=model, session=session, u=usage(3, 2_000, 0), content=content,
+            ),
+            user(f"u{at + 2}", f"a{at}", at + 2, "next", session=session),
+            assistant(
+                f"a{at + 3}", f"u{at + 2}", at + 3, f"m{at + 3}", f"r{at + 3}",
+                model=model, session=session, u=usage(3, 500, 2_000),
+            ),
+        ]  # fmt: skip
+    write(tmp_path / "p" / f"{SESSION}.jsonl", lines)
+    sessions, _ = load_sessions([str(tmp_path)], detail=Detail.TEXT)
+    counter = _Counting()
+    estimator = TokenEstimator(counter)
+    thinking = {}
+    for session in sessions:
+        (thread,) = calibrate_session(session, estimator).threads
+        (segment,) = [s for s in thread.calls[1].segments if s.kind is ItemKind.THINKING]
+        thinking[session.session_id] = segment.tokens
+    assert thinking["s-older"] == 0 and thinking["s-newer"] > 0
+    assert f"{thought}claude-opus-4-5-20251101" in counter.texts
+    assert f"{thought}claude-sonnet-4-5-20250929" not in counter.texts
