@@ -21,7 +21,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from conftest import CORPUS, REPO, SAMPLES
-from lines import SESSION, assistant, usage, user, write
+from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
 import mcsim.replay.run
 from mcsim.accounting.prices import default_table
@@ -192,6 +192,17 @@ def test_the_setup_key_covers_what_results_depend_on() -> None:
     assert key not in keys and len(keys) == len(changed) + 2
 
 
+def _printed_with_hash_seeds(code: str) -> set[str]:
+    """What `code` prints in processes of three string hash seeds."""
+    printed = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env=env)  # fmt: skip
+        printed.add(run.stdout)
+    return printed
+
+
 def test_the_setup_key_is_the_same_in_every_process() -> None:
     # Tool lists are sets, whose order changes with the string hash seed of each process.
     code = (
@@ -200,12 +211,7 @@ def test_the_setup_key_is_the_same_in_every_process() -> None:
         "from mcsim.accounting.prices import default_table;"
         f"print(setup_key(tuple(load_policy_file({str(ALL)!r})), default_table(), True))"
     )
-    keys = set()
-    for seed in ("1", "2", "3"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True, env=env)  # fmt: skip
-        keys.add(run.stdout)
+    keys = _printed_with_hash_seeds(code)
     assert keys == {result_cache.setup_key(tuple(SCENARIOS), default_table(), True) + "\n"}
 
 
@@ -235,6 +241,90 @@ def test_a_changed_transcript_is_replayed_again_and_its_entry_replaced(tmp_path:
     assert _figures(grown) == _figures(_replay(None, folder))
     assert grown.recorded.calls == _replay(None, SAMPLES).recorded.calls + 1
     assert len(list(cache.glob("*.results"))) == 2
+
+
+_A, _B = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002"
+
+
+def _two_sessions(folder: Path) -> list[Path]:
+    """A project folder (one unit) of two sessions, each in its file, with tool results."""
+    files = []
+    for n, session in enumerate((_A, _B)):
+        at = 1_000 * n
+        files.append(write(folder / "p" / f"{session}.jsonl", [
+            user(f"u{n}1", None, at, "read it", session=session),
+            assistant(f"a{n}1", f"u{n}1", at + 1, f"m{n}1", f"r{n}1", session=session,
+                      u=usage(3, 2_000, 0), content=[tool_use(f"t{n}", "Read", file_path="x")]),
+            user(f"u{n}2", f"a{n}1", at + 2, tool_result(f"t{n}", "line\n" * 400),
+                 session=session),
+            assistant(f"a{n}2", f"u{n}2", at + 3, f"m{n}2", f"r{n}2", session=session,
+                      u=usage(3, 900, 2_000)),
+        ]))  # fmt: skip
+    return files
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sessions replay_session is called on, from now on."""
+    replayed: list[str] = []
+    replay = mcsim.replay.run.replay_session
+
+    def count(session: Any, **kwargs: Any) -> Any:
+        replayed.append(session.session_id)
+        return replay(session, **kwargs)
+
+    monkeypatch.setattr(mcsim.replay.run, "replay_session", count)
+    return replayed
+
+
+def _grow(files: list[Path]) -> str:
+    """The live session goes on: a turn appended to the second session's file."""
+    with files[1].open("a") as fh:
+        fh.write(json.dumps(user("u23", "a12", 1_004, "more", session=_B)) + "\n")
+        fh.write(json.dumps(assistant("a23", "u23", 1_005, "m23", "r23", session=_B,
+                                      u=usage(3, 50, 2_900))) + "\n")  # fmt: skip
+    return _B
+
+
+def _edit(files: list[Path]) -> str:
+    """The same ids and times, another tool result in the first session."""
+    files[0].write_text(files[0].read_text().replace("line\\n" * 400, "other\\n" * 900))
+    return _A
+
+
+@pytest.mark.parametrize("change", [_grow, _edit])
+def test_a_changed_project_replays_only_its_changed_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any
+) -> None:
+    folder = tmp_path / "in"
+    files = _two_sessions(folder)
+    cache = tmp_path / "cache"
+    replayed = _counting(monkeypatch)
+    _replay(cache, folder)
+    assert sorted(replayed) == [_A, _B]
+    changed = change(files)
+    replayed.clear()
+    report = _replay(cache, folder)
+    assert replayed == [changed]  # the other session's results are taken as they were
+    monkeypatch.undo()
+    assert _figures(report) == _figures(_replay(None, folder))
+    replayed = _counting(monkeypatch)
+    assert _figures(_replay(cache, folder)) == _figures(report)
+    assert replayed == []  # the unit's entry now stands for its files as they are
+    assert len(list(cache.glob("*.results"))) == 1
+
+
+def test_a_session_key_is_the_same_in_every_process(tmp_path: Path) -> None:
+    _two_sessions(tmp_path / "in")
+    code = (
+        "from mcsim.replay.run import CalibratedSource;"
+        "from mcsim.ingest.loaders import plan_units;"
+        "from mcsim.replay.session_cache import content_key;"
+        "from pathlib import Path;"
+        f"(unit,) = plan_units(sorted(Path({str(tmp_path / 'in')!r}).rglob('*.jsonl')));"
+        "print(*(content_key(s) for s in CalibratedSource(None)(unit, frozenset()).sessions))"
+    )
+    keys = _printed_with_hash_seeds(code)
+    assert len(keys) == 1 and len(set(keys.pop().split())) == 2
 
 
 def test_a_transcript_written_to_during_its_replay_is_replayed_again(

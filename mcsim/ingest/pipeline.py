@@ -13,8 +13,10 @@ are kept where the engine keeps them (`Engine.seen_calls`): in this process on t
 engine, sharded across actors on Ray, so that no step gathers the corpus's calls on the driver.
 
 A unit's results may be kept (`memo`: mcsim.replay.result_cache): while its files are as they
-were, the unit is neither loaded nor fn run again. `prepare` runs where fn does, on each result
-on its way back: work the parent would otherwise do alone, while the workers wait on it.
+were, the unit is neither loaded nor fn run again; once they changed (a transcript grew), it
+is loaded again but fn runs only on the sessions whose content changed. `prepare` runs where
+fn does, on each result on its way back: work the parent would otherwise do alone, while the
+workers wait on it.
 """
 
 from __future__ import annotations
@@ -137,10 +139,15 @@ Done = tuple[float, tuple[str, ...], "array[int]", "array[int]", T]
 
 @dataclass
 class Memoed(Generic[T]):
-    """Every session of a unit as `Done`, with the unit's skip report: what a memo keeps."""
+    """Every session of a unit as `Done`, with the unit's skip report: what a memo keeps.
+    `keys`: each session's `UnitMemo.key`. `current`: kept for the unit's files as they are
+    now; if not (a transcript grew), only the results of sessions whose key is unchanged are
+    taken, and the unit is loaded again."""
 
     sessions: list[Done[T]]
     skips: SkipReport
+    keys: list[str] = field(default_factory=list)
+    current: bool = True
 
 
 class UnitMemo(Protocol[T]):
@@ -148,9 +155,15 @@ class UnitMemo(Protocol[T]):
     were is not loaded again (mcsim.replay.result_cache)."""
 
     def get(self, unit: LoadUnit) -> tuple[Memoed[T] | None, list[tuple[Path, str]], str]:
-        """The unit's results, or None; the memo files that could not be used, with why
-        (the caller notes them once the unit is loaded); and the state of the unit's files
-        as looked up, before the load (what `put` keeps the results under)."""
+        """The unit's results (kept for other states of its files: not `current`), or None;
+        the memo files that could not be used, with why (the caller notes them once the unit
+        is loaded); and the state of the unit's files as looked up, before the load (what
+        `put` keeps the results under)."""
+        ...
+
+    def key(self, session: Any) -> str:
+        """A hash of everything of SESSION that fn reads: a session of the same key has the
+        same result."""
         ...
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[T]) -> None:
@@ -188,7 +201,7 @@ class _UnitOutput(Generic[T]):
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
     memoed, unusable, state = memo.get(job.unit) if memo is not None else (None, [], "")
-    if memoed is not None:
+    if memoed is not None and memoed.current:
         inside, outside = [], []
         for done_session in memoed.sessions:
             if _outside(job, done_session[0]):
@@ -198,8 +211,14 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         out = _output(inside, outside, memoed.skips, job.prepare)
         out.served = True
         return out
+    # Kept for other states of the unit's files (a transcript grew): the results of its
+    # sessions that did not change are taken as they are, by their key (none without keys).
+    earlier = {}
+    if memoed is not None:
+        earlier = dict(zip(memoed.keys, (d[4] for d in memoed.sessions), strict=False))
     loaded = job.source(job.unit, job.exclude)
     done: list[Done[T]] = []
+    keys: list[str] = []
     outside = []  # the files of each session outside the dates
     for session in loaded.sessions:
         STOP.check()  # in a worker STOP is not installed: only the serial run checks
@@ -209,12 +228,14 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
             outside.append(session.files)
             continue
         digests = array("Q", map(call_digest, session.call_keys))
-        done.append((start, session.files, digests, array("q", session.call_counts),
-                     job.fn(session)))  # fmt: skip
-    # Kept only whole (fn ran on every session), and never with a note of a rebuilt cache
+        key = memo.key(session) if memo is not None else ""
+        result = earlier.pop(key) if key in earlier else job.fn(session)
+        done.append((start, session.files, digests, array("q", session.call_counts), result))
+        keys.append(key)
+    # Kept only whole (a result for every session), and never with a note of a rebuilt cache
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
     if memo is not None and not outside and not loaded.skips.notes["cache_entry_rebuilt"]:
-        memo.put(job.unit, state, Memoed(done, loaded.skips))
+        memo.put(job.unit, state, Memoed(done, loaded.skips, keys))
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
     out = _output(done, outside, loaded.skips, job.prepare)

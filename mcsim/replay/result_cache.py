@@ -60,13 +60,15 @@ from mcsim.ingest.disk_cache import (
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
+from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import SessionRows
 from mcsim.replay.run import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
+from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2  # 2: each session's content key (session_cache.content_key)
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _TOKEN_FIELDS = (
@@ -147,12 +149,17 @@ class ResultCache:
         name, stamp = unit_keys(unit, f"mcsim-results/{RESULTS_VERSION}/{self.setup}")
         return self.cache_dir / f"{name}.results", stamp, [from_fs(str(f)) for f in unit.files]
 
+    def key(self, session: CalSession) -> str:
+        """The session's content key (UnitMemo.key)."""
+        return content_key(session)
+
     def get(
         self, unit: LoadUnit
     ) -> tuple[Memoed[SessionReplay] | None, list[tuple[Path, str]], str]:
-        """The unit's results (see UnitMemo.get). A file that cannot be used is removed at
-        once: this run may keep no results to write in its place (sessions left out by
-        date), and the next would note the same damage again."""
+        """The unit's results (see UnitMemo.get): kept for its files as they are, or for an
+        earlier state of them (a transcript that grew: not `current`). A file that cannot be
+        used is removed at once: this run may keep no results to write in its place
+        (sessions left out by date), and the next would note the same damage again."""
         path, stamp, files = self._entry(unit)
         try:
             payload = read_payload(path, _RESULTS)
@@ -177,7 +184,10 @@ class ResultCache:
         floats: list[float] = []
         blob: list[bytes] = []
         try:
-            sessions = [_session_row(done, floats, blob) for done in memoed.sessions]
+            sessions = [
+                [*_session_row(done, floats, blob), key]
+                for done, key in zip(memoed.sessions, memoed.keys, strict=True)
+            ]
             if not all(map(math.isfinite, floats)):
                 return
             data = orjson.dumps([[path.stem, state], files, skips_row(memoed.skips), sessions])
@@ -255,24 +265,28 @@ def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]
 
 def _decode(
     payload: bytes, name: str, stamp: str, files: list[str], runs: Runs
-) -> Memoed[SessionReplay] | None:
+) -> Memoed[SessionReplay]:
     (size,) = _JSON_SIZE.unpack_from(payload)
     end = _JSON_SIZE.size + size
     key, spelled, report, sessions = orjson.loads(payload[_JSON_SIZE.size : end])
     if type(key) is not list or len(key) != 2 or key[0] != name:
         raise Damaged("written for another unit")
-    if key[1] != stamp:
-        return None  # the transcripts changed since: replaced, not an error
     names = dict(zip(strings(spelled), files, strict=False))
     blob = memoryview(payload)[end:]
     done = []
+    keys = []
     at = 0
     for row in _list(sessions):
-        item, at = _session(row, names, blob, at, runs)
+        *fields, content = _list(row, 18)
+        item, at = _session(fields, names, blob, at, runs)
         done.append(item)
+        keys.append(_is(content, str))
     if at != len(blob):
         raise ValueError("rows that do not add up")
-    return Memoed(done, respell(skips_from_row(report), names))
+    # Kept for other states of the files (the transcripts changed since): their sessions
+    # that did not change are taken by their key, the rest replayed; not an error.
+    current = key[1] == stamp
+    return Memoed(done, respell(skips_from_row(report), names), keys, current)
 
 
 def _is(value: Any, *types: type) -> Any:

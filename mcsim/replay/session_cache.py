@@ -16,11 +16,14 @@ the folder's cap; a damaged file is counted as a `cache_entry_rebuilt` note and 
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 from itertools import starmap
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.ingest.disk_cache import (
@@ -162,6 +165,12 @@ _THREAD_COLUMNS: Table = (STR, _THREAD_KIND, INT, INT)
 _SESSION_COLUMNS: Table = (STR, STR, OPT_STR, LIST, INT)
 _SEGMENTS_AT = CalCall._fields.index("segments")
 _PRUNED_IDS_AT = CalCall._fields.index("pruned_ids")
+
+
+def content_key(session: CalSession) -> str:
+    """A hash of a calibrated session: of its tables as its entry holds them (everything a
+    session is rebuilt from: what a replay of it reads)."""
+    return hashlib.sha256(orjson.dumps(_tables([session]))).hexdigest()
 
 
 def _tables(sessions: list[CalSession]) -> list[list[list[Any]]]:
