@@ -19,7 +19,7 @@ from conftest import REPO, SAMPLES
 import mcsim.outputs.chart_cache as chart_cache
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
-from mcsim.ingest.disk_cache import write_entry
+from mcsim.ingest.disk_cache import Kind, write_entry
 from mcsim.outputs.chart_cache import ChartCache, chart_key
 from mcsim.outputs.charts import CHARTS, ChartData, ChartProcess
 from mcsim.replay.run import run_replay
@@ -293,3 +293,44 @@ def test_a_run_with_every_chart_kept_needs_no_chart_process(
     result = CliRunner().invoke(cli, [*args, "--no-cache"])
     assert result.exit_code != 0 and "could not draw the charts" in result.output, result.output
     assert not (tmp_path / "drawn").exists()
+
+
+@pytest.mark.parametrize(
+    "planted", ["fifo", "folder", "link to /dev/zero", "dangling link", "another kind"]
+)
+def test_a_planted_entry_is_no_chart(tmp_path: Path, planted: str) -> None:
+    """Never read as a chart, never a crash; what can be removed is, and the chart is kept
+    in its place (a folder of that name stays: the chart is then not kept)."""
+    cache = ChartCache(tmp_path)
+    key = chart_key("savings.png", _data())
+    assert key is not None
+    entry = tmp_path / f"{key}.chart"
+    if planted == "fifo":
+        os.mkfifo(entry)
+    elif planted == "folder":
+        entry.mkdir()
+    elif planted == "link to /dev/zero":
+        entry.symlink_to("/dev/zero")
+    elif planted == "dangling link":
+        entry.symlink_to(tmp_path / "nowhere")
+    else:  # replayed results, valid and checksummed, renamed
+        write_entry(entry, Kind(4, 1), key.encode() + PNG)
+    assert cache.get(key) is None
+    cache.put(key, PNG + b"drawn")
+    assert cache.get(key) == (None if planted == "folder" else PNG + b"drawn")
+
+
+def test_a_run_with_every_chart_kept_never_imports_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+) -> None:
+    """matplotlib makes its config folder as it is imported: the chart process imports it only
+    for a run that replays a unit or draws a chart (all served, other dates: drawn)."""
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    for run, options in [("warm", ()), ("until", ("--until", "2026-03-03"))]:
+        config = tmp_path / f"mpl-{run}"
+        monkeypatch.setenv("MPLCONFIGDIR", str(config))
+        _replay(tmp_path / run, "--cache-dir", str(cache), *options)
+        assert config.exists() == (run == "until"), run
+    assert _charts(tmp_path / "warm") == drawn
+    assert _charts(tmp_path / "until") != drawn
