@@ -292,7 +292,7 @@ def test_a_run_with_every_chart_kept_needs_no_chart_process(
     args = ["replay", str(SAMPLES), "--policy", str(ALL), "--out", str(tmp_path / "drawn")]
     result = CliRunner().invoke(cli, [*args, "--no-cache"])
     assert result.exit_code != 0 and "could not draw the charts" in result.output, result.output
-    assert not (tmp_path / "drawn").exists()
+    assert not (tmp_path / "drawn").exists() and not list(tmp_path.glob(".drawn.*"))
 
 
 @pytest.mark.parametrize(
