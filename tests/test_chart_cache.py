@@ -5,7 +5,10 @@ the run has something to replay or draw."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +19,9 @@ from conftest import REPO, SAMPLES
 import mcsim.outputs.chart_cache as chart_cache
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
-from mcsim.ingest.disk_cache import write_entry
+from mcsim.ingest.disk_cache import Kind, write_entry
 from mcsim.outputs.chart_cache import ChartCache, chart_key
-from mcsim.outputs.charts import CHARTS, ChartData
+from mcsim.outputs.charts import CHARTS, ChartData, ChartProcess
 from mcsim.replay.run import run_replay
 from mcsim.replay.scenario import load_policy_file
 
@@ -128,8 +131,7 @@ def test_the_key_covers_the_chart_its_data_and_how_it_is_drawn(
     other.savings[0] = ("p", 1.0, 0.5, 2.000001)
     assert chart_key("savings.png", other) != base
 
-    def again() -> str:
-        chart_cache._drawing_setup.cache_clear()
+    def again() -> str | None:
         return chart_key("savings.png", _data())
 
     monkeypatch.setattr(chart_cache, "code_hash", lambda: "another mcsim")
@@ -147,8 +149,6 @@ def test_the_key_covers_the_chart_its_data_and_how_it_is_drawn(
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "matplotlibrc").write_text("axes.grid: True\n")
     assert again() not in (base, style)
-    monkeypatch.undo()
-    chart_cache._drawing_setup.cache_clear()
 
 
 def test_cache_info_and_clear_count_the_charts(tmp_path: Path) -> None:
@@ -197,3 +197,140 @@ def test_the_cap_holds_with_the_charts_kept(
     monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", "10")  # below one entry: the run leaves none
     _replay(tmp_path / "three", "--cache-dir", str(cache), "--until", "2026-03-04")
     assert list(cache.iterdir()) == []
+
+
+def test_the_key_follows_the_settings_of_each_run_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library caller's second run, from a folder with a matplotlibrc, draws with it (the
+    chart process reads it then): its charts are other entries."""
+    monkeypatch.chdir(tmp_path)
+    base = chart_key("savings.png", _data())
+    (tmp_path / "matplotlibrc").write_text("axes.facecolor: yellow\n")
+    assert chart_key("savings.png", _data()) != base
+    monkeypatch.setattr(sys, "version", "another Python")  # another Unicode table for labels
+    assert chart_key("savings.png", _data()) != base
+
+
+def test_the_key_covers_the_png_writers_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib has Pillow write its PNGs: another Pillow may compress the same pixels into
+    other bytes."""
+    base = chart_key("savings.png", _data())
+    pil = tmp_path / "PIL"
+    pil.mkdir()
+    (pil / "__init__.py").write_text("")
+    (pil / "_version.py").write_text('__version__ = "0.0.1"\n')
+    find_spec = importlib.util.find_spec
+
+    def other_pillow(name: str, *args: Any) -> Any:
+        if name == "PIL":
+            return importlib.util.spec_from_file_location("PIL", pil / "__init__.py")
+        return find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", other_pillow)
+    assert chart_key("savings.png", _data()) != base
+
+
+@pytest.mark.parametrize("rc", ["too large", "fifo", "/dev/zero", "folder"])
+def test_a_matplotlibrc_mcsim_cannot_read_keeps_no_chart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rc: str
+) -> None:
+    """matplotlib reads a matplotlibrc of any size, or hangs on a FIFO or /dev/zero: one mcsim
+    cannot read whole is no key (the charts are drawn); a folder matplotlib skips."""
+    monkeypatch.chdir(tmp_path)
+    base = chart_key("savings.png", _data())
+    path = tmp_path / "matplotlibrc"
+    if rc == "too large":
+        path.write_text("axes.facecolor: yellow\n" + "#\n" * chart_cache._RC_MAX_BYTES)
+    elif rc == "fifo":
+        os.mkfifo(path)
+    elif rc == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+        (path / "matplotlibrc").write_text("axes.facecolor: yellow\n")
+    assert chart_key("savings.png", _data()) == (base if rc == "folder" else None)
+
+
+def test_charts_are_drawn_under_a_matplotlibrc_too_large_to_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+) -> None:
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "plain", "--cache-dir", str(cache))
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    rc = "axes.facecolor: yellow\n" + "#\n" * chart_cache._RC_MAX_BYTES
+    (here / "matplotlibrc").write_text(rc)
+    _replay(tmp_path / "styled", "--cache-dir", str(cache))
+    _replay(tmp_path / "styled-drawn", "--no-cache")
+    styled = _charts(tmp_path / "styled")
+    assert styled == _charts(tmp_path / "styled-drawn")
+    assert all(styled[name] != drawn[name] for name in CHARTS)
+    assert len(list(cache.glob("*.chart"))) == 4  # none kept under settings not read
+
+
+def test_a_run_with_every_chart_kept_needs_no_chart_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+) -> None:
+    """The chart process ended (killed) before the run asked it anything: a run that copies
+    every chart still writes them all; one that must draw fails, saying so."""
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    started = ChartProcess.__init__
+
+    def killed(self: ChartProcess) -> None:
+        started(self)
+        self._proc.kill()
+        self._proc.join()
+
+    monkeypatch.setattr(ChartProcess, "__init__", killed)
+    _replay(tmp_path / "warm", "--cache-dir", str(cache))
+    assert _charts(tmp_path / "warm") == drawn
+    args = ["replay", str(SAMPLES), "--policy", str(ALL), "--out", str(tmp_path / "drawn")]
+    result = CliRunner().invoke(cli, [*args, "--no-cache"])
+    assert result.exit_code != 0 and "could not draw the charts" in result.output, result.output
+    assert not (tmp_path / "drawn").exists() and not list(tmp_path.glob(".drawn.*"))
+
+
+@pytest.mark.parametrize(
+    "planted", ["fifo", "folder", "link to /dev/zero", "dangling link", "another kind"]
+)
+def test_a_planted_entry_is_no_chart(tmp_path: Path, planted: str) -> None:
+    """Never read as a chart, never a crash; what can be removed is, and the chart is kept
+    in its place (a folder of that name stays: the chart is then not kept)."""
+    cache = ChartCache(tmp_path)
+    key = chart_key("savings.png", _data())
+    assert key is not None
+    entry = tmp_path / f"{key}.chart"
+    if planted == "fifo":
+        os.mkfifo(entry)
+    elif planted == "folder":
+        entry.mkdir()
+    elif planted == "link to /dev/zero":
+        entry.symlink_to("/dev/zero")
+    elif planted == "dangling link":
+        entry.symlink_to(tmp_path / "nowhere")
+    else:  # replayed results, valid and checksummed, renamed
+        write_entry(entry, Kind(4, 1), key.encode() + PNG)
+    assert cache.get(key) is None
+    cache.put(key, PNG + b"drawn")
+    assert cache.get(key) == (None if planted == "folder" else PNG + b"drawn")
+
+
+def test_a_run_with_every_chart_kept_never_imports_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+) -> None:
+    """matplotlib makes its config folder as it is imported: the chart process imports it only
+    for a run that replays a unit or draws a chart (all served, other dates: drawn)."""
+    cache = tmp_path / "cache"
+    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    for run, options in [("warm", ()), ("until", ("--until", "2026-03-03"))]:
+        config = tmp_path / f"mpl-{run}"
+        monkeypatch.setenv("MPLCONFIGDIR", str(config))
+        _replay(tmp_path / run, "--cache-dir", str(cache), *options)
+        assert config.exists() == (run == "until"), run
+    assert _charts(tmp_path / "warm") == drawn
+    assert _charts(tmp_path / "until") != drawn

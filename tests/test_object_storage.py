@@ -308,6 +308,10 @@ def test_an_object_gone_before_it_is_read_is_a_counted_skip(endpoint: str) -> No
     assert [(e.file, e.reason) for e in skips.examples] == [(f"s3://{key}", "unreadable_file")]
 
 
+def _pngs(run: Path) -> dict[str, bytes]:
+    return {png.name: png.read_bytes() for png in sorted(run.glob("*.png"))}
+
+
 def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     endpoint: str, tmp_path: Path
 ) -> None:
@@ -328,13 +332,18 @@ def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     warm = ok("replay", *args, "--out", str(tmp_path / "warm"))
     assert warm["policies"] == cold["policies"] and warm["fidelity"] == cold["fidelity"]
     assert "cache_entry_rebuilt" not in warm["skipped"]["notes_by_reason"]
+    assert _pngs(tmp_path / "warm") == _pngs(tmp_path / "cold")  # copied from the bucket
 
     damaged = next(n for n in names if n.endswith(".results"))  # what a warm run reads
     fs.pipe_file(f"{BUCKET}/cache/{damaged}", b"\x89mcsim\r\n" + b"\0" * 40)
+    chart = next(n for n in names if n.endswith(".chart"))
+    fs.pipe_file(f"{BUCKET}/cache/{chart}", b"\x89mcsim\r\n" + b"\0" * 40)
     again = ok("replay", *args, "--out", str(tmp_path / "again"))
     assert again["policies"] == cold["policies"]
     assert again["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 1
     assert fs.cat_file(f"{BUCKET}/cache/{damaged}") != b"\x89mcsim\r\n" + b"\0" * 40  # rewritten
+    assert _pngs(tmp_path / "again") == _pngs(tmp_path / "cold")  # that chart drawn again
+    assert fs.cat_file(f"{BUCKET}/cache/{chart}") != b"\x89mcsim\r\n" + b"\0" * 40  # kept again
 
     fs.pipe_file(f"{BUCKET}/cache/notes.txt", b"mine")  # not mcsim's: never touched
     info = mcsim("cache", "info", "--cache-dir", cache)

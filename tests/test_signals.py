@@ -161,6 +161,29 @@ def test_sigterm_and_sigint_clean_up_and_exit_with_the_signals_code(
     assert list(tmp_path.iterdir()) == []  # no run, no temporary folder
 
 
+def awaiting_charts(proc: subprocess.Popen[bytes], out: Path) -> bool:
+    """Every table and run.json written: the run waits for its charts (a moment more, so it is
+    blocked in that wait)."""
+    if not any((folder / "run.json").exists() for folder in out.parent.glob(f".{out.name}.*")):
+        return False
+    time.sleep(0.5)
+    return True
+
+
+@needs_proc
+def test_sigint_stops_a_run_whose_chart_process_hangs(big: Path, tmp_path: Path) -> None:
+    """matplotlib reads a matplotlibrc that is a FIFO, and waits on it for good. polars takes
+    SIGINT over once imported, restarting the system call it interrupts: a wait blocked in
+    one never saw the Ctrl-C."""
+    here = tmp_path / "here"
+    here.mkdir()
+    os.mkfifo(here / "matplotlibrc")
+    stopped = stop_replay(big, here / "run", awaiting_charts, signal.SIGINT)
+    assert (stopped.code, stopped.stderr, stopped.stdout) == (130, b"Aborted.\n", b"")
+    assert stopped.left == []
+    assert list(here.iterdir()) == [here / "matplotlibrc"]  # no run, no temporary folder
+
+
 CHILD_OF_A_THREAD_OR_WITHOUT_PRCTL = """
 import os, sys, threading, time, multiprocessing
 from mcsim import processes

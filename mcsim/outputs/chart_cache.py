@@ -1,12 +1,12 @@
 """Replay charts kept in the cache folder, by what they draw.
 
-A chart is a function of its data (`ChartData`), of the code that draws it (mcsim's files) and
-of matplotlib and its settings (a `matplotlibrc`). A replay of unchanged transcripts under the
-same policies gathers the same data, and drawing its four charts again was the largest part of
-such a run: 2.2 s of CPU (matplotlib's import 0.5 s) of a 3.2 s warm replay of the 523 MB
-corpus replica, measured 2026-12-02. So each drawn chart's PNG is kept under a hash of all of
-that, and a run whose chart hashes the same copies the PNG instead of drawing it; when every
-chart is kept, matplotlib is never imported.
+A chart is a function of its data (`ChartData`), of the code that draws it (mcsim's files and
+Python) and of matplotlib, Pillow and matplotlib's settings (a `matplotlibrc`). A replay of
+unchanged transcripts under the same policies gathers the same data, and drawing its four
+charts again was the largest part of such a run: 2.2 s of CPU (matplotlib's import 0.5 s) of
+a 3.2 s warm replay of the 523 MB corpus replica, measured 2026-12-02. So each drawn chart's
+PNG is kept under a hash of all of that, and a run whose chart hashes the same copies the PNG
+instead of drawing it; when every chart is kept, matplotlib is never imported.
 
 Entries are files of the cache folder (mcsim.ingest.disk_cache: header, checksum, atomic
 write, the cap), named by the hash, suffix `.chart`; inside, the hash again, then the PNG. An
@@ -24,8 +24,8 @@ import hashlib
 import importlib.util
 import os
 import pickle
+import sys
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from mcsim.ingest.disk_cache import (
@@ -48,15 +48,22 @@ _KEY_BYTES = 64  # the hash, as hex digits, at the start of the payload
 _RC_MAX_BYTES = 1 << 20  # a matplotlibrc larger than this is not read (the chart is drawn)
 
 
-@cache
-def _drawing_setup() -> bytes:
-    """What a chart's pixels depend on besides its data: mcsim's code, matplotlib's version
-    (its `_version.py`, read without importing it: the import is what a kept chart spares)
-    and every matplotlibrc it may read (`$MATPLOTLIBRC`, the working folder's, the user's)."""
-    digest = hashlib.sha256(code_hash().encode())
-    spec = importlib.util.find_spec("matplotlib")
-    origin = spec.origin if spec is not None else None
-    candidates = [("version", Path(origin).parent / "_version.py")] if origin else []
+def _drawing_setup() -> bytes | None:
+    """What a chart's pixels depend on besides its data: mcsim's code, Python's version (its
+    Unicode table decides which characters of a label are printable), the versions of
+    matplotlib and of Pillow (which writes matplotlib's PNGs: another one may compress the
+    same pixels into other bytes), read from their `_version.py` without importing them (the
+    import is what a kept chart spares), and every matplotlibrc matplotlib may read
+    (`$MATPLOTLIBRC`, the working folder's, the user's). None if one is there that cannot be
+    read whole (too large, a FIFO, a device): matplotlib would read it (or wait on it), and
+    what it sets is unknown. Read for each chart, not once per process: a library caller's
+    next run may be in another folder, with other settings (about 0.4 ms)."""
+    digest = hashlib.sha256(code_hash().encode() + b"\0" + sys.version.encode())
+    candidates = []
+    for package in ("matplotlib", "PIL"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            candidates.append((package, Path(spec.origin).parent / "_version.py"))
     rc = os.environ.get("MATPLOTLIBRC")
     if rc:
         candidates += [("env", Path(rc)), ("env folder", Path(rc) / "matplotlibrc")]
@@ -66,17 +73,23 @@ def _drawing_setup() -> bytes:
     candidates += [("here", Path("matplotlibrc")), ("user", Path(config) / "matplotlibrc")]
     for role, path in candidates:  # by role, not path: the same settings elsewhere draw alike
         try:
-            text = read_regular(path, _RC_MAX_BYTES)
-        except OSError:  # none there (or a folder, a FIFO, too large): nothing it can change
+            text = None if path.is_dir() else read_regular(path, _RC_MAX_BYTES)
+        except (FileNotFoundError, NotADirectoryError):  # none there: nothing it can change
             text = None
+        except OSError:
+            return None
         digest.update(f"\0{role}\0".encode() + (b"\0" if text is None else b"\1" + text))
     return digest.digest()
 
 
-def chart_key(name: str, data: ChartData) -> str:
+def chart_key(name: str, data: ChartData) -> str | None:
     """The hash a chart is kept under: its file name, its data (pickled: equal data pickles
-    the same, and other data never does) and `_drawing_setup`."""
-    digest = hashlib.sha256(_drawing_setup())
+    the same, and other data never does) and `_drawing_setup`; None if that cannot be known
+    (the chart is drawn, and not kept)."""
+    setup = _drawing_setup()
+    if setup is None:
+        return None
+    digest = hashlib.sha256(setup)
     digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
     digest.update(pickle.dumps(data, protocol=5))
     return digest.hexdigest()
@@ -129,13 +142,14 @@ class KeptCharts:
         self.folder = folder
         self.cache = cache
         self._drawing: list[tuple[str, str]] = []  # (chart, key) of those the process draws
+        self._asked = False
 
     def ask(self, data: ChartData, names: list[str]) -> None:
         """The charts NAMES of `data`."""
         missing = []
         for name in names:
-            if self.cache is not None:
-                key = chart_key(name, data)
+            key = chart_key(name, data) if self.cache is not None else None
+            if self.cache is not None and key is not None:
                 png = self.cache.get(key)
                 if png is not None:
                     (self.folder / name).write_bytes(png)
@@ -144,9 +158,11 @@ class KeptCharts:
             missing.append(name)
         if missing:
             self.process.start(data, self.folder, missing)
+            self._asked = True
 
     def wait(self) -> None:
-        self.process.wait()
+        if self._asked:  # else it has nothing to draw (it may have ended: no matter, `close`)
+            self.process.wait()
         if self.cache is not None:
             drawn = [(key, (self.folder / name).read_bytes()) for name, key in self._drawing]
             self.cache.keep(drawn)

@@ -523,6 +523,10 @@ def _answer(data: ChartData, folder: Path, names: list[str]) -> str:
 
 
 _WARM = "import matplotlib"  # the message that has the chart process import it now
+# How often a wait on the chart process returns to Python. polars (2.1) takes SIGINT over once
+# imported, restarting the system call it interrupts: a wait blocked in one never saw a Ctrl-C
+# (a chart process that hangs: matplotlib waits on a matplotlibrc that is a FIFO).
+_POLL_SECONDS = 0.1
 # Modules that start threads: forking after one of them is loaded can deadlock the child.
 _THREADED = ("polars", "pyarrow", "numpy")
 
@@ -578,7 +582,8 @@ class ChartProcess:
 
     def _join_sender(self) -> None:
         if self._sender is not None:
-            self._sender.join()
+            while self._sender.is_alive():  # a request larger than the pipe: sent as it reads
+                self._sender.join(_POLL_SECONDS)
             self._sender = None
 
     def wait(self) -> None:
@@ -587,6 +592,8 @@ class ChartProcess:
         answers = []
         try:
             for _ in range(self._pending):
+                while not self._conn.poll(_POLL_SECONDS):
+                    pass
                 answers.append(self._conn.recv())
             self._conn.send(None)
         except (EOFError, OSError):
