@@ -417,7 +417,7 @@ def load_notes(stats: LoadStats) -> list[str]:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(skips.counts.items()))
         repaired = ", ".join(f"{k} {v}" for k, v in sorted(skips.repaired.items()))
         noted = ", ".join(f"{k} {v}" for k, v in sorted(skips.notes.items()))
-        text = f"skipped {skips.total} lines"
+        text = f"skipped {skips.total} {'line' if skips.total == 1 else 'lines'}"
         text += f" ({reasons})" if reasons else ""
         if repaired:
             text += f"; repaired {sum(skips.repaired.values())} ({repaired})"
