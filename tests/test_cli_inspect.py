@@ -143,9 +143,9 @@ def test_since_and_until(runner: CliRunner, tmp_path: Path) -> None:
     assert inp["sessions_outside_dates"] == 1
     assert sessions("--since", "20260301", "--until", "20260301")[0] == ["late"]
     text = runner.invoke(cli, ["inspect", str(tmp_path), "--since", "2026-02-01"]).stdout
-    assert "note: 1 files last modified before --since were not read" in text
+    assert "note: 1 file last modified before --since was not read" in text
     text = runner.invoke(cli, ["inspect", str(tmp_path), "--until", "2026-01-01"]).stdout
-    assert "note: 1 sessions starting outside --since/--until were left out" in text
+    assert "note: 1 session starting outside --since/--until was left out" in text
 
 
 def test_unpriced_model_is_reported(runner: CliRunner, tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_unpriced_model_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     )
     result = runner.invoke(cli, ["inspect", str(tmp_path)])
     assert result.exit_code == 0
-    assert "warning: 1 calls are unpriced" in result.stdout
+    assert "warning: 1 call is unpriced" in result.stdout
     assert "mystery-model-2 (1)" in result.stdout
     doc = json.loads(runner.invoke(cli, ["inspect", str(tmp_path), "--json"]).stdout)
     assert doc["totals"]["unpriced_calls"] == 1

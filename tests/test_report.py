@@ -109,6 +109,18 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"Error: {tmp_path}: not a run directory (no run.json)"
 
 
+def test_an_inspect_run_directory_is_refused_with_what_report_reads(tmp_path: Path) -> None:
+    out = tmp_path / "usage"
+    inspect = CliRunner().invoke(cli, ["inspect", str(SAMPLES), "--out", str(out), "--no-cache"])
+    assert inspect.exit_code == 0, inspect.output
+    result = CliRunner().invoke(cli, ["report", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"Error: {out}: neither summary.parquet nor sweep.parquet is there; mcsim report "
+        "reads the run directory of a replay or a sweep"
+    )
+
+
 @pytest.fixture
 def damaged(replay_dir: Path, tmp_path: Path) -> Path:
     """A copy of a replay run directory (without its report) to damage."""

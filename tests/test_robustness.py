@@ -204,6 +204,27 @@ def test_examples_are_capped_but_counts_stay_exact() -> None:
     assert parent.examples_omitted == 2 + 1  # two never kept by the worker, one cut here
 
 
+def test_skipped_line_count_reads_as_english() -> None:
+    from mcsim.ingest.pipeline import LoadStats
+    from mcsim.outputs.terminal import load_notes
+
+    stats = LoadStats()
+    stats.skips.add("f.jsonl", 3, "synthetic")
+    assert load_notes(stats)[0] == "skipped 1 line (synthetic 1):"
+    stats.skips.add("f.jsonl", 4, "invalid_json")
+    assert load_notes(stats)[0] == "skipped 2 lines (invalid_json 1, synthetic 1):"
+    stats = LoadStats(files_skipped_by_project=1, duplicate_calls=1)
+    assert load_notes(stats) == [
+        "note: 1 file of projects not matching --project was not read",
+        "note: 1 call appeared in more than one project folder and was counted once",
+    ]
+    stats = LoadStats(files_skipped_by_project=2, duplicate_calls=3)
+    assert load_notes(stats) == [
+        "note: 2 files of projects not matching --project were not read",
+        "note: 3 calls appeared in more than one project folder and were counted once",
+    ]
+
+
 def test_blank_lines_and_crlf_endings_are_not_errors(tmp_path: Path) -> None:
     good = [orjson.dumps(line) for line in good_session()]
     write(tmp_path / "p" / f"{SESSION}.jsonl", [good[0] + b"\r", b"   ", b"", *good[1:], b"\t\r"])

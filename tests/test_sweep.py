@@ -281,6 +281,18 @@ def test_gates_exit_1_with_a_reason(tmp_path: Path) -> None:
     assert (tmp_path / "c" / "summary.parquet").exists()  # outputs are written first
 
 
+def test_one_session_is_counted_in_the_singular(tmp_path: Path) -> None:
+    one = str(SAMPLES / "claude" / "projects" / "-home-dev-data-pipeline")
+    policy = ["--policy", str(CLAUDE_CODE), "--no-cache"]
+    grid = ["--name", "claude-code", "--grid", "cached_microcompact.keep_recent=2,5"]
+    sweep = CliRunner().invoke(cli, ["sweep", one, *policy, *grid, "--out", str(tmp_path / "s")])
+    assert sweep.exit_code == 0, sweep.output
+    assert "; 1 session; fidelity 0.000% overall" in sweep.stdout
+    replay = CliRunner().invoke(cli, ["replay", one, *policy, "--out", str(tmp_path / "r")])
+    assert replay.exit_code == 0, replay.output
+    assert "\n1 session, cache model anthropic (36 calls);" in replay.stdout
+
+
 def test_bad_grid_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,

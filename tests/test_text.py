@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcsim.text import markdown, printable, width
+from mcsim.text import counted, markdown, printable, width
 
 R = "\ufffd"
 
@@ -121,3 +121,8 @@ def test_markdown_shortens_before_escaping() -> None:
 )
 def test_width_counts_terminal_columns(text: str, columns: int) -> None:
     assert width(text) == columns
+
+
+def test_counted_agrees_with_one_and_many() -> None:
+    assert counted(1, "session", "sessions") == "1 session"
+    assert [counted(n, "call is", "calls are") for n in (0, 2)] == ["0 calls are", "2 calls are"]

@@ -26,7 +26,7 @@ from mcsim.outputs.rows_sink import (
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_dataset, write_parquet
 from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
-from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, printable
+from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, counted, printable
 
 CACHE_EDIT_NOTE = (
     "cache edits (cached_microcompact) are modelled: deleted tokens stop being billed from "
@@ -356,7 +356,8 @@ def replay_text(report: ReplayReport) -> str:
         project, session = (printable(v, limit=NAME_LIMIT) for v in (s.project, s.session_id))
         lines.append(f"  {project} {session}: {s.fidelity_error:.2%}")
     lines.append(
-        f"{len(report.sessions)} sessions, cache model {report.cache_model_text() or 'none'}; "
+        f"{counted(len(report.sessions), 'session', 'sessions')}, cache model "
+        f"{report.cache_model_text() or 'none'}; "
         "savings are positive when cheaper. Note: " + CACHE_EDIT_NOTE + "."
     )
     prunes = report.recorded_prunes

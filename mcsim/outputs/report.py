@@ -171,7 +171,10 @@ def build_report(run_dir: Path, redact: bool = False) -> tuple[Path, Path]:
     run = Fields(doc)
     kind = "sweep" if os.path.lexists(run_dir / "sweep.parquet") else "replay"
     if kind == "replay" and not os.path.lexists(run_dir / "summary.parquet"):
-        raise UsageError(f"{run_dir}: neither summary.parquet nor sweep.parquet is there")
+        raise UsageError(
+            f"{run_dir}: neither summary.parquet nor sweep.parquet is there; mcsim report reads "
+            "the run directory of a replay or a sweep"
+        )
     sections = _sections(run, run_dir, kind, redactor)
     title = f"Prompt-cache and pruning cost review ({kind})"
     html_path, md_path = run_dir / "report.html", run_dir / "report.md"

@@ -21,7 +21,7 @@ from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.run import PolicyTotals, ReplayReport
 from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
-from mcsim.text import printable
+from mcsim.text import counted, printable
 
 SWEEP_SCHEMA: dict[str, str] = {
     "level": "str",
@@ -351,8 +351,8 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
     lines = table(headers, rows, right={1, 2, 3, 4, 5, 6, 7})
     lines.append(
         f"baseline (no pruning) ${report.baseline.cost_usd:.4f}; recorded "
-        f"${report.recorded.cost_usd:.4f}; {len(report.sessions)} sessions; fidelity "
-        f"{report.fidelity_overall:.3%} overall, worst session {report.fidelity_worst:.3%}"
+        f"${report.recorded.cost_usd:.4f}; {counted(len(report.sessions), 'session', 'sessions')}; "
+        f"fidelity {report.fidelity_overall:.3%} overall, worst session {report.fidelity_worst:.3%}"
     )
     # Variant names are spelled from the --grid values; they are shown whole, made printable.
     if rec.best is not None:

@@ -16,7 +16,7 @@ from mcsim.accounting.recorded import (
 )
 from mcsim.ingest.pipeline import LoadStats
 from mcsim.outputs.run_dir import Each
-from mcsim.text import NAME_LIMIT, TEXT_LIMIT, printable, terminal_width, width
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, printable, terminal_width, width
 
 # How many skipped-line examples the terminal summary shows; --json lists them all.
 TERMINAL_EXAMPLES = 5
@@ -388,6 +388,11 @@ def grouped_text(report: InspectReport, by: str, tz: str, rows: list[UsageGroup]
     return "\n".join(lines)
 
 
+def _were(n: int) -> str:
+    """The verb that agrees with `n`, for the notes that say what was left out."""
+    return "was" if n == 1 else "were"
+
+
 def warnings_text(report: InspectReport) -> list[str]:
     """Lines about anything that was not counted or priced, for stderr or the summary."""
     out = []
@@ -397,14 +402,16 @@ def warnings_text(report: InspectReport) -> list[str]:
             for m, n in sorted(report.unpriced_models.items())
         )
         out.append(
-            f"warning: {report.unpriced_calls} calls are unpriced (model not in price table "
+            f"warning: {counted(report.unpriced_calls, 'call is', 'calls are')} unpriced (model "
+            "not in price table "
             f"{printable(report.price_table, limit=NAME_LIMIT)}): {models}; costs marked * "
             "exclude them"
         )
     if report.split_mismatch_calls:
         out.append(
-            f"note: {report.split_mismatch_calls} calls had a cache_creation split that did not "
-            "add up; the billed total was used and the rest priced as 5-minute writes"
+            f"note: {counted(report.split_mismatch_calls, 'call', 'calls')} had a cache_creation "
+            "split that did not add up; the billed total was used and the rest priced as "
+            "5-minute writes"
         )
     return out + load_notes(report.stats)
 
@@ -417,7 +424,7 @@ def load_notes(stats: LoadStats) -> list[str]:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(skips.counts.items()))
         repaired = ", ".join(f"{k} {v}" for k, v in sorted(skips.repaired.items()))
         noted = ", ".join(f"{k} {v}" for k, v in sorted(skips.notes.items()))
-        text = f"skipped {skips.total} lines"
+        text = f"skipped {counted(skips.total, 'line', 'lines')}"
         text += f" ({reasons})" if reasons else ""
         if repaired:
             text += f"; repaired {sum(skips.repaired.values())} ({repaired})"
@@ -431,27 +438,29 @@ def load_notes(stats: LoadStats) -> list[str]:
             out.append(f"  … {len(skips.examples) - TERMINAL_EXAMPLES} more (all in --json)")
     if stats.files_skipped_by_date:
         out.append(
-            f"note: {stats.files_skipped_by_date} files last modified before --since were not "
-            "read (they cannot hold a session starting after it)"
+            f"note: {counted(stats.files_skipped_by_date, 'file', 'files')} last modified before "
+            f"--since {_were(stats.files_skipped_by_date)} not read (a file cannot hold a session "
+            "starting after it)"
         )
     if stats.sessions_outside_dates:
         out.append(
-            f"note: {stats.sessions_outside_dates} sessions starting outside --since/--until "
-            "were left out"
+            f"note: {counted(stats.sessions_outside_dates, 'session', 'sessions')} starting "
+            f"outside --since/--until {_were(stats.sessions_outside_dates)} left out"
             + (
-                f" (and {stats.examples_outside_dates} examples of skipped lines in their files)"
+                f" (and {counted(stats.examples_outside_dates, 'example', 'examples')} of "
+                "skipped lines in their files)"
                 if stats.examples_outside_dates
                 else ""
             )
         )
     if stats.files_skipped_by_project:
         out.append(
-            f"note: {stats.files_skipped_by_project} files of projects not matching --project "
-            "were not read"
+            f"note: {counted(stats.files_skipped_by_project, 'file', 'files')} of projects not "
+            f"matching --project {_were(stats.files_skipped_by_project)} not read"
         )
     if stats.duplicate_calls:
         out.append(
-            f"note: {stats.duplicate_calls} calls appeared in more than one project "
-            "folder and were counted once"
+            f"note: {counted(stats.duplicate_calls, 'call', 'calls')} appeared in more than one "
+            f"project folder and {_were(stats.duplicate_calls)} counted once"
         )
     return out
