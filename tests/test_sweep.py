@@ -496,4 +496,15 @@ def test_cautions_name_an_interval_below_zero_and_the_edge_of_the_grid() -> None
     )
     # Two values are no range to be at the edge of.
     assert cautions(best, [best, top]) == ()
+    # The best costs more than no pruning: said first (its interval, below 0 too, goes
+    # without saying), for one session (no interval) as for many.
+    losing = _keep(4, -15.84, [-20, -16, -15, -12], 2, -19.7, -12.2)
+    assert cautions(losing, [best, losing, top]) == (
+        "it saves nothing net of re-fetches (-15.84%): no pruning (the baseline) costs less",
+    )
+    alone = Outcome(losing.variant, losing.totals, -14.84, -15.84)
+    assert math.isnan(alone.low_pct)
+    assert cautions(alone, [alone]) == (
+        "it saves nothing net of re-fetches (-15.84%): no pruning (the baseline) costs less",
+    )
     assert recommend([best, middle, top], 0.5).cautions == cautions(best, [best, middle, top])

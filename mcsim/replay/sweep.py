@@ -341,10 +341,17 @@ class Recommendation:
 
 
 def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
-    """What the recommendation cannot tell: that its own interval reaches below 0, or that
-    a swept number sits at the end of its range (the best may lie beyond what was tried)."""
+    """What the recommendation cannot tell: that it saves nothing (every variant under the
+    risk limit costs at least what no pruning costs: the best of them is still named, as the
+    least bad), that its own interval reaches below 0, or that a swept number sits at the end
+    of its range (the best may lie beyond what was tried)."""
     out = []
-    if best.low_pct <= 0:  # False for NaN: one session has no interval to speak of
+    if best.net_savings_pct <= 0:
+        out.append(
+            f"it saves nothing net of re-fetches ({best.net_savings_pct:+.2f}%): no pruning "
+            "(the baseline) costs less"
+        )
+    if best.low_pct <= 0 < best.net_savings_pct:  # (False for NaN: one session, no interval)
         out.append(
             f"its {LEVEL}% interval reaches below 0 ({best.low_pct:+.2f}..{best.high_pct:+.2f}):"
             " on other sessions it may save nothing"
