@@ -134,6 +134,23 @@ def test_truncated_and_empty_entries_are_rebuilt(
     assert entry.read_bytes() == original
 
 
+def test_an_entry_larger_than_the_cap_is_not_read(
+    cache: Path, expected: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file of many GB planted under an entry's name would take all the memory there is,
+    # read whole; no entry larger than the cap outlives the run that wrote it. (8 MiB here,
+    # over a cap of a few KB.)
+    entry = _entry(cache)
+    original = entry.read_bytes()
+    with entry.open("r+b") as fh:
+        fh.truncate(8 << 20)
+    monkeypatch.setenv("MCSIM_CACHE_MAX_SIZE", str(len(original) * 4))
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(entry), "larger than the cache's cap")]
+    assert entry.read_bytes() == original
+
+
 class _Planted:
     """Unpickling this creates `marker`: what a pickle planted in the cache could do."""
 

@@ -214,7 +214,9 @@ def _sweep_once(folder: Path) -> None:
 def read_payload(path: Path, kind: Kind) -> bytes | None:
     """The verified payload of a cache file; None if there is no such file. The file is
     touched: its modification time says when it was last used (the cap evicts by it). An
-    object in a store is not touched (its time is when it was written)."""
+    object in a store is not touched (its time is when it was written). A file larger than
+    the cap is not read: no entry that large outlives the run that wrote it (the cap evicts
+    it), so it was planted, and reading it whole could take all the memory there is."""
     if isinstance(path, ObjectPath):
         data = _object_bytes(path)
         if data is None:
@@ -223,6 +225,8 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
         with open_regular(path) as fh:
+            if os.fstat(fh.fileno()).st_size > max_cache_bytes():
+                raise Damaged("larger than the cache's cap")
             data = fh.read()
             with contextlib.suppress(OSError):
                 os.utime(path)
