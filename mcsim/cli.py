@@ -35,7 +35,7 @@ from mcsim import __version__
 from mcsim.errors import McsimError
 from mcsim.ingest.storage import ObjectPath, is_url
 from mcsim.processes import STOP, Stopped
-from mcsim.text import MESSAGE_LIMIT, fit_lines, printable, terminal_width
+from mcsim.text import MESSAGE_LIMIT, counted, fit_lines, printable, terminal_width
 
 # mcsim.replay.sweep.DEFAULT_MAX_RISK in percent; not imported here: `inspect` starts light.
 MAX_RISK_DEFAULT_PCT = 50.0
@@ -873,8 +873,9 @@ def convert(
             click.echo(line, err=True)
         if report.sessions:
             _echo(
-                f"converted {report.sessions} sessions ({report.calls} calls) into "
-                f"{len(report.files)} files under {printable(out_dir)}; "
+                f"converted {counted(report.sessions, 'session', 'sessions')} "
+                f"({counted(report.calls, 'call', 'calls')}) into "
+                f"{counted(len(report.files), 'file', 'files')} under {printable(out_dir)}; "
                 f"{stats.skips.total} input {'line' if stats.skips.total == 1 else 'lines'} "
                 "skipped"
             )

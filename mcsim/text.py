@@ -48,7 +48,7 @@ _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93
 _MD_LINE_START = re.compile(r"^(?:#{1,6}(?= |$)|[+-](?= |$)|-(?=-)|\d{1,9}(?=[.)]( |$)))")
 
 
-def counted(n: int, one: str, many: str) -> str:
+def counted(n: float, one: str, many: str) -> str:
     """`n` and the words that agree with it: one session must not read "1 sessions"."""
     return f"{n} {one if n == 1 else many}"
 

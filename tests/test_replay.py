@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -402,3 +403,32 @@ def test_token_totals_merge_adds_every_field() -> None:
     total = TokenTotals(**{n: 10 ** (i + 1) for i, n in enumerate(names)})
     total.merge(TokenTotals(**{n: i + 1 for i, n in enumerate(names)}))
     assert [getattr(total, n) for n in names] == [10 ** (i + 1) + i + 1 for i in range(len(names))]
+
+
+def test_one_session_over_the_fidelity_threshold_reads_in_the_singular(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcsim.accounting.prices import default_table
+    from mcsim.outputs.replay_tables import replay_text
+    from mcsim.replay.run import ReplayReport, run_replay
+    from mcsim.replay.scenario import load_policy_file
+
+    report = run_replay([str(SAMPLES)], load_policy_file(ALL), default_table(), cache_dir=None,
+                        workers=1)  # fmt: skip
+    monkeypatch.setattr(ReplayReport, "sessions_over_threshold", lambda self: self.sessions[:1])
+    assert "LOW: 1 session over 5%" in replay_text(report)
+    monkeypatch.setattr(ReplayReport, "sessions_over_threshold", lambda self: self.sessions[:2])
+    assert "LOW: 2 sessions over 5%" in replay_text(report)
+
+
+def test_one_session_converted_reads_in_the_singular(tmp_path: Path) -> None:
+    project = SAMPLES / "claude" / "projects" / "-home-dev-data-pipeline"  # one session
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["convert", str(project), "--to", "interchange",
+                                      "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(
+        rf"converted 1 session \(\d+ calls\) into 1 file under {re.escape(str(out))}; "
+        r"0 input lines skipped\n",
+        result.stdout,
+    ), result.stdout

@@ -188,6 +188,19 @@ def test_fields_of_the_wrong_type_read_as_absent(
     assert (damaged / "report.md").is_file()
 
 
+def test_counts_of_one_read_in_the_singular(damaged: Path) -> None:
+    def one(doc: dict[str, Any]) -> None:
+        doc["analysed"].update(sessions=1, calls=1, projects=["p"])
+        doc["fidelity"].update(sessions_over_threshold=[{"session_id": "s"}])
+
+    rewrite_run_json(damaged, one)
+    run(["report", str(damaged)])
+    page = (damaged / "report.md").read_text()
+    assert "1 session of a coding agent (Claude Code transcripts), 1 model call, from" in page
+    assert ", in 1 project." in page
+    assert "; 1 session exceeds the 5% threshold" in page
+
+
 def test_a_damaged_table_is_one_line(damaged: Path) -> None:
     summary = damaged / "summary.parquet"
     summary.write_bytes(summary.read_bytes()[:3000])  # cut short

@@ -347,7 +347,8 @@ def replay_text(report: ReplayReport) -> str:
         )
     lines = table(headers, rows, right=set(range(1, 10)))
     over = report.sessions_over_threshold()
-    label = "OK" if not over else f"LOW: {len(over)} sessions over {report.fidelity_threshold:.0%}"
+    many = counted(len(over), "session", "sessions")
+    label = "OK" if not over else f"LOW: {many} over {report.fidelity_threshold:.0%}"
     lines.append(
         f"fidelity (no-pruning replay vs recording, reads+writes): overall "
         f"{report.fidelity_overall:.3%}, worst session {report.fidelity_worst:.3%} [{label}]"

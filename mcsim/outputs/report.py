@@ -30,7 +30,7 @@ from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular, read_r
 from mcsim.ingest.storage import ObjectPath, filesystem, first_line
 from mcsim.outputs.redact import Redactor
 from mcsim.outputs.run_dir import RUN_JSON_MAX_BYTES, umask
-from mcsim.text import NAME_LIMIT, TEXT_LIMIT, markdown, printable
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, markdown, printable
 
 # Far above any chart mcsim draws (tens of kilobytes): a bound on what is embedded.
 CHART_MAX_BYTES = 64 * 1024 * 1024
@@ -287,9 +287,11 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
         Section(
             "What was analysed",
             [
-                f"{a.num('sessions')} sessions of a coding agent (Claude Code transcripts), "
-                f"{a.num('calls'):,} model calls, from {a.text('start')[:10]} to "
-                f"{a.text('end')[:10]}, in {a.size('projects')} projects.",
+                f"{counted(a.num('sessions'), 'session', 'sessions')} of a coding agent "
+                f"(Claude Code transcripts), {a.num('calls'):,} model "
+                f"{'call' if a.num('calls') == 1 else 'calls'}, from {a.text('start')[:10]} "
+                f"to {a.text('end')[:10]}, in "
+                f"{counted(a.size('projects'), 'project', 'projects')}.",
                 "Models: " + (", ".join(map(_name, a.texts("models"))) or "none") + ".",
                 "Projects: " + (", ".join(map(_name, a.texts("projects"))) or "none") + ".",
             ],
@@ -352,7 +354,8 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
                 f"{100 * fid.num('overall_error'):.3f}% overall and "
                 f"{100 * fid.num('worst_session_error'):.3f}% in the worst session"
                 + (
-                    f"; {over} sessions exceed the {100 * fid.num('threshold', 0.05):.0f}%"
+                    f"; {counted(over, 'session exceeds', 'sessions exceed')} the "
+                    f"{100 * fid.num('threshold', 0.05):.0f}%"
                     " threshold and their results are less certain."
                     if over
                     else "."
