@@ -164,22 +164,39 @@ def test_cache_info_and_clear_count_the_charts(tmp_path: Path) -> None:
 
 
 def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
-    """`computed` (what warms the chart process) is called for each unit the result cache
-    did not serve, and never on a run it served whole."""
+    """`computed` (what warms the chart process) is called once: before any result when the
+    largest unit has no results kept (a first run: matplotlib's import then overlaps the
+    whole replay), else when the first unit the result cache did not serve arrives; never on
+    a run it served whole."""
     scenarios = load_policy_file(ALL)
-    calls: list[int] = []
+    events: list[str] = []
+    folder = tmp_path / "in"
+    shutil.copytree(SAMPLES, folder)
 
-    def replay(cache: Path | None) -> Any:
-        calls.clear()
-        return run_replay([str(SAMPLES)], scenarios, default_table(), cache_dir=cache,
-                          workers=1, computed=lambda: calls.append(1))  # fmt: skip
+    def replay(cache: Path | None) -> list[str]:
+        events.clear()
+        run_replay([str(folder)], scenarios, default_table(), cache_dir=cache, workers=1,
+                   computed=lambda: events.append("computed"),
+                   sink=lambda result: events.append("result"))  # fmt: skip
+        return events
 
-    replay(None)
-    assert len(calls) == 2  # the samples' two project folders
-    replay(tmp_path / "cache")
-    assert len(calls) == 2
-    replay(tmp_path / "cache")
-    assert calls == []
+    assert replay(None) == ["computed", "result", "result"]  # the samples' two projects
+    cache = tmp_path / "cache"
+    assert replay(cache) == ["computed", "result", "result"]
+    assert replay(cache) == ["result", "result"]
+
+    # The largest project's results are kept, for its files as they were: the run learns it
+    # has work when that project's results arrive, replayed again.
+    def size(project: Path) -> int:
+        return sum(p.stat().st_size for p in project.rglob("*.jsonl"))
+
+    smaller, larger = sorted((folder / "claude" / "projects").iterdir(), key=size)
+    with next(larger.glob("*.jsonl")).open("a") as fh:
+        fh.write("\n")
+    assert replay(cache) == ["computed", "result", "result"]
+    with next(smaller.glob("*.jsonl")).open("a") as fh:
+        fh.write("\n")
+    assert replay(cache) == ["result", "computed", "result"]
 
 
 def test_the_cap_holds_with_the_charts_kept(

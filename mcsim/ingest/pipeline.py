@@ -166,6 +166,11 @@ class UnitMemo(Protocol[T]):
         same result."""
         ...
 
+    def kept(self, unit: LoadUnit) -> bool:
+        """Whether any results are kept for the unit (looked up, not read): a unit with none
+        will be loaded and fn run."""
+        ...
+
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[T]) -> None:
         """Keep the unit's results for its files in STATE (from `get`): a file written to
         while the unit was replayed (a live session) then makes the next run miss."""
@@ -312,8 +317,10 @@ def map_sessions(
     `memo` keeps each unit's results, and gives them back while the unit's files are as
     they were: fn is not run again (nor is the unit loaded). `prepare` runs where fn does,
     on each result on its way here (after the memo keeps it): work the receiver would
-    otherwise do on a single core. `computed` is called when a unit's results arrive that
-    the memo did not serve (the first time: the run has work to do, e.g. warm the charts).
+    otherwise do on a single core. `computed` is called once the run knows it has a unit to
+    load (to get ready for what follows, e.g. import what draws the charts): at once when
+    the largest unit has no results kept (a first run), else when the first unit the memo
+    did not serve arrives; never on a run the memo serves whole.
     Raises InputNotFoundError before anything else when PATHS match nothing.
     """
     stats = stats if stats is not None else LoadStats()
@@ -358,12 +365,21 @@ def _collect(
 ) -> Iterator[T]:
     total = stats.bytes
     done = 0
+    first = jobs[0] if jobs else None  # the largest unit: its results come first
+    if (
+        computed is not None
+        and first is not None
+        and (first.memo is None or not first.memo.kept(first.unit))
+    ):
+        computed()  # it will be loaded: the run has work to do from the start
+        computed = None
     with engine.seen_calls() as seen:  # every call so far (its call_digest), with its counts
         outputs = engine.map_units(jobs, _run_job, total)
         for job, output in zip(jobs, outputs, strict=True):
             STOP.check()
             if computed is not None and not output.served:
                 computed()
+                computed = None
             digests = _joined(ds for ds, _, _ in output.results)
             repeated = seen.find(digests)
             if repeated:

@@ -60,6 +60,7 @@ from mcsim.ingest.disk_cache import (
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
+from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
 from mcsim.replay.rows import SessionRows
@@ -152,6 +153,12 @@ class ResultCache:
     def key(self, session: CalSession) -> str:
         """The session's content key (UnitMemo.key)."""
         return content_key(session)
+
+    def kept(self, unit: LoadUnit) -> bool:
+        """Whether the unit has an entry (UnitMemo.kept): one stat, nothing read (an object
+        in a store: taken as kept, a request spared)."""
+        path = self._entry(unit)[0]
+        return isinstance(path, ObjectPath) or path.exists()
 
     def get(
         self, unit: LoadUnit
