@@ -489,7 +489,7 @@ def inspect(
     from mcsim.ingest.engines import open_engine
     from mcsim.ingest.spool import Spool
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines
+    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
@@ -529,6 +529,9 @@ def inspect(
         if as_json:
             out = str(out_dir) if out_dir and report.sessions else None
             _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
+        elif not report.sessions:  # no table of zeros: what was skipped, then the error
+            for line in load_notes(report.stats):
+                click.echo(line, err=True)
         else:
             if by == "session":
                 _echo_lines(inspect_lines(report))  # a line per session: never held whole

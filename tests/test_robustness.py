@@ -254,6 +254,8 @@ def test_an_input_without_calls_is_the_same_error_in_every_command(tmp_path: Pat
             for extra in ([], ["--json"]):
                 result = CliRunner().invoke(cli, [*args, *extra])
                 assert result.exit_code == 1, result.output
+                if not extra:  # no table of zeros before the error (--json: its document)
+                    assert result.stdout == "", result.stdout
                 none = "; no transcript file (*.jsonl) was found there" if folder == empty else ""
                 assert result.stderr.splitlines()[-1] == (
                     f"Error: no API calls could be read from the input ({counts}); "
