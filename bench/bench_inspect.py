@@ -22,61 +22,23 @@ asserts nothing.
 
 from __future__ import annotations
 
-import json
-import os
-import resource
-import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from common import REPO, arguments, ensure_ccusage, measure, mixed_source, replicate
+from common import REPO, alternate, arguments, ensure_ccusage, mixed_source, replicate
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def totals(doc: dict[str, Any]) -> str:
+    return f"mcsim totals: {doc['totals']['calls']} calls, ${doc['totals']['cost_usd']:.2f}"
 
 
 def bench(label: str, config: Path, ccusage: Path, runs: int, cache: Path) -> None:
-    size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
-    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
     mcsim = [sys.executable, "-m", "mcsim", "inspect", str(config / "projects"), "--json",
              "--cache-dir", str(cache)]  # fmt: skip
-    tools = {
-        "ccusage": [str(ccusage), "session", "--offline", "--json"],
-        "cold": mcsim,
-        "warm": mcsim,
-    }
-    print(f"{label} replica: {size / 1e6:.0f} MB in {config}")
-    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
-    for run in range(runs):
-        for name, cmd in tools.items():
-            if name == "cold":
-                shutil.rmtree(cache, ignore_errors=True)
-            cpu = cpu_s()
-            wall, peak, out = measure(cmd, env)
-            cpu = cpu_s() - cpu
-            results[name].append((wall, cpu, peak))
-            print(f"run {run + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:5.0f} MB")
-            if name == "cold" and run == 0:
-                totals = json.loads(out)["totals"]
-                print(f"         mcsim totals: {totals['calls']} calls, ${totals['cost_usd']:.2f}")
-    med = {n: statistics.median(w for w, _, _ in r) for n, r in results.items()}
-    cpu = {n: statistics.median(c for _, c, _ in r) for n, r in results.items()}
-    peak = {n: max(p for _, _, p in r) for n, r in results.items()}
-    for name in tools:
-        print(
-            f"median {name:8s} {med[name]:6.2f} s  cpu {cpu[name]:6.2f} s"
-            f"  max peak {peak[name]:5.0f} MB"
-        )
-    for name in ("cold", "warm"):
-        print(
-            f"{label}: mcsim {name} / ccusage wall time {med[name] / med['ccusage']:.2f}x"
-            f" (target <= 1x), cpu time {cpu[name] / cpu['ccusage']:.2f}x"
-        )
-    print()
+    targets = {"cold": 1.0, "warm": 1.0}
+    alternate(label, config, ccusage, mcsim, cache, runs, targets, ("cold", totals))
 
 
 def main() -> None:

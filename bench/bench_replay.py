@@ -22,64 +22,28 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
-import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from common import REPO, arguments, ensure_ccusage, mcsim, measure, mixed_source, replicate
+from common import REPO, alternate, arguments, ensure_ccusage, mcsim, mixed_source, replicate
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def fidelity(doc: dict[str, Any]) -> str:
+    fid = doc["fidelity"]
+    return (
+        f"{doc['sessions']} sessions, {len(doc['policies'])} policies, fidelity overall "
+        f"{fid['overall_error']:.4%}, worst {fid['worst_session_error']:.4%}"
+    )
 
 
 def bench(label: str, config: Path, ccusage: Path, args: argparse.Namespace, cache: Path) -> None:
-    size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
-    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
-    out = args.work / "replay-out"
+    print(f"policies: {args.policy}")
     replay = mcsim("replay", str(config / "projects"), "--policy", str(args.policy),
-                   cache=cache, out=out)  # fmt: skip
-    tools = {"ccusage": [str(ccusage), "session", "--offline", "--json"], "cold": replay,
-             "warm": replay}  # fmt: skip
-    print(f"{label} replica: {size / 1e6:.0f} MB in {config}; policies: {args.policy}")
-    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
-    for run in range(args.runs):
-        for name, cmd in tools.items():
-            if name == "cold":
-                shutil.rmtree(cache, ignore_errors=True)
-            cpu = cpu_s()
-            wall, top, stdout = measure(cmd, env)
-            cpu = cpu_s() - cpu
-            results[name].append((wall, cpu, top))
-            print(f"run {run + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  peak {top:5.0f} MB")
-            if run == 0 and name == "warm":
-                doc = json.loads(stdout)
-                fid = doc["fidelity"]
-                print(
-                    f"         {doc['sessions']} sessions, {len(doc['policies'])} policies, "
-                    f"fidelity overall {fid['overall_error']:.4%}, "
-                    f"worst {fid['worst_session_error']:.4%}"
-                )
-    med = {n: statistics.median(w for w, _, _ in r) for n, r in results.items()}
-    cpus = {n: statistics.median(c for _, c, _ in r) for n, r in results.items()}
-    peak = {n: max(p for _, _, p in r) for n, r in results.items()}
-    for name in tools:
-        print(
-            f"median {name:8s} {med[name]:6.2f} s  cpu {cpus[name]:6.2f} s"
-            f"  max peak {peak[name]:5.0f} MB"
-        )
-    for name, target in (("cold", 3), ("warm", 1.5)):
-        print(
-            f"{label}: replay {name} / ccusage wall time {med[name] / med['ccusage']:.2f}x"
-            f" (target <= {target}x), cpu time {cpus[name] / cpus['ccusage']:.2f}x"
-        )
-    print()
+                   cache=cache, out=args.work / "replay-out")  # fmt: skip
+    targets = {"cold": 3.0, "warm": 1.5}
+    alternate(label, config, ccusage, replay, cache, args.runs, targets, ("warm", fidelity))
 
 
 def main() -> None:

@@ -10,13 +10,17 @@ process tree (workers included), sampled every 20 ms.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -453,3 +457,57 @@ def _generate_mixed(projects: Path) -> None:
                 agent = f"a{rng.getrandbits(32):08x}"
                 lines = session_lines(sid, cwd, rng.randint(5, 30), agent)
                 (agents / f"agent-{agent}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def alternate(
+    label: str,
+    config: Path,
+    ccusage: Path,
+    command: list[str],
+    cache: Path,
+    runs: int,
+    targets: dict[str, float],
+    describe: tuple[str, Callable[[Any], str]],
+) -> None:
+    """Run ccusage, mcsim cold (`cache` emptied first) and mcsim warm (`command`, filling and
+    reading `cache`) alternately `runs` times on the replica `config`; print each run's wall
+    time, CPU time (user + sys of the tree) and peak memory of the tree, then the medians and
+    each mcsim run's ratio to ccusage against `targets` (cold, warm). `describe`: the mcsim
+    run (cold or warm) whose JSON output, on the first round, gives a line to print."""
+    size = sum(f.stat().st_size for f in (config / "projects").rglob("*.jsonl"))
+    env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config))
+    tools = {"ccusage": [str(ccusage), "session", "--offline", "--json"], "cold": command,
+             "warm": command}  # fmt: skip
+    print(f"{label} replica: {size / 1e6:.0f} MB in {config}")
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
+    for run in range(runs):
+        for name, cmd in tools.items():
+            if name == "cold":
+                shutil.rmtree(cache, ignore_errors=True)
+            cpu = _cpu_s()
+            wall, top, out = measure(cmd, env)
+            cpu = _cpu_s() - cpu
+            results[name].append((wall, cpu, top))
+            print(f"run {run + 1} {name:8s} {wall:6.2f} s  cpu {cpu:6.2f} s  peak {top:5.0f} MB")
+            if run == 0 and name == describe[0]:
+                print(f"         {describe[1](json.loads(out))}")
+    med = {n: statistics.median(w for w, _, _ in r) for n, r in results.items()}
+    cpus = {n: statistics.median(c for _, c, _ in r) for n, r in results.items()}
+    peak = {n: max(p for _, _, p in r) for n, r in results.items()}
+    for name in tools:
+        print(
+            f"median {name:8s} {med[name]:6.2f} s  cpu {cpus[name]:6.2f} s"
+            f"  max peak {peak[name]:5.0f} MB"
+        )
+    for name, target in targets.items():
+        print(
+            f"{label}: {command[3]} {name} / ccusage wall time "
+            f"{med[name] / med['ccusage']:.2f}x (target <= {target}x), "
+            f"cpu time {cpus[name] / cpus['ccusage']:.2f}x"
+        )
+    print()
