@@ -86,13 +86,23 @@ def chart_key(name: str, data: ChartData) -> str | None:
     """The hash a chart is kept under: its file name, its data (pickled: equal data pickles
     the same, and other data never does) and `_drawing_setup`; None if that cannot be known
     (the chart is drawn, and not kept)."""
+    return chart_keys([name], data)[name]
+
+
+def chart_keys(names: list[str], data: ChartData) -> dict[str, str | None]:
+    """`chart_key` of each of NAMES, drawn from the same data: the data pickled and the
+    setup read once for all of them."""
     setup = _drawing_setup()
     if setup is None:
-        return None
-    digest = hashlib.sha256(setup)
-    digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
-    digest.update(pickle.dumps(data, protocol=5))
-    return digest.hexdigest()
+        return dict.fromkeys(names)
+    pickled = pickle.dumps(data, protocol=5)
+    keys: dict[str, str | None] = {}
+    for name in names:
+        digest = hashlib.sha256(setup)
+        digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(pickled)
+        keys[name] = digest.hexdigest()
+    return keys
 
 
 @dataclass(frozen=True)
@@ -147,8 +157,9 @@ class KeptCharts:
     def ask(self, data: ChartData, names: list[str]) -> None:
         """The charts NAMES of `data`."""
         missing = []
+        keys = chart_keys(names, data) if self.cache is not None else dict.fromkeys(names)
         for name in names:
-            key = chart_key(name, data) if self.cache is not None else None
+            key = keys[name]
             if self.cache is not None and key is not None:
                 png = self.cache.get(key)
                 if png is not None:
