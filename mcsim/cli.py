@@ -56,12 +56,35 @@ class _Command(click.Command):
             raise STOP.stopped(signal.SIGINT) from exc
 
 
+class _UsageLine(click.UsageError):
+    """A usage error (an unknown or missing option, a bad value) told on one line, with where
+    to read the options, instead of click's four (usage, hint, blank line, error)."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: Any = None) -> None:
+        where = f" See '{self.ctx.command_path} --help'." if self.ctx is not None else ""
+        message = printable(self.format_message(), limit=MESSAGE_LIMIT)
+        click.echo(f"Error: {message}{where}", file=file, err=file is None)
+
+
 class _Group(click.Group):
     command_class = _Command
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:  # the group's own options and arguments
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise _UsageLine(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's options, or no such command
+            if isinstance(exc, _UsageLine):
+                raise
+            raise _UsageLine(exc) from None
         except McsimError as exc:
             if STOP.signum is not None:  # an error the stop caused (a write cut short)
                 raise STOP.stopped(STOP.signum) from exc
@@ -587,11 +610,14 @@ def _import_tables() -> None:
 @_replay_options
 @click.option(
     "--fidelity-threshold",
-    type=click.FloatRange(min=0),
+    # A fraction, where the gates take percent: so over 1 (100%) is refused, not taken to
+    # mean a threshold nothing reaches (5 would be 500% and label no session, silently).
+    type=click.FloatRange(min=0, max=1),
     callback=_finite,
     default=0.05,
     show_default=True,
-    help="Per-session replay error above which results are labelled.",
+    metavar="FRACTION",
+    help="Per-session replay error above which results are labelled, as a fraction (0.05 = 5%).",
 )
 def replay(
     paths: tuple[str, ...],

@@ -22,7 +22,9 @@ SWEEP = ["--name", "claude-code", "--grid", "ttl=5m,1h"]
         ("replay", "--fail-under-savings", "-inf", "-inf is not a finite number."),
         ("replay", "--fail-over-risk", "nan", "nan is not a finite number."),
         ("replay", "--fidelity-threshold", "NaN", "nan is not a finite number."),
-        ("replay", "--fidelity-threshold", "1e400", "inf is not a finite number."),
+        ("replay", "--fidelity-threshold", "1e400", "inf is not in the range 0<=x<=1."),
+        # a fraction: 5 (meant as 5%) would be 500% and label no session, silently
+        ("replay", "--fidelity-threshold", "5", "5.0 is not in the range 0<=x<=1."),
         ("sweep", "--fail-under-savings", "nan", "nan is not a finite number."),
         ("sweep", "--fail-over-risk", "inf", "inf is not a finite number."),
         ("sweep", "--max-risk", "nan", "nan is not a finite number."),
@@ -36,8 +38,10 @@ def test_non_finite_floats_are_usage_errors(
     args = [command, str(SAMPLES), *POLICY, "--out", str(out), option, value]
     if command == "sweep":
         args += SWEEP
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, args, prog_name="mcsim")
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '{option}': {problem}"
+    assert result.stderr == (  # one line, saying where the options are explained
+        f"Error: Invalid value for '{option}': {problem} See 'mcsim {command} --help'.\n"
+    )
     assert not out.exists()

@@ -185,7 +185,42 @@ def test_bad_flags_exit_2_with_one_line(
     result = runner.invoke(cli, ["inspect", str(samples), "--out", str(out), *args])
     assert result.exit_code == 2
     assert message in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stdout == ""
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["frob"], "Error: No such command 'frob'. See 'mcsim --help'."),
+        (["--frob"], "Error: No such option '--frob'. See 'mcsim --help'."),
+        (["replay", "x"], "Error: Missing option '--policy'. See 'mcsim replay --help'."),
+        (["cache", "frob"], "Error: No such command 'frob'. See 'mcsim cache --help'."),
+        (
+            ["inspect", "x", "--since", "a\nb"],
+            "Error: Invalid value for '--since': 'a\\nb' does not match the formats "
+            "'%Y-%m-%d', '%Y%m%d'. See 'mcsim inspect --help'.",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line(runner: CliRunner, args: list[str], line: str) -> None:
+    result = runner.invoke(cli, args, prog_name="mcsim")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == line + "\n"
+
+
+def test_a_mistyped_option_is_one_line_with_click_s_suggestion(runner: CliRunner) -> None:
+    result = runner.invoke(
+        cli, ["replay", "x", "--policy", "p", "--workerz", "2"], prog_name="mcsim"
+    )
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: No such option '--workerz'. ")
+    assert "'--workers'" in line  # click's suggestion, worded as its version words it
+    assert line.endswith(" See 'mcsim replay --help'.")
 
 
 def test_help_has_an_example(runner: CliRunner) -> None:
