@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
+from mcsim.outputs.sweep_tables import risk_tradeoff, savings_curve
 from mcsim.replay.run import PolicyTotals, ReplayReport, SessionReplay
 from mcsim.replay.scenario import load_policy_file, parse_policies
 from mcsim.replay.sweep import (
@@ -508,3 +510,47 @@ def test_cautions_name_an_interval_below_zero_and_the_edge_of_the_grid() -> None
         "it saves nothing net of re-fetches (-15.84%): no pruning (the baseline) costs less",
     )
     assert recommend([best, middle, top], 0.5).cautions == cautions(best, [best, middle, top])
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch, draw: Any, *args: Any) -> Any:
+    """The axes a sweep chart drew, caught before they are saved and closed."""
+    import mcsim.outputs.charts as charts
+
+    caught = []
+    monkeypatch.setattr(charts, "save", lambda plt, fig, path, tight=True: caught.append(fig))
+    draw(*args, Path("unused.png"))
+    (fig,) = caught
+    return fig.axes[0]
+
+
+def test_risk_tradeoff_numbers_the_front_and_names_it_in_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    best = _keep(1, 10.0, [10, 10, 10, 10], 3, 10, 10)
+    within = _keep(4, 9.0, [11, 9, 9, 7], 2, 7.15, 10.85)
+    behind = _keep(8, 5.0, [5, 5, 5, 5], 1, 5, 5)
+    risky = _keep(6, 9.9, [10, 10, 10, 10], 7, 10, 10)
+    rec = recommend([best, within, behind, risky], max_risk=0.5)
+    ax = _drawn(monkeypatch, risk_tradeoff, [best, within, behind, risky], rec)
+    # The front by risk: 8 (10%), 4 (20%), 1 (30%); 6 (70%) is beaten by 1 on both.
+    numbers = [(t.get_text(), t.xy) for t in ax.texts]
+    assert numbers == [("1", (10.0, 5.0)), ("2", (20.0, 9.0)), ("3", (30.0, 10.0))]
+    key = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert key == [
+        "variant",
+        "Pareto front (no variant is better on both)",
+        "recommended: clears less, within noise of the highest",
+        "1: keep_recent=8",
+        "2: keep_recent=4 (recommended)",
+        "3: keep_recent=1 (highest net savings)",
+    ]
+
+
+def test_savings_curve_ticks_a_count_on_whole_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    results = [_keep(k, 10.0 - k, [10, 10, 10, 10], 3, 9.0 - k, 11.0 - k) for k in (1, 2, 3)]
+    rec = recommend(results, max_risk=0.5)
+    ax = _drawn(monkeypatch, savings_curve, results, rec)
+    assert list(ax.get_xticks()) == [1.0, 2.0, 3.0]  # not 1.0, 1.25, ... 3.0
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
+    key = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert key[0] == "as simulated"  # one line per group; no group: no "all: "

@@ -289,15 +289,18 @@ def finish(
     ylabel: str,
     tight: bool = True,
     legend_outside: bool = False,
+    legend_below: bool = False,
 ) -> None:
-    """Title, axis labels, grid and legend (inside the axes, or right of them: never over
-    the data), then `save`."""
+    """Title, axis labels, grid and legend (inside the axes, or right of them or below them:
+    never over the data), then `save`."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if legend_outside:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    elif legend_below:  # long entries: the axes keep the figure's width
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncols=1)
     else:
         ax.legend(fontsize=8)
     save(plt, fig, path, tight)

@@ -132,7 +132,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     groups: dict[str, list[Outcome]] = {}
     for o in results:
         params = dict(o.variant.params)
-        label = f"{group_key}={params[group_key]}" if group_key else "all"
+        label = f"{group_key}={params[group_key]}: " if group_key else ""
         groups.setdefault(label, []).append(o)
     fig, ax = plt.subplots(figsize=(12, 5.5))
     numeric = all(isinstance(dict(o.variant.params)[x_key], int | float) for o in results)
@@ -143,7 +143,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     for g, (label, members) in enumerate(groups.items()):
         xs = [_axis_value(dict(o.variant.params)[x_key]) for o in members]
         line = ax.plot(
-            xs, [o.savings_pct for o in members], marker="o", label=f"{label}: as simulated"
+            xs, [o.savings_pct for o in members], marker="o", label=f"{label}as simulated"
         )
         shift = (g - (len(groups) - 1) / 2) * step if numeric else 0.0
         shifts[label] = shift
@@ -163,20 +163,29 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             marker=".",
             capsize=3,
             color=line[0].get_color(),
-            label=f"{label}: net of re-fetches" + (" (95% interval)" if spread else ""),
+            label=f"{label}net of re-fetches" + (" (95% interval)" if spread else ""),
         )
     if rec.best is not None:
         params = dict(rec.best.variant.params)
         x = _axis_value(params[x_key])
         if numeric:
-            x += shifts[f"{group_key}={params[group_key]}" if group_key else "all"]
+            x += shifts[f"{group_key}={params[group_key]}: " if group_key else ""]
         _mark(ax, x, rec.best)
+    if numeric and all(isinstance(dict(o.variant.params)[x_key], int) for o in results):
+        # A count (keep_recent, a threshold in tokens): ticks on whole numbers, on each value
+        # tried when there are few, never at 2.5 results.
+        if len(values) <= 15:
+            ax.set_xticks(values, [f"{v:g}" for v in values])
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axhline(0, color="black", linewidth=0.8)
     finish(plt, fig, ax, path, f"Savings vs no pruning over {x_key}", x_key,
            "savings (% of the no-pruning cost)", legend_outside=True)  # fmt: skip
 
 
-def _mark(ax: Any, x: Any, best: Outcome) -> None:
+def _mark(ax: Any, x: Any, best: Outcome, label: str | None = None) -> None:
     """Circle the recommended variant."""
     ax.scatter(
         [x],
@@ -185,7 +194,7 @@ def _mark(ax: Any, x: Any, best: Outcome) -> None:
         facecolors="none",
         edgecolors="red",
         linewidths=2,
-        label=f"recommended: {best.variant.name}",
+        label=label if label is not None else f"recommended: {best.variant.name}",
         zorder=5,
     )
 
@@ -194,12 +203,32 @@ def _axis_value(value: Any) -> Any:
     return str(value) if isinstance(value, str) else value
 
 
+# More numbered points than this and the key would outgrow the chart: then only the ends of
+# the front and the variants the recommendation names are numbered.
+_MAX_NUMBERED = 12
+
+
 def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
-    """Net savings against re-fetch risk, every variant a point, the Pareto front joined."""
+    """Net savings against re-fetch risk, every variant a point, the Pareto front joined. The
+    front's points are numbered, and the key right of the axes names them: names written
+    beside the points overlapped each other and the points whenever two variants were close."""
     from mcsim.outputs.charts import finish, pyplot
 
+    front = pareto_front(results)
+    notes: dict[int, str] = {}  # id(outcome) -> what the recommendation says of it
+    if rec.best is not None:
+        notes[id(rec.best)] = "recommended"
+        if rec.passed_over is not None:
+            notes[id(rec.passed_over)] = "highest net savings"
+    named = [o for o in results if id(o) in notes and o not in front]
+    numbered = front if len(front) <= _MAX_NUMBERED else [front[0], front[-1]]
+    numbered = sorted(
+        {id(o): o for o in [*numbered, *named, *(o for o in front if id(o) in notes)]}.values(),
+        key=lambda o: (o.totals.refetch_risk, -o.net_savings_pct),
+    )
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    # Taller by the key's lines, which sit below the axes: the axes keep their height.
+    fig, ax = plt.subplots(figsize=(12, 5.5 + 0.18 * (3 + len(numbered))))
     ax.scatter(
         [100 * o.totals.refetch_risk for o in results],
         [o.net_savings_pct for o in results],
@@ -207,7 +236,6 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         alpha=0.6,
         label="variant",
     )
-    front = pareto_front(results)
     ax.plot(
         [100 * o.totals.refetch_risk for o in front],
         [o.net_savings_pct for o in front],
@@ -215,26 +243,21 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         marker="o",
         label="Pareto front (no variant is better on both)",
     )
-    for o in front:
-        ax.annotate(
-            o.variant.name,
-            (100 * o.totals.refetch_risk, o.net_savings_pct),
-            fontsize=7,
-            xytext=(4, 4),
-            textcoords="offset points",
-        )
     if rec.best is not None:
-        _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best)
-    if rec.best is not None and rec.passed_over is not None:
-        # Off the front on purpose: the highest is not clearly ahead, and this one clears less.
-        for o, text in ((rec.best, "recommended: clears less, within noise of the highest"),
-                        (rec.passed_over, "highest net savings")):  # fmt: skip
-            ax.annotate(text, (100 * o.totals.refetch_risk, o.net_savings_pct), fontsize=7,
-                        xytext=(4, -10), textcoords="offset points", color="red")  # fmt: skip
+        # Off the front on purpose when a highest is passed over: it is not clearly ahead, and
+        # the recommended variant clears less.
+        why = ": clears less, within noise of the highest" if rec.passed_over is not None else ""
+        _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best, f"recommended{why}")
+    for number, o in enumerate(numbered, 1):
+        ax.annotate(str(number), (100 * o.totals.refetch_risk, o.net_savings_pct), fontsize=8,
+                    xytext=(9, 4), textcoords="offset points", fontweight="bold")  # fmt: skip
+        note = notes.get(id(o))
+        ax.plot([], [], linestyle="none",
+                label=f"{number}: {o.variant.name}" + (f" ({note})" if note else ""))  # fmt: skip
     ax.axhline(0, color="black", linewidth=0.8)
     finish(plt, fig, ax, path, "Savings (net of re-fetches) vs re-fetch risk",
            "re-fetch risk (% of cleared results the agent needed again)",
-           "net savings (% of the no-pruning cost)")  # fmt: skip
+           "net savings (% of the no-pruning cost)", legend_below=True)  # fmt: skip
 
 
 def write_sweep_outputs(
