@@ -656,7 +656,7 @@ def replay(
         run_record,
         write_replay_outputs,
     )
-    from mcsim.outputs.rows_sink import RowsSink, pack
+    from mcsim.outputs.rows_sink import RowsSink
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.run import RECORDED
     from mcsim.replay.scenario import load_policy_file
@@ -675,7 +675,8 @@ def replay(
         try:
             report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
                                (engine, ray_address), sink=_importing_tables(sink),
-                               prepare=pack, fidelity_threshold=fidelity_threshold,
+                               prepare=sink.packer(local=engine == "local"),
+                               fidelity_threshold=fidelity_threshold,
                                computed=charts.warm)  # fmt: skip
             options = {
                 "since": str(since) if since else None,

@@ -12,6 +12,8 @@ from conftest import CORPUS, REPO
 from polars.testing import assert_frame_equal
 
 from mcsim.accounting.prices import default_table
+from mcsim.errors import McsimError
+from mcsim.ingest.engines import local
 from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
@@ -23,35 +25,44 @@ SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
 NAMES = [RECORDED, *(s.name for s in SCENARIOS)]
 
 
-def replayed(sink: RowsSink | None = None, packed: bool = False) -> ReplayReport:
+def replayed(sink: RowsSink | None = None, how: str = "rows") -> ReplayReport:
     if sink is None:
         return run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1)
-    arrived: list[bool] = []  # whether each result came with its rows packed, and only so
+    arrived: list[object] = []  # how each result's rows came: packed (and only so), or not
 
     def take(result: SessionReplay) -> None:
-        arrived.append(result.packed_rows is not None and result.call_rows is None)
+        packed = result.packed_rows is not None and result.call_rows is None
+        arrived.append(type(result.packed_rows[0]) if packed else None)  # type: ignore[index]
         sink(result)
 
-    report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1,
-                        sink=take, prepare=rows_sink.pack if packed else None)  # fmt: skip
-    assert arrived == [packed] * len(report.sessions)
+    prepare = {"rows": None, "packed": rows_sink.pack, "written": sink.packer(local=True)}[how]
+    workers = 2 if how == "written" else 1  # forked (see the test): a file per worker
+    report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None,
+                        workers=workers, sink=take, prepare=prepare)  # fmt: skip
+    kind = {"rows": None, "packed": bytes, "written": rows_sink.RowsAt}[how]
+    assert arrived == [kind] * len(report.sessions)
     return report
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["rows", "packed"])
+@pytest.mark.parametrize("how", ["rows", "packed", "written"])
 @pytest.mark.parametrize("batch_rows", [1, rows_sink.BATCH_ROWS])
 def test_tables_and_chart_lines_equal_the_in_memory_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int, packed: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int, how: str
 ) -> None:
-    # `packed`: the rows are taken where each result is made (rows_sink.pack, as the command
-    # line runs it), and the sink writes them as they come.
+    # `packed`: the rows are taken where each result is made (rows_sink.pack, as a Ray run
+    # does), and the sink writes them as they come; `written`: each forked worker writes them
+    # to a file of its own in the sink's folder (RowsSink.packer, as a local run does) and
+    # only where they are comes to the sink.
     held = replayed()
     calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
     monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
+    monkeypatch.setattr(local, "_PARALLEL_MIN_BYTES", 0)  # the corpus is forked over too
     with RowsSink(NAMES, tmp_path / "run") as sink:
-        report = replayed(sink, packed)
+        report = replayed(sink, how)
+        if how == "written":  # two workers, two files
+            assert len({where.path for where in sink._at.values()}) == 2  # type: ignore[union-attr]
         assert sink.sunk == len(report.sessions) > 1
         # No session holds its rows or its per-policy totals any more; the run's are whole.
         assert all(s.call_rows is None and not s.break_columns for s in report.sessions)
@@ -100,3 +111,14 @@ def test_a_failed_run_leaves_no_spool(tmp_path: Path) -> None:
         assert folder.parent == tmp_path and folder.name.startswith(".mcsim-rows-run.")
         raise KeyboardInterrupt
     assert not any(tmp_path.iterdir())
+
+
+def test_a_worker_that_cannot_write_its_rows_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    held = replayed()
+    packer = rows_sink.PackTo(tmp_path / "gone", tmp_path / "run")
+    with pytest.raises(McsimError) as caught:
+        packer(held.sessions[0])
+    assert (
+        str(caught.value)
+        == f"{tmp_path / 'run'}: could not write the run (No such file or directory)"
+    )

@@ -15,13 +15,15 @@ from `finish`, so that the charts are drawn while the tables are written.
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NamedTuple
 
 from mcsim.accounting.recorded import savings_pct
+from mcsim.errors import McsimError
 from mcsim.ingest.spool import Spool
 from mcsim.outputs.charts import CallLines
 from mcsim.outputs.tables import (
@@ -144,9 +146,62 @@ def pack(result: SessionReplay) -> SessionReplay:
     pickle as it is, where it unpickled the rows from the worker and pickled them again (0.36
     and 0.19 s of the driver's CPU in a warm replay of the 506 MB replica, and the driver is
     what that run waits for)."""
-    taken = (result.call_rows, result.break_columns, session_rows(result))
-    calls = result.call_rows.calls if result.call_rows is not None else 0
-    result.packed_rows = (pickle.dumps(taken, pickle.HIGHEST_PROTOCOL), calls)
+    result.packed_rows = (pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL), _calls(result))
+    return _shed(result)
+
+
+class RowsAt(NamedTuple):
+    """Where a worker wrote a result's packed rows: a file of the sink's folder, an offset."""
+
+    path: str
+    offset: int
+
+
+class PackTo:
+    """`pack`, with the pickle written by the process that made the result, to a file of its
+    own in the sink's folder (`RowsSink.packer`): only where it is goes to the driver. Sent
+    through the workers' pipes, the rows of a warm replay of the 524 MB distinct replica were
+    108 MB that the driver read, wrote to its spool and read back, while it imported polars.
+    For local workers only (a forked worker opens its own file, by process id); a Ray task
+    may run on another machine, and sends the pickle (`pack`)."""
+
+    def __init__(self, folder: Path, out_dir: Path | None) -> None:
+        self.folder = folder
+        self.out_dir = out_dir
+        self._file: IO[bytes] | None = None
+        self._pid = 0
+
+    def __call__(self, result: SessionReplay) -> SessionReplay:
+        blob = pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL)
+        try:
+            if self._file is None or self._pid != os.getpid():  # a fork copies self
+                self._pid = os.getpid()
+                self._file = open(self.folder / f"rows-{self._pid}.spool", "ab")  # noqa: SIM115
+            offset = self._file.tell()
+            self._file.write(blob)
+            self._file.flush()  # in the file before the driver hears of it
+        except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
+            where = self.out_dir if self.out_dir is not None else self.folder
+            raise McsimError(f"{where}: could not write the run ({exc.strerror})") from exc
+        result.packed_rows = (RowsAt(self._file.name, offset), _calls(result))
+        return _shed(result)
+
+    def close(self) -> None:
+        """Close this process's file (a run in one process: the workers' close as they end)."""
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
+
+
+def _taken(result: SessionReplay) -> tuple[Any, ...]:
+    return (result.call_rows, result.break_columns, session_rows(result))
+
+
+def _calls(result: SessionReplay) -> int:
+    return result.call_rows.calls if result.call_rows is not None else 0
+
+
+def _shed(result: SessionReplay) -> SessionReplay:
     result.call_rows = None
     result.break_columns = []
     return result
@@ -162,8 +217,11 @@ class RowsSink(Spool):
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
         super().__init__("rows", out_dir)
         self.policies = list(policies)
-        # By id of each result (the report holds them all): where its rows are in the spool.
-        self._at: dict[int, int] = {}
+        # By id of each result (the report holds them all): where its rows are, in the spool
+        # (an offset) or in a worker's file (`PackTo`).
+        self._at: dict[int, int | RowsAt] = {}
+        self._readers: dict[str, IO[bytes]] = {}  # the workers' files, open for `finish`
+        self._packer: PackTo | None = None  # what `packer` made: its file, in this process
         self._parts: _Parts | None = None  # set by `finish`
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
@@ -178,7 +236,7 @@ class RowsSink(Spool):
             pack(result)
         assert result.packed_rows is not None
         blob, calls = result.packed_rows
-        self._at[id(result)] = self.put_pickled(blob)
+        self._at[id(result)] = self.put_pickled(blob) if isinstance(blob, bytes) else RowsAt(*blob)
         self.calls += calls
         result.packed_rows = None
         shed_totals(result)
@@ -198,7 +256,9 @@ class RowsSink(Spool):
             where = self._at.get(id(session))
             if where is None:
                 continue
-            rows, columns, session_table = self.get(where)
+            rows, columns, session_table = (
+                self.get(where) if isinstance(where, int) else self._worker_rows(where)
+            )
             if rows is not None:
                 batch.append(rows)
                 size += rows.rows
@@ -210,6 +270,38 @@ class RowsSink(Spool):
                 batch, breaks, table, size = [], [], [], 0
         self._write_batch(batch, breaks, table, parts, lines)
         self.discard()
+        paths = list(self._readers)
+        self._close_workers_files()
+        for path in paths:
+            Path(path).unlink(missing_ok=True)
+
+    def packer(self, local: bool) -> Callable[[SessionReplay], SessionReplay]:
+        """The `prepare` hook for this sink: `PackTo` its folder for local workers, `pack`
+        for workers that may not share its disk."""
+        if not local:
+            return pack
+        self._packer = PackTo(self.folder, self.out_dir)
+        return self._packer
+
+    def close(self) -> None:
+        self._close_workers_files()
+        super().close()
+
+    def _close_workers_files(self) -> None:
+        if self._packer is not None:
+            self._packer.close()
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+    def _worker_rows(self, where: RowsAt) -> Any:
+        reader = self._readers.get(where.path)
+        if reader is None:
+            if Path(where.path).parent != self.folder:  # only ever the sink's own files
+                raise ValueError(f"rows outside the sink's folder: {where.path}")
+            reader = self._readers[where.path] = open(where.path, "rb")  # noqa: SIM115
+        reader.seek(where.offset)
+        return pickle.load(reader)
 
     def write(self, table: str, path: Path) -> None:
         """The table `table` ("calls", "breaks" or "sessions") as a dataset partitioned by

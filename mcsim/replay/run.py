@@ -157,8 +157,9 @@ class SessionReplay:
     call_rows: SessionRows | None = None
     break_columns: list[list[object]] = field(default_factory=list)
     # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
-    # and the calls its rows hold. Then call_rows and break_columns are empty.
-    packed_rows: tuple[bytes, int] | None = None
+    # or where a local worker wrote it (rows_sink.RowsAt), and the calls its rows hold. Then
+    # call_rows and break_columns are empty.
+    packed_rows: tuple[bytes | tuple[str, int], int] | None = None
 
     @property
     def fidelity_error(self) -> float:
