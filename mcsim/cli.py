@@ -43,7 +43,17 @@ MAX_RISK_DEFAULT_PCT = 50.0
 _DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
 
-class _Command(click.Command):
+class _Parsed(click.Command):
+    """A command whose option and argument errors are told on one line (`_UsageLine`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _UsageLine(exc, ctx) from None
+
+
+class _Command(_Parsed):
     """A command that Ctrl-C stops like SIGINT, even when polars raises KeyboardInterrupt for
     it (polars catches Ctrl-C too) before the handler in `main` runs."""
 
@@ -58,33 +68,41 @@ class _Command(click.Command):
 
 class _UsageLine(click.UsageError):
     """A usage error (an unknown or missing option, a bad value) told on one line, with where
-    to read the options, instead of click's four (usage, hint, blank line, error)."""
+    to read the options, instead of click's four (usage, hint, blank line, error).
 
-    def __init__(self, error: click.UsageError) -> None:
-        super().__init__(error.format_message(), error.ctx)
+    `ctx`: the command being parsed, for errors click's parser raises without one (an option
+    missing its value), which would lack the pointer to --help."""
+
+    def __init__(self, error: click.UsageError, ctx: click.Context | None = None) -> None:
+        super().__init__(error.format_message(), error.ctx or ctx)
 
     def show(self, file: Any = None) -> None:
         where = f" See '{self.ctx.command_path} --help'." if self.ctx is not None else ""
-        message = printable(self.format_message(), limit=MESSAGE_LIMIT)
+        # click puts some parts on a line of their own, indented ("Choose from:\n\tinterchange")
+        message = re.sub(r"\s*\n\s*", " ", self.format_message().strip())
+        message = printable(message, limit=MESSAGE_LIMIT)
+        if where and not message.endswith((".", "?", "!")):  # "extra argument (x)": one stop
+            message += "."
         click.echo(f"Error: {message}{where}", file=file, err=file is None)
 
 
-class _Group(click.Group):
+class _Group(_Parsed, click.Group):
     command_class = _Command
+    group_class = type  # `cache`, a group of this class too
 
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        try:  # the group's own options and arguments
-            return super().make_context(*args, **kwargs)
-        except click.UsageError as exc:
-            raise _UsageLine(exc) from None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Called with no command, click prints the whole help as the error: squeezed into the
+        # one line of `_UsageLine` it could not be read. "Missing command." instead.
+        kwargs["no_args_is_help"] = False
+        super().__init__(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:  # a command's options, or no such command
+        except click.UsageError as exc:  # no such command, or an error a command raised
             if isinstance(exc, _UsageLine):
                 raise
-            raise _UsageLine(exc) from None
+            raise _UsageLine(exc, ctx) from None
         except McsimError as exc:
             if STOP.signum is not None:  # an error the stop caused (a write cut short)
                 raise STOP.stopped(STOP.signum) from exc

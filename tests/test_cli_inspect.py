@@ -211,6 +211,52 @@ def test_usage_errors_are_one_line(runner: CliRunner, args: list[str], line: str
     assert result.stderr == line + "\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # no command: click printed the whole help, which came out squeezed into one line
+        ([], "Error: Missing command. See 'mcsim --help'."),
+        (["cache"], "Error: Missing command. See 'mcsim cache --help'."),
+        # errors of click's parser come without a context: the pointer to --help was missing
+        (["--version=1"], "Error: Option '--version' does not take a value. See 'mcsim --help'."),
+        (
+            ["replay", "--policy"],
+            "Error: Option '--policy' requires an argument. See 'mcsim replay --help'.",
+        ),
+        (
+            ["policies", "--show"],
+            "Error: Option '--show' requires an argument. See 'mcsim policies --help'.",
+        ),
+        (
+            ["cache", "info", "--cache-dir"],
+            "Error: Option '--cache-dir' requires an argument. See 'mcsim cache info --help'.",
+        ),
+        # messages without a full stop of their own get one before the pointer to --help
+        (
+            ["cache", "clear", "extra"],
+            "Error: Got unexpected extra argument (extra). See 'mcsim cache clear --help'.",
+        ),
+        (
+            ["inspect", "--timezone", "Mars/Olympus"],
+            "Error: Invalid value for '--timezone': unknown time zone 'Mars/Olympus'. "
+            "See 'mcsim inspect --help'.",
+        ),
+        # click lays out the choices on a line of their own, indented
+        (
+            ["convert", "x"],
+            "Error: Missing option '--to'. Choose from: interchange. See 'mcsim convert --help'.",
+        ),
+    ],
+)
+def test_every_usage_error_is_one_line_ending_with_where_the_options_are(
+    runner: CliRunner, args: list[str], line: str
+) -> None:
+    result = runner.invoke(cli, args, prog_name="mcsim")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == line + "\n"
+
+
 def test_a_mistyped_option_is_one_line_with_click_s_suggestion(runner: CliRunner) -> None:
     result = runner.invoke(
         cli, ["replay", "x", "--policy", "p", "--workerz", "2"], prog_name="mcsim"
