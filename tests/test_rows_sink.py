@@ -13,6 +13,7 @@ from polars.testing import assert_frame_equal
 
 from mcsim.accounting.prices import default_table
 from mcsim.errors import McsimError
+from mcsim.ingest import spool
 from mcsim.ingest.engines import local
 from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
@@ -121,4 +122,38 @@ def test_a_worker_that_cannot_write_its_rows_fails_the_run_in_one_line(tmp_path:
     assert (
         str(caught.value)
         == f"{tmp_path / 'run'}: could not write the run (No such file or directory)"
+    )
+
+
+def test_a_spool_whose_file_cannot_be_made_fails_in_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of inodes (or of quota) beside --out, the spool's folder is made but not its file:
+    that was a traceback, and the empty `.mcsim-rows-run.*` folder stayed behind."""
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spool, "open", full, raising=False)  # the module's, not builtins'
+    with pytest.raises(McsimError) as caught:
+        RowsSink(NAMES, tmp_path / "run")
+    assert (
+        str(caught.value)
+        == f"{tmp_path / 'run'}: could not write the run (No space left on device)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spool_whose_folder_cannot_be_made_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spool.tempfile, "mkdtemp", full)
+    with pytest.raises(McsimError) as caught:
+        RowsSink(NAMES, tmp_path / "run")
+    assert (
+        str(caught.value)
+        == f"{tmp_path / 'run'}: could not write the run (No space left on device)"
     )

@@ -48,10 +48,19 @@ class Spool:
     def __init__(self, kind: str, out_dir: Path | None = None) -> None:
         self.out_dir = out_dir
         name = out_dir.name if out_dir is not None else "mcsim"
-        self.folder = Path(tempfile.mkdtemp(prefix=f".mcsim-{kind}-{name}.", dir=_near(out_dir)))
-        self.path = self.folder / f"{kind}.spool"
-        self._writer: IO[bytes] | None = open(self.path, "wb")  # noqa: SIM115
+        near = _near(out_dir)
         self._reader: IO[bytes] | None = None
+        self._writer: IO[bytes] | None = None
+        try:
+            self.folder = Path(tempfile.mkdtemp(prefix=f".mcsim-{kind}-{name}.", dir=near))
+        except OSError as exc:  # out of space or inodes where the run goes: one line
+            raise self._write_error(exc, near or Path(tempfile.gettempdir())) from exc
+        self.path = self.folder / f"{kind}.spool"
+        try:
+            self._writer = open(self.path, "wb")  # noqa: SIM115
+        except OSError as exc:  # a folder made, but no file in it (inodes, a quota)
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise self._write_error(exc, self.folder) from exc
 
     def __enter__(self) -> Self:
         return self
@@ -76,9 +85,13 @@ class Spool:
         try:
             self._writer.write(blob)
         except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
-            where = self.out_dir if self.out_dir is not None else self.folder
-            raise McsimError(f"{where}: could not write the run ({exc.strerror})") from exc
+            raise self._write_error(exc, self.folder) from exc
         return offset
+
+    def _write_error(self, exc: OSError, folder: Path) -> McsimError:
+        """The run's write failure, in one line naming --out (else `folder`)."""
+        where = self.out_dir if self.out_dir is not None else folder
+        return McsimError(f"{where}: could not write the run ({exc.strerror})")
 
     def get(self, offset: int) -> Any:
         """The record `put` wrote at `offset` (the writing ends at the first read)."""
