@@ -421,6 +421,21 @@ def test_one_session_over_the_fidelity_threshold_reads_in_the_singular(
     assert "LOW: 2 sessions over 5%" in replay_text(report)
 
 
+def test_a_fidelity_threshold_under_one_percent_is_shown_as_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fraction since --fidelity-threshold refuses values over 1: 0.005 read "over 0%"."""
+    from mcsim.accounting.prices import default_table
+    from mcsim.outputs.replay_tables import replay_text
+    from mcsim.replay.run import ReplayReport, run_replay
+    from mcsim.replay.scenario import load_policy_file
+
+    report = run_replay([str(SAMPLES)], load_policy_file(ALL), default_table(), cache_dir=None,
+                        workers=1, fidelity_threshold=0.005)  # fmt: skip
+    monkeypatch.setattr(ReplayReport, "sessions_over_threshold", lambda self: self.sessions[:1])
+    assert "LOW: 1 session over 0.5%" in replay_text(report)
+
+
 def test_one_session_converted_reads_in_the_singular(tmp_path: Path) -> None:
     project = SAMPLES / "claude" / "projects" / "-home-dev-data-pipeline"  # one session
     out = tmp_path / "out"

@@ -201,6 +201,17 @@ def test_counts_of_one_read_in_the_singular(damaged: Path) -> None:
     assert "; 1 session exceeds the 5% threshold" in page
 
 
+def test_a_fidelity_threshold_under_one_percent_is_shown_as_given(damaged: Path) -> None:
+    """--fidelity-threshold 0.005 (a fraction) read "exceeds the 0% threshold"."""
+
+    def low(doc: dict[str, Any]) -> None:
+        doc["fidelity"].update(threshold=0.005, sessions_over_threshold=[{"session_id": "s"}])
+
+    rewrite_run_json(damaged, low)
+    run(["report", str(damaged)])
+    assert "; 1 session exceeds the 0.5% threshold" in (damaged / "report.md").read_text()
+
+
 def test_a_damaged_table_is_one_line(damaged: Path) -> None:
     summary = damaged / "summary.parquet"
     summary.write_bytes(summary.read_bytes()[:3000])  # cut short

@@ -348,7 +348,8 @@ def replay_text(report: ReplayReport) -> str:
     lines = table(headers, rows, right=set(range(1, 10)))
     over = report.sessions_over_threshold()
     many = counted(len(over), "session", "sessions")
-    label = "OK" if not over else f"LOW: {many} over {report.fidelity_threshold:.0%}"
+    # :g, not :.0%: a threshold under 1% (0.005) read "over 0%"
+    label = "OK" if not over else f"LOW: {many} over {100 * report.fidelity_threshold:g}%"
     lines.append(
         f"fidelity (no-pruning replay vs recording, reads+writes): overall "
         f"{report.fidelity_overall:.3%}, worst session {report.fidelity_worst:.3%} [{label}]"

@@ -355,7 +355,7 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
                 f"{100 * fid.num('worst_session_error'):.3f}% in the worst session"
                 + (
                     f"; {counted(over, 'session exceeds', 'sessions exceed')} the "
-                    f"{100 * fid.num('threshold', 0.05):.0f}%"
+                    f"{100 * fid.num('threshold', 0.05):g}%"  # 0.005: 0.5%, not 0%
                     " threshold and their results are less certain."
                     if over
                     else "."
