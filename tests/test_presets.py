@@ -69,6 +69,16 @@ def test_a_file_wins_over_a_preset_and_a_bare_unknown_name_is_refused(
     assert not Path("reports").exists()  # refused before anything was written
 
 
+def test_an_empty_policy_is_refused_as_such() -> None:
+    """`--policy ''` (an unset shell variable) was the current folder: ".: a directory"."""
+    result = CliRunner().invoke(cli, ["replay", str(SAMPLES), "--policy", ""])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "Error: --policy is empty: a policy file or a preset's name "
+        "(presets: all, anthropic-api, claude-code, masking, ttl-1h)\n"
+    )
+
+
 def test_replay_by_preset_name_equals_the_file_and_records_the_preset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -67,6 +67,11 @@ def resolve_policy(value: str | os.PathLike[str]) -> PolicySource:
     """A `--policy` value: an existing file, else a preset name, else a one-line error."""
     path = Path(value)
     text = str(value)
+    if not text:  # an unset shell variable: Path("") is the current folder
+        raise UnknownPresetError(
+            "--policy is empty: a policy file or a preset's name "
+            f"(presets: {', '.join(preset_names())})"
+        )
     if not path.exists() and not _bare(text) and path.stem in preset_names():
         # The README's policies/all.yaml, run outside the repository: the preset is here.
         raise UnknownPresetError(
