@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -554,3 +555,28 @@ def test_savings_curve_ticks_a_count_on_whole_numbers(monkeypatch: pytest.Monkey
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
     key = [t.get_text() for t in ax.get_legend().get_texts()]
     assert key[0] == "as simulated"  # one line per group; no group: no "all: "
+
+
+def test_savings_curve_over_text_values_keeps_the_groups_intervals_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--grid ttl=5m,1h --grid keep_recent=1,8`: on the ttl axis the two groups' error bars
+    were drawn at the same place, one hiding the other; numbers were set apart already."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    swept = (Swept("ttl", "str"), Swept("keep_recent", "int", 1))
+    results = []
+    for ttl, k in itertools.product(["5m", "1h"], [1, 8]):
+        variant = Variant((("ttl", ttl), ("keep_recent", k)), stack, swept, (ttl, k))
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=3)
+        spread = Spread(sessions=4, resamples=4, seed=0)
+        net = 5.0 - k
+        draws = np.array([net - 1, net, net, net + 1])
+        results.append(Outcome(variant, totals, net + 1, net, net - 2, net + 2, draws, spread))
+    rec = recommend(results, max_risk=0.5)
+    ax = _drawn(monkeypatch, savings_curve, results, rec)
+    # The error bars' lines, by group (their caps and the plain lines aside): x of each value
+    bars = [line.get_xdata() for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(bars) == 2
+    assert all(a < b for a, b in zip(bars[0], bars[1], strict=True))  # set apart, in order
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["5m", "1h"]
+    assert [round(x) for x in bars[0]] == [0, 1]  # each near its value's tick

@@ -137,20 +137,30 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     fig, ax = plt.subplots(figsize=(12, 5.5))
     numeric = all(isinstance(dict(o.variant.params)[x_key], int | float) for o in results)
     values = sorted({float(dict(o.variant.params)[x_key]) for o in results}) if numeric else []
+    # Text values (ttl=5m,1h) at 0, 1, ... in the order tried, named by their ticks: at
+    # places of their own, the groups' intervals are set apart as numbers' are.
+    places: dict[str, int] = {}
+    if not numeric:
+        for o in results:
+            places.setdefault(str(dict(o.variant.params)[x_key]), len(places))
+
+    def place(value: Any) -> float:
+        return float(value) if numeric else float(places[str(value)])
+
     # Each group's intervals a little apart, so the error bars of two groups do not overlap.
     step = min((b - a for a, b in itertools.pairwise(values)), default=1.0) * 0.1
     shifts: dict[str, float] = {}
     for g, (label, members) in enumerate(groups.items()):
-        xs = [_axis_value(dict(o.variant.params)[x_key]) for o in members]
+        xs = [place(dict(o.variant.params)[x_key]) for o in members]
         line = ax.plot(
             xs, [o.savings_pct for o in members], marker="o", label=f"{label}as simulated"
         )
-        shift = (g - (len(groups) - 1) / 2) * step if numeric else 0.0
+        shift = (g - (len(groups) - 1) / 2) * step
         shifts[label] = shift
         net = [o.net_savings_pct for o in members]
         spread = not any(math.isnan(o.low_pct) for o in members)
         ax.errorbar(
-            [x + shift for x in xs] if numeric else xs,
+            [x + shift for x in xs],
             net,
             # The 95% bootstrap interval over sessions, when there is one.
             yerr=[
@@ -167,11 +177,11 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         )
     if rec.best is not None:
         params = dict(rec.best.variant.params)
-        x = _axis_value(params[x_key])
-        if numeric:
-            x += shifts[f"{group_key}={params[group_key]}: " if group_key else ""]
+        x = place(params[x_key]) + shifts[f"{group_key}={params[group_key]}: " if group_key else ""]
         _mark(ax, x, rec.best)
-    if numeric and all(isinstance(dict(o.variant.params)[x_key], int) for o in results):
+    if not numeric:
+        ax.set_xticks(range(len(places)), list(places))
+    elif all(isinstance(dict(o.variant.params)[x_key], int) for o in results):
         # A count (keep_recent, a threshold in tokens): ticks on whole numbers, on each value
         # tried when there are few, never at 2.5 results.
         if len(values) <= 15:
@@ -197,10 +207,6 @@ def _mark(ax: Any, x: Any, best: Outcome, label: str | None = None) -> None:
         label=label if label is not None else f"recommended: {best.variant.name}",
         zorder=5,
     )
-
-
-def _axis_value(value: Any) -> Any:
-    return str(value) if isinstance(value, str) else value
 
 
 # More numbered points than this and the key would outgrow the chart: then only the ends of
