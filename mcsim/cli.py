@@ -49,6 +49,8 @@ class _Parsed(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group called alone: its help, whole, as click shows it
         except click.UsageError as exc:
             raise _UsageLine(exc, ctx) from None
 
@@ -90,18 +92,12 @@ class _Group(_Parsed, click.Group):
     command_class = _Command
     group_class = type  # `cache`, a group of this class too
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Called with no command, click prints the whole help as the error: squeezed into the
-        # one line of `_UsageLine` it could not be read. "Missing command." instead.
-        kwargs["no_args_is_help"] = False
-        super().__init__(*args, **kwargs)
-
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:  # no such command, or an error a command raised
-            if isinstance(exc, _UsageLine):
-                raise
+            if isinstance(exc, _UsageLine | click.exceptions.NoArgsIsHelpError):
+                raise  # told on one line already, or a group's help
             raise _UsageLine(exc, ctx) from None
         except McsimError as exc:
             if STOP.signum is not None:  # an error the stop caused (a write cut short)

@@ -190,6 +190,18 @@ def test_bad_flags_exit_2_with_one_line(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("group", [[], ["cache"]])
+def test_a_group_called_alone_shows_its_help_whole(runner: CliRunner, group: list[str]) -> None:
+    # Not squeezed into one error line, where it could not be read: what a newcomer typing
+    # `mcsim` needs. On stderr with exit 2, as click shows it.
+    result = runner.invoke(cli, group, prog_name="mcsim")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"Usage: {' '.join(['mcsim', *group])} [OPTIONS] COMMAND [ARGS]..."
+    assert "Commands:" in lines and len(lines) > 10
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
@@ -214,9 +226,6 @@ def test_usage_errors_are_one_line(runner: CliRunner, args: list[str], line: str
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        # no command: click printed the whole help, which came out squeezed into one line
-        ([], "Error: Missing command. See 'mcsim --help'."),
-        (["cache"], "Error: Missing command. See 'mcsim cache --help'."),
         # errors of click's parser come without a context: the pointer to --help was missing
         (["--version=1"], "Error: Option '--version' does not take a value. See 'mcsim --help'."),
         (
