@@ -48,7 +48,11 @@ class _Parsed(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
-            return super().parse_args(ctx, args)
+            with _stdout():  # --help and --version print here, before any command runs
+                return super().parse_args(ctx, args)
+        except McsimError as exc:  # raised before `_Group.invoke`, which tells the others
+            click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
+            ctx.exit(exc.exit_code)
         except click.exceptions.NoArgsIsHelpError:
             raise  # a group called alone: its help, whole, as click shows it
         except click.UsageError as exc:

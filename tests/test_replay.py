@@ -447,3 +447,16 @@ def test_one_session_converted_reads_in_the_singular(tmp_path: Path) -> None:
         r"0 input lines skipped\n",
         result.stdout,
     ), result.stdout
+
+
+@pytest.mark.parametrize("threshold", [5.0, -0.01, float("nan")])
+def test_the_library_refuses_a_fidelity_threshold_that_is_not_a_fraction(threshold: float) -> None:
+    """As the command line does: 5 (meant as 5%) would be 500% and label no session."""
+    from mcsim.accounting.prices import default_table
+    from mcsim.errors import UsageError
+    from mcsim.replay.run import run_replay
+    from mcsim.replay.scenario import load_policy_file
+
+    with pytest.raises(UsageError, match=r"^fidelity_threshold: .* is not a fraction from 0 to 1"):
+        run_replay([str(SAMPLES)], load_policy_file(ALL), default_table(), cache_dir=None,
+                   workers=1, fidelity_threshold=threshold)  # fmt: skip

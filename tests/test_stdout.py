@@ -19,6 +19,10 @@ COMMANDS = [
     ["inspect", str(SAMPLES), "--json"],
     ["policies"],
     ["policies", "--json"],
+    # printed while the options are read, before any command runs
+    ["--help"],
+    ["replay", "--help"],
+    ["--version"],
 ]
 
 

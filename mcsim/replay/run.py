@@ -18,6 +18,7 @@ from pathlib import Path
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for, total_usd
 from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals, savings_pct
+from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
@@ -588,6 +589,10 @@ def run_replay(
     is made, before it is sent (the sink's `pack`); `computed` is called when a unit's results
     arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
+    if not 0 <= fidelity_threshold <= 1:  # a fraction: 5 (meant as 5%) would label nothing
+        raise UsageError(
+            f"fidelity_threshold: {fidelity_threshold!r} is not a fraction from 0 to 1 (0.05 = 5%)"
+        )
     report = ReplayReport(scenarios, fidelity_threshold=fidelity_threshold)
     report.price_table = prices.version
     fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
