@@ -9,6 +9,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,8 @@ from conftest import CORPUS, REPO, SAMPLES
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
-from mcsim.ingest.engines.ray import RayEngine, ShardedSeenCalls, started_ray
+from mcsim.errors import UsageError
+from mcsim.ingest.engines.ray import RayEngine, ShardedSeenCalls, _reachable, started_ray
 from mcsim.ingest.seen import SeenCalls
 
 ray = pytest.importorskip("ray")  # in the test extra: skipped only outside the README's setup
@@ -256,3 +258,41 @@ def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
     record per task and grew with the corpus (bench_scale.py: 54 to 77 MB from 0.5 to 2 GB,
     45 to 46 without)."""
     assert os.environ["RAY_task_events_report_interval_ms"] == "0"  # noqa: SIM112 (Ray's case)
+
+
+def test_an_address_nothing_answers_at_is_refused_at_once_in_one_line() -> None:
+    # ray.init retried such an address for over two minutes, printing its own warnings.
+    # In a process of its own: this one has joined the module's Ray already.
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        args = [sys.executable, "-m", "mcsim", "inspect", str(CORPUS), "--engine", "ray",
+                "--ray-address", f"127.0.0.1:{port}"]  # fmt: skip
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == f"Error: cannot join the Ray cluster at 127.0.0.1:{port}: Connection refused\n"
+    )
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "address", ["nohost", "host:", ":6379", "host:port", "host:70000", "ray://"]
+)
+def test_an_address_that_is_not_host_and_port_is_refused(address: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        _reachable(address)
+    assert str(caught.value) == (
+        f"--ray-address {address}: not auto, local, HOST:PORT or ray://HOST:PORT"
+    )
+
+
+def test_an_address_that_answers_passes() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        _reachable(f"127.0.0.1:{port}")
+        _reachable(f"ray://127.0.0.1:{port}")
+        _reachable(f"[127.0.0.1]:{port}")

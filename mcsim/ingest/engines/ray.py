@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import warnings
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -207,6 +208,25 @@ def started_ray(address: str | None, workers: int | None) -> Iterator[RayEngine]
             ray.shutdown()
 
 
+# How long a cluster's address may take to answer before the run says it cannot be joined.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _reachable(address: str) -> None:
+    """Refuse an address nothing answers at, at once and in one line: ray.init retried an
+    unreachable one for more than two minutes, printing its own warnings meanwhile."""
+    where = address.removeprefix("ray://")
+    host, colon, port = where.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:6379
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--ray-address {address}: not auto, local, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__  # a timeout has no strerror
+        raise UsageError(f"cannot join the Ray cluster at {address}: {why}") from None
+
+
 def _init(ray: Any, address: str | None, workers: int | None) -> None:
     # No usage statistics sent: nothing may need the network at run time.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -223,6 +243,8 @@ def _init(ray: Any, address: str | None, workers: int | None) -> None:
         # corpus (54 to 76 MB from 0.5 to 2 GB, bench_scale.py). Read by the processes
         # ray.init starts; a cluster joined keeps its own setting.
         os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
+    if address is not None and address not in ("auto", "local"):  # Ray's own words
+        _reachable(address)
     try:
         ray.init(address=address, **options)
     except ConnectionError as exc:
