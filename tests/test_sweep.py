@@ -580,3 +580,30 @@ def test_savings_curve_over_text_values_keeps_the_groups_intervals_apart(
     assert all(a < b for a, b in zip(bars[0], bars[1], strict=True))  # set apart, in order
     assert [t.get_text() for t in ax.get_xticklabels()] == ["5m", "1h"]
     assert [round(x) for x in bars[0]] == [0, 1]  # each near its value's tick
+
+
+def test_the_table_names_variants_by_the_keys_last_part_when_that_tells_them_apart(
+    tmp_path: Path,
+) -> None:
+    """Whole, `cached_microcompact.keep_recent=10,ttl=5m` was cut in the middle at 80
+    columns; the recommendation and the JSON keep the whole names."""
+    one = str(SAMPLES / "claude" / "projects" / "-home-dev-data-pipeline")
+    base = ["sweep", one, "--policy", str(CLAUDE_CODE), "--no-cache", "--name", "claude-code",
+            "--max-risk", "100"]  # fmt: skip
+    grid = ["--grid", "cached_microcompact.keep_recent=2,5", "--grid", "ttl=5m,1h"]
+    out = CliRunner().invoke(cli, [*base, *grid, "--out", str(tmp_path / "a")]).stdout.splitlines()
+    rows = [line.split()[0] for line in out if line.startswith("keep_recent=")]
+    assert rows == ["keep_recent=2,ttl=5m", "keep_recent=2,ttl=1h",
+                    "keep_recent=5,ttl=5m", "keep_recent=5,ttl=1h"]  # fmt: skip
+    assert "variant keys: keep_recent is cached_microcompact.keep_recent" in out
+    assert not any(line.startswith("cached_microcompact.") for line in out)
+    recommendation = next(line for line in out if line.startswith("recommendation: "))
+    assert recommendation.startswith("recommendation: cached_microcompact.keep_recent=")
+    # Two keys whose last parts are the same: the whole names, and no such line.
+    same = ["--grid", "cached_microcompact.keep_recent=2,5", "--grid",
+            "time_based_microcompact.keep_recent=1,2"]  # fmt: skip
+    both = CliRunner().invoke(cli, [*base, *same, "--out", str(tmp_path / "b")])
+    assert both.exit_code == 0, both.output
+    lines = both.stdout.splitlines()
+    assert sum(line.startswith("cached_microcompact.keep_recent=") for line in lines) == 4
+    assert not any(line.startswith("variant keys:") for line in lines)

@@ -340,6 +340,22 @@ def _bootstrap_json(results: Sequence[Outcome]) -> dict[str, Any] | None:
     }
 
 
+def _short_names(results: Sequence[Outcome]) -> tuple[dict[str, str], str | None]:
+    """The variants' names for the terminal table, each swept key by its last part (keep_recent
+    for cached_microcompact.keep_recent) when that still tells the keys apart, and the line
+    saying so: whole, the names were cut in the middle at 80 columns. The recommendation,
+    the JSON and sweep.parquet keep the whole names."""
+    keys = [key for key, _ in results[0].variant.params] if results else []
+    short = {key: key.rpartition(".")[2] for key in keys}
+    if len(set(short.values())) < len(keys) or all(k == s for k, s in short.items()):
+        return {}, None
+    names = {
+        o.variant.name: ",".join(f"{short[k]}={v}" for k, v in o.variant.params) for o in results
+    }
+    told = "; ".join(f"{s} is {k}" for k, s in short.items() if k != s)
+    return names, f"variant keys: {told}"
+
+
 def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> str:
     from mcsim.outputs.terminal import load_notes, table
 
@@ -363,9 +379,10 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         )
         if o is not None
     }
+    shown, keys_note = _short_names(results)
     rows = [
         [
-            o.variant.name,
+            shown.get(o.variant.name, o.variant.name),
             f"{o.totals.cost_usd:.4f}",
             f"{o.savings_pct:+.2f}%",
             f"{o.net_savings_pct:+.2f}%",
@@ -378,6 +395,8 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         for o in results
     ]
     lines = table(headers, rows, right={1, 2, 3, 4, 5, 6, 7})
+    if keys_note is not None:
+        lines.append(printable(keys_note))
     lines.append(
         f"baseline (no pruning) ${report.baseline.cost_usd:.4f}; recorded "
         f"${report.recorded.cost_usd:.4f}; {counted(len(report.sessions), 'session', 'sessions')}; "
