@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -51,8 +51,7 @@ class _Parsed(click.Command):
             with _stdout():  # --help and --version print here, before any command runs
                 return super().parse_args(ctx, args)
         except McsimError as exc:  # raised before `_Group.invoke`, which tells the others
-            click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
-            ctx.exit(exc.exit_code)
+            _tell(ctx, exc)
         except click.exceptions.NoArgsIsHelpError:
             raise  # a group called alone: its help, whole, as click shows it
         except click.UsageError as exc:
@@ -92,6 +91,13 @@ class _UsageLine(click.UsageError):
         click.echo(f"Error: {message}{where}", file=file, err=file is None)
 
 
+def _tell(ctx: click.Context, exc: McsimError) -> NoReturn:
+    """A library error as its one line, and its exit code."""
+    # Messages quote paths and values read from files: shown on one line, harmless.
+    click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
+    ctx.exit(exc.exit_code)
+
+
 class _Group(_Parsed, click.Group):
     command_class = _Command
     group_class = type  # `cache`, a group of this class too
@@ -106,9 +112,7 @@ class _Group(_Parsed, click.Group):
         except McsimError as exc:
             if STOP.signum is not None:  # an error the stop caused (a write cut short)
                 raise STOP.stopped(STOP.signum) from exc
-            # Messages quote paths and values read from files: shown on one line, harmless.
-            click.echo(f"Error: {printable(exc, limit=MESSAGE_LIMIT)}", err=True)
-            ctx.exit(exc.exit_code)
+            _tell(ctx, exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

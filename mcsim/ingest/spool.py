@@ -37,6 +37,13 @@ def _near(out_dir: Path | None) -> Path | None:
     return parent
 
 
+def write_error(exc: OSError, out_dir: Path | None, folder: Path) -> McsimError:
+    """The run's write failure (a full disk, a quota), in one line naming --out (else
+    `folder`): for the spool and for whatever else a run writes beside it."""
+    where = out_dir if out_dir is not None else folder
+    return McsimError(f"{where}: could not write the run ({exc.strerror})")
+
+
 class Spool:
     """Pickled records appended to one file in a temporary folder, read back by offset.
 
@@ -89,9 +96,7 @@ class Spool:
         return offset
 
     def _write_error(self, exc: OSError, folder: Path) -> McsimError:
-        """The run's write failure, in one line naming --out (else `folder`)."""
-        where = self.out_dir if self.out_dir is not None else folder
-        return McsimError(f"{where}: could not write the run ({exc.strerror})")
+        return write_error(exc, self.out_dir, folder)
 
     def get(self, offset: int) -> Any:
         """The record `put` wrote at `offset` (the writing ends at the first read)."""

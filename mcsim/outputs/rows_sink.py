@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from mcsim.accounting.recorded import savings_pct
-from mcsim.errors import McsimError
-from mcsim.ingest.spool import Spool
+from mcsim.ingest.spool import Spool, write_error
 from mcsim.outputs.charts import CallLines
 from mcsim.outputs.tables import (
     SCHEMA_VERSION,
@@ -180,9 +179,8 @@ class PackTo:
             offset = self._file.tell()
             self._file.write(blob)
             self._file.flush()  # in the file before the driver hears of it
-        except OSError as exc:  # a full disk, a quota: the run's write failure, in one line
-            where = self.out_dir if self.out_dir is not None else self.folder
-            raise McsimError(f"{where}: could not write the run ({exc.strerror})") from exc
+        except OSError as exc:
+            raise write_error(exc, self.out_dir, self.folder) from exc
         result.packed_rows = (RowsAt(self._file.name, offset), _calls(result))
         return _shed(result)
 

@@ -129,11 +129,13 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     first = results[0].variant.params
     x_key = first[0][0]
     group_key = first[1][0] if len(first) > 1 else None
+
+    def group_of(o: Outcome) -> str:  # the legend's prefix of the group's lines
+        return f"{group_key}={dict(o.variant.params)[group_key]}: " if group_key else ""
+
     groups: dict[str, list[Outcome]] = {}
     for o in results:
-        params = dict(o.variant.params)
-        label = f"{group_key}={params[group_key]}: " if group_key else ""
-        groups.setdefault(label, []).append(o)
+        groups.setdefault(group_of(o), []).append(o)
     fig, ax = plt.subplots(figsize=(12, 5.5))
     numeric = all(isinstance(dict(o.variant.params)[x_key], int | float) for o in results)
     values = sorted({float(dict(o.variant.params)[x_key]) for o in results}) if numeric else []
@@ -176,8 +178,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             label=f"{label}net of re-fetches" + (" (95% interval)" if spread else ""),
         )
     if rec.best is not None:
-        params = dict(rec.best.variant.params)
-        x = place(params[x_key]) + shifts[f"{group_key}={params[group_key]}: " if group_key else ""]
+        x = place(dict(rec.best.variant.params)[x_key]) + shifts[group_of(rec.best)]
         _mark(ax, x, rec.best)
     if not numeric:
         ax.set_xticks(range(len(places)), list(places))
@@ -226,10 +227,9 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         notes[id(rec.best)] = "recommended"
         if rec.passed_over is not None:
             notes[id(rec.passed_over)] = "highest net savings"
-    named = [o for o in results if id(o) in notes and o not in front]
-    numbered = front if len(front) <= _MAX_NUMBERED else [front[0], front[-1]]
+    ends = front if len(front) <= _MAX_NUMBERED else [front[0], front[-1]]
     numbered = sorted(
-        {id(o): o for o in [*numbered, *named, *(o for o in front if id(o) in notes)]}.values(),
+        {id(o): o for o in [*ends, *(o for o in results if id(o) in notes)]}.values(),
         key=lambda o: (o.totals.refetch_risk, -o.net_savings_pct),
     )
     plt = pyplot()
