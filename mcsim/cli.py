@@ -681,7 +681,7 @@ def replay(
     from mcsim.outputs.rows_sink import RowsSink
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.run import RECORDED
-    from mcsim.replay.scenario import load_policy_file
+    from mcsim.replay.scenario import is_baseline, load_policy_file
 
     dates = _dates(since, until)
     source = resolve_policy(policy_file)
@@ -726,7 +726,7 @@ def replay(
             s.totals.refetch_risk,
         )
         for s in report.summaries()
-        if s.name != "baseline"
+        if not is_baseline(s.name)
     ]
     _gate(checks, fail_under_savings, fail_over_risk)
 
@@ -804,13 +804,13 @@ def sweep(
     prices = load_table(prices_path)
     cache = _cache_folder(no_cache, cache_dir)
     out_dir = _run_dir(out_dir, source.path, force, paths, cache)
-    runs = [baseline(scenarios[0]), *(v.scenario for v in variants)]
+    runs = [baseline(), *(v.scenario for v in variants)]
     report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
                        (engine, ray_address), keep_rows=False)  # fmt: skip
     results = outcomes(report, variants)
     rec = recommend(results, max_risk / 100)
     options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
-    run = run_record(report, list(paths), source.path, options, source.preset)
+    run = run_record(report, list(paths), source.path, options, source.preset, with_verdict=False)
     run["recommendation"] = sweep_json(report, results, rec, str(out_dir))["recommendation"]
     write_sweep_outputs(report, results, rec, out_dir, force, run)
     if as_json:

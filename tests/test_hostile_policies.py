@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mcsim.cli import cli
 from mcsim.replay.policies import REGISTRY
-from mcsim.replay.scenario import PolicyFileError, load_policy_file, parse_policies
+from mcsim.replay.scenario import PolicyFileError, baseline, load_policy_file, parse_policies
 from mcsim.replay.sweep import MAX_VARIANTS, GridError, build_variants, parse_axis
 
 CLAUDE_CODE = REPO / "policies" / "claude-code.yaml"
@@ -276,7 +276,8 @@ def test_shared_anchors_and_a_bom_still_load(tmp_path: Path) -> None:
         b"  - {<<: *api, name: c, keep: 5}\n"
     )
     base, a, b, c = load_policy_file(path)
-    assert base.compactable_tools == a.compactable_tools == {"Read", "Bash", "Grep"}
+    assert base == baseline()  # no pruning, the cache as recorded, whatever the defaults
+    assert a.compactable_tools == b.compactable_tools == {"Read", "Bash", "Grep"}
     assert dict(a.layers[0].values)["n"] == 3
     assert a.exclude_tools == b.exclude_tools == c.exclude_tools == {"Read", "Bash", "Grep"}
     assert [layer.kind for layer in c.layers] == ["clear_tool_uses"]  # merged from b
@@ -518,17 +519,17 @@ def test_random_grids_build_variants_or_are_refused(specs: list[str]) -> None:
         assert 1 <= len(variants) <= MAX_VARIANTS
 
 
+RESERVED = (
+    "is reserved (the recording is 'recorded'; names starting with _ or baseline: are mcsim's)"
+)
+
+
 @pytest.mark.parametrize(
     ("name", "why"),
     [
-        (
-            "recorded",
-            "is reserved (the recording is 'recorded'; names starting with _ are mcsim's)",
-        ),
-        (
-            "_fidelity",
-            "is reserved (the recording is 'recorded'; names starting with _ are mcsim's)",
-        ),
+        ("recorded", RESERVED),
+        ("_fidelity", RESERVED),
+        ("baseline:ttl=1h", RESERVED),  # the baseline under a file's own cache settings
         ("x" * 201, "is longer than 200 characters"),
         ("\\ud800", "is not valid Unicode text"),  # YAML's escape: a lone surrogate
     ],

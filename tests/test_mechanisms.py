@@ -87,6 +87,32 @@ def test_a_ttl_that_ran_out_on_the_call_of_a_cache_edit_is_still_a_break() -> No
     assert sim.edit_drops == ()
 
 
+def test_the_other_reading_of_cache_edits_bills_what_they_deleted_as_reads() -> None:
+    """Anthropic does not document how deleted tokens are billed: the replay bills them no
+    more; the other reading bills them as cache reads on every call from the edit on, and
+    `edit_reread_usd` is what that adds (Sonnet 4.5 reads at $0.30 per million)."""
+    sim = simulate_thread(thread(BURST), policy(EDITS), PRICES)
+    # Call 4 deletes r1..r3 (15,000); each later call one more result: 20,000 at call 5, ...
+    # 40,000 at call 9. Sum: 15 + 20 + 25 + 30 + 35 + 40 = 165 thousand tokens.
+    assert [c.cleared_tokens for c in sim.calls][4:] == [15_000, 20_000, 25_000, 30_000,
+                                                         35_000, 40_000]  # fmt: skip
+    assert sim.edit_reread_usd == pytest.approx(165_000 * 0.30e-6)
+    # No cache edits, no other reading: a rewrite's clearing is billed as it is.
+    rewrite = layer("keep_last_n", n=1)
+    assert simulate_thread(thread(BURST), policy(rewrite), PRICES).edit_reread_usd == 0
+    assert simulate_thread(thread(BURST), baseline(), PRICES).edit_reread_usd == 0
+
+
+def test_a_rewrite_ends_what_the_other_reading_bills_for_the_edits_it_drops() -> None:
+    # As the test below: the edits delete r1..r3 at call 4 (15,000), r4 at 5 (20,000), r5 at
+    # 6 (25,000); the rewrite at call 7 drops them (0); call 8 deletes r5..r7 (15,000).
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000)])] * 6
+    steps += [(65 * MIN, [result(5_000)]), (10.0, [result(5_000)])]
+    stack = policy(layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=3), EDITS)
+    sim = simulate_thread(thread(steps), stack, PRICES)
+    assert sim.edit_reread_usd == pytest.approx((15_000 + 20_000 + 25_000 + 15_000) * 0.30e-6)
+
+
 # ---------------------------------------------------------------- 2. cached microcompact
 
 

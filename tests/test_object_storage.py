@@ -158,8 +158,8 @@ def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path:
     ok("replay", *REMOTE, *fewer, "--out", out, "--force")
     parts = fs.find(f"{BUCKET}/runs/r1/calls.parquet", refresh=True)
     assert [p.rsplit("/", 2)[-2] for p in parts] == [
-        f"policy_index={i}" for i in range(4)
-    ]  # 2 policies, baseline, recorded
+        f"policy_index={i}" for i in range(5)
+    ]  # 2 policies, baseline:ttl=1h, baseline, recorded
 
     # a file mcsim does not write inside a table's dataset: --force refuses too
     fs.pipe_file(f"{BUCKET}/runs/r1/calls.parquet/policy_index=0/notes.txt", b"mine")

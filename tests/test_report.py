@@ -20,6 +20,7 @@ from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
 from mcsim.outputs.report import CHART_MAX_BYTES
+from mcsim.text import markdown
 
 
 def run(args: list[str]) -> None:
@@ -55,6 +56,7 @@ def test_replay_report_is_self_contained_and_complete(replay_dir: Path) -> None:
     page = (replay_dir / "report.html").read_text()
     no_external_references(page)
     for heading in [
+        "Verdict",
         "What was analysed",
         "What it really cost",
         "When the cache broke, and why",
@@ -71,7 +73,14 @@ def test_replay_report_is_self_contained_and_complete(replay_dir: Path) -> None:
     assert "Cache edits (cached_microcompact) are modelled" in page
     md = (replay_dir / "report.md").read_text()
     assert md.startswith("# Prompt-cache and pruning cost review (replay)")
-    assert "| policy | cost | savings | net |" in md
+    assert "| policy | cost | saved | net saved | savings | net |" in md
+    # It opens with the run's verdict, as the terminal and --json state it.
+    verdict = json.loads((replay_dir / "run.json").read_text())["verdict"]["text"]
+    assert verdict.startswith("verdict: no policy saves; the best, claude-code, costs ")
+    opening = md.split("## Verdict\n\n", 1)[1].split("\n", 1)[0]
+    assert opening == markdown("N" + verdict.removeprefix("verdict: n"), limit=None) + "."
+    # The baseline is named where "savings" are explained.
+    assert "the baseline: no pruning, cache as recorded (TTL 5m on 43 calls, 1h on 26 calls)" in md
     assert "![Cumulative cost over all calls" in md
 
 
@@ -224,7 +233,7 @@ def test_a_damaged_table_is_one_line(damaged: Path) -> None:
     pl.DataFrame({"policy": ["a"], "cost_usd": [1.0]}).write_parquet(summary)
     assert bad_run(damaged) == (
         f"{summary}: not a table of this run (unable to find column "
-        '"savings_vs_baseline_pct"; valid columns: ["policy", "cost_usd"])'
+        '"refetch_cost_usd"; valid columns: ["policy", "cost_usd"])'
     )
 
 

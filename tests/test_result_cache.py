@@ -385,9 +385,10 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
 
 # Payload: [[name, stamp], files, skip report, sessions]; a session: [start, files, digests,
 # counts, id, project, start, end, calls, recorded totals, policies' totals, fidelity,
-# models, recorded prunes, providers, rows, breaks]; totals: [name, tokens, cost, counts,
-# breaks by cause, refetch cost, figures]; rows: [threads, runs, rows, model runs, TTL runs,
-# causes], short records as columns, then the packed columns.
+# models, recorded prunes, providers, recorded TTLs, rows, breaks]; totals: [name, tokens,
+# cost, counts, breaks by cause, refetch cost, figures, cache-edit re-read cost]; rows:
+# [threads, runs, rows, model runs, TTL runs, causes], short records as columns, then the
+# packed columns.
 @pytest.mark.parametrize(
     ("path", "value"),
     [
@@ -399,12 +400,14 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
         ((3, 0, 10, 0, 4), {"ttl_expired": "2"}),  # a count by cause as text
         ((3, 0, 10, 0, 6), [{"gap": "long"}]),  # a figure as text
         ((3, 0, 11), [1, 2]),  # fidelity without its fallbacks
-        ((3, 0, 15, 0, 2, 0), 0),  # a thread without its calls: the rows do not add up
-        ((3, 0, 15, 0, 1, 0), 7),  # a thread kind that is not a string
-        ((3, 0, 15, 2), 1),  # fewer rows than the threads' calls under every run
-        ((3, 0, 15, 3), []),  # model runs that do not cover the rows
-        ((3, 0, 16, 4), ["1"]),  # a break's call index as text
-        ((3, 0, 16), [[]]),  # break columns missing
+        ((3, 0, 15), {"1h": "3"}),  # calls by recorded TTL as text
+        ((3, 0, 10, 0, 7), 1),  # a re-read cost that is not a float
+        ((3, 0, 16, 0, 2, 0), 0),  # a thread without its calls: the rows do not add up
+        ((3, 0, 16, 0, 1, 0), 7),  # a thread kind that is not a string
+        ((3, 0, 16, 2), 1),  # fewer rows than the threads' calls under every run
+        ((3, 0, 16, 3), []),  # model runs that do not cover the rows
+        ((3, 0, 17, 4), ["1"]),  # a break's call index as text
+        ((3, 0, 17), [[]]),  # break columns missing
         ((3, 0), [1]),  # a session without its fields
         ((2, 0), "12"),  # the lines read as text
         # numbers no replay reaches, which the tables, charts or dates could not take
@@ -415,8 +418,8 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
         ((3, 0, 0), 1e300),  # a start past the year 2999
         ((3, 0, 6), -1.0),  # ... before 1970
         ((3, 0, 7), 1e300),  # an end past the year 2999
-        ((3, 0, 16, 5, 0), 1e300),  # a break past it
-        ((3, 0, 16, 9, 0), 2**63),  # a break's tokens past 64 bits
+        ((3, 0, 17, 5, 0), 1e300),  # a break past it
+        ((3, 0, 17, 9, 0), 2**63),  # a break's tokens past 64 bits
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
@@ -437,7 +440,7 @@ def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
 
 
 def _session_row(doc: list[Any]) -> list[Any]:
-    return next(s for s in doc[3] if s[15] is not None and any(p[6] for p in s[10]))
+    return next(s for s in doc[3] if s[16] is not None and any(p[6] for p in s[10]))
 
 
 def _fewer_counts(session: list[Any]) -> None:
@@ -445,7 +448,7 @@ def _fewer_counts(session: list[Any]) -> None:
 
 
 def _negative_run(session: list[Any], field: int) -> None:
-    columns = session[15][field]  # the counts (the last column) still add up, one below zero
+    columns = session[16][field]  # the counts (the last column) still add up, one below zero
     columns[-1][0] += 1
     for column in columns[:-1]:
         column.append(column[0])
@@ -453,7 +456,7 @@ def _negative_run(session: list[Any], field: int) -> None:
 
 
 def _cause_past_the_rows(session: list[Any]) -> None:
-    session[15][5] = [[session[15][2]], ["ttl_expired"]]  # (row, cause) as columns
+    session[16][5] = [[session[16][2]], ["ttl_expired"]]  # (row, cause) as columns
 
 
 def _other_figures(session: list[Any]) -> None:
@@ -475,7 +478,7 @@ def _policy_missing(session: list[Any]) -> None:
 
 
 def _rows_of_other_runs(session: list[Any]) -> None:
-    session[15][1] = session[15][1][::-1]
+    session[16][1] = session[16][1][::-1]
 
 
 @pytest.mark.parametrize(

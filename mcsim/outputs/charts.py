@@ -25,7 +25,7 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.processes import STOP, Parent, end_with
 from mcsim.replay.rows import RowsTable
 from mcsim.replay.run import RECORDED, ReplayReport
-from mcsim.replay.scenario import NAME_MAX_CHARS
+from mcsim.replay.scenario import BASELINE, NAME_MAX_CHARS
 from mcsim.text import printable
 
 _MAX_POINTS = 2000  # per line: enough to read, small enough to draw fast
@@ -76,6 +76,7 @@ class ChartData:
     breaks: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     # (name, simulated vs baseline %, net of re-fetches vs baseline %, simulated vs recorded %)
     savings: list[tuple[str, float, float, float]] = field(default_factory=list)
+    baseline: str = ""  # what the baseline is (ReplayReport.baseline_text), for the labels
 
 
 def _label(name: str) -> str:
@@ -108,8 +109,9 @@ def savings_data(report: ReplayReport) -> ChartData:
     data.savings = [
         (s.name, s.savings_pct(base), savings_pct(s.totals.net_cost_usd, base), s.savings_pct(rec))
         for s in report.summaries()
-        if s.name != "baseline"
+        if s.name != BASELINE
     ]
+    data.baseline = report.baseline_text()
     return data
 
 
@@ -411,7 +413,10 @@ def savings(data: ChartData, path: Path) -> None:
     ax.set_yticks(ys, [_wrapped(r[0]) for r in rows])
     ax.set_ylim(len(rows) - 0.4, -0.7)  # first policy on top; room for the top label
     ax.set_title("Savings by policy: net of re-fetches (dot) to simulated (bar end)")
-    ax.set_xlabel("savings (% of cost; negative = costs more)")
+    ax.set_xlabel(
+        "savings (% of cost; negative = costs more)\n"
+        + _wrap(f"baseline: {data.baseline}".replace("$", r"\$"), 110)
+    )
     ax.grid(alpha=0.3, axis="x")
     if rows:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))

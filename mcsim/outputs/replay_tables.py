@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.charts import ChartProcess
@@ -26,6 +27,11 @@ from mcsim.outputs.rows_sink import (
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_dataset, write_parquet
 from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
+from mcsim.replay.scenario import BASELINE, cache_settings, is_baseline
+
+if TYPE_CHECKING:
+    from mcsim.replay.verdict import Verdict
+
 from mcsim.text import MESSAGE_LIMIT, NAME_LIMIT, counted, printable
 
 CACHE_EDIT_NOTE = (
@@ -35,7 +41,8 @@ CACHE_EDIT_NOTE = (
 )
 
 SUMMARY_SCHEMA: dict[str, str] = {
-    "policy": "str", "description": "str", "cost_usd": "float",
+    "policy": "str", "description": "str", "cache": "str", "baseline": "str", "cost_usd": "float",
+    "saved_usd": "float", "net_saved_usd": "float",
     "savings_vs_recorded_pct": "float", "savings_vs_baseline_pct": "float",
     "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
@@ -44,6 +51,8 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
     "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
+    "net_savings_low_pct": "float", "net_savings_high_pct": "float",
+    "net_savings_if_edits_reread_pct": "float", "verdict": "bool",
     "fidelity_overall_error": "float",
     "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
 }  # fmt: skip
@@ -77,15 +86,52 @@ def _policy_rows(report: ReplayReport) -> list[tuple[str, str, PolicyTotals]]:
     return rows
 
 
+def verdict(report: ReplayReport) -> Verdict:
+    """The report's verdict (mcsim.replay.verdict). Imported when first asked for: it needs
+    numpy, which must not be loaded before the replay forks its workers."""
+    from mcsim.replay.verdict import verdict as drawn
+
+    return drawn(report)
+
+
+def _caches(report: ReplayReport) -> dict[str, str]:
+    """Each run's cache settings in words (cache_settings), the recording's included."""
+    return {RECORDED: "cache as recorded", **{s.name: cache_settings(s) for s in report.scenarios}}
+
+
+def _saved(t: PolicyTotals, report: ReplayReport) -> dict[str, float]:
+    """Dollars saved against what was recorded, as simulated and with re-fetches paid."""
+    return {
+        "saved_usd": report.recorded.cost_usd - t.cost_usd,
+        "net_saved_usd": report.recorded.cost_usd - t.net_cost_usd,
+    }
+
+
+def _uncertain(name: str, verdict: Verdict) -> dict[str, Any]:
+    """A policy's 95% interval of net savings and its figure if cache edits' deleted tokens
+    were billed as reads (None: no interval, no cache edits), and whether it is the verdict's."""
+    found = next((o for o in verdict.results if o.variant.name == name), None)
+    numbers = (math.nan,) * 3 if found is None else (found.low_pct, found.high_pct,
+                                                      found.reread_net_pct)  # fmt: skip
+    low, high, reread = (None if math.isnan(x) else x for x in numbers)
+    chosen = verdict.best is not None and verdict.best.variant.name == name
+    return {"net_savings_low_pct": low, "net_savings_high_pct": high,
+            "net_savings_if_edits_reread_pct": reread, "verdict": chosen}  # fmt: skip
+
+
 def summary_frame(report: ReplayReport) -> Any:
     fidelity_ok = not report.sessions_over_threshold()
+    caches, against, chosen = _caches(report), report.baseline_text(), verdict(report)
     rows = []
     for name, description, t in _policy_rows(report):
         rows.append(
             {
                 "policy": name,
                 "description": description,
+                "cache": caches[name],
+                "baseline": against,
                 "cost_usd": t.cost_usd,
+                **_saved(t, report),
                 "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
                 "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),
                 "cleared_tokens": t.cleared_tokens,
@@ -104,6 +150,7 @@ def summary_frame(report: ReplayReport) -> Any:
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
                 **_refetch_fields(t, report.baseline.cost_usd),
+                **_uncertain(name, chosen),
                 "fidelity_overall_error": report.fidelity_overall,
                 "fidelity_worst_session_error": report.fidelity_worst,
                 "fidelity_ok": fidelity_ok,
@@ -140,9 +187,11 @@ def run_record(
     policy_file: Path,
     options: dict[str, Any],
     preset: str | None = None,
+    with_verdict: bool = True,
 ) -> dict[str, Any]:
     """Everything needed to reproduce the run; `preset` names the built-in preset that
-    `policy_file` is (null for a user's file), its text and hash are recorded either way."""
+    `policy_file` is (null for a user's file), its text and hash are recorded either way.
+    `with_verdict`: the replay's verdict (a sweep states its recommendation instead)."""
     policy_bytes = policy_file.read_bytes()
     return {
         **run_header(paths, report.stats),
@@ -155,6 +204,7 @@ def run_record(
         "options": options,
         "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
         **run_summary(report),
+        **({"verdict": verdict(report).as_json()} if with_verdict else {}),
     }
 
 
@@ -185,6 +235,7 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
             "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
         },
         "baseline_cost_usd": report.baseline.cost_usd,
+        "baseline": baseline_json(report),
         "providers": dict(sorted(report.providers.items())),  # calls by provider
         "cleared_nothing": report.idle_notes(),  # policy name -> why
         "fidelity": {
@@ -259,18 +310,40 @@ def write_replay_outputs(
     return [*writers, *CHARTS]
 
 
+def baseline_json(report: ReplayReport) -> dict[str, Any]:
+    """What every "vs baseline" figure is against: its name, its cache in words, the TTLs
+    the recording used, its cost; and the other baselines the policy file asked for."""
+    return {
+        "name": BASELINE,
+        "description": report.baseline_text(),
+        "cost_usd": report.baseline.cost_usd,
+        "recorded_ttls": dict(sorted(report.recorded_ttls.items())),
+        "others": [
+            {"name": s.name, "cache": cache_settings(s),
+             "cost_usd": report.policies.get(s.name, PolicyTotals(s.name)).cost_usd}
+            for s in report.scenarios
+            if is_baseline(s.name) and s.name != BASELINE
+        ],
+    }  # fmt: skip
+
+
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
     from mcsim.outputs.terminal import skipped_json
 
     over = report.sessions_over_threshold()
     providers = {s.name: s.provider for s in report.scenarios}
+    caches, chosen = _caches(report), verdict(report)
     return {
+        "verdict": chosen.as_json(),
+        "baseline": baseline_json(report),
         "policies": [
             {
                 "name": name,
                 "description": description,
                 "provider": providers.get(name, "recorded"),  # whose cache: recorded or named
+                "cache": caches[name],
                 "cost_usd": t.cost_usd,
+                **_saved(t, report),
                 "savings_vs_recorded_pct": _pct(t.cost_usd, report.recorded.cost_usd),
                 "savings_vs_baseline_pct": _pct(t.cost_usd, report.baseline.cost_usd),
                 "cleared_tokens": t.cleared_tokens,
@@ -284,6 +357,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
                 **_refetch_fields(t, report.baseline.cost_usd),
+                **_uncertain(name, chosen),
                 "unpriced_calls": t.unpriced_calls,
             }
             for name, description, t in _policy_rows(report)[1:]
@@ -323,29 +397,45 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
 def replay_text(report: ReplayReport) -> str:
     from mcsim.outputs.terminal import load_notes, table
 
-    headers = ["policy", "cost $", "vs recorded", "vs baseline", "net of re-fetch", "cleared",
-               "re-fetch risk", "hit %", "breaks", "unexpected"]  # fmt: skip
+    # As simulated, then net of re-fetches (what the verdict weighs), then the cache.
+    headers = ["policy", "cost $", "saved $", "vs recorded", "vs baseline", "net saved $",
+               "net vs baseline", "re-fetch risk", "cleared", "hit %", "breaks",
+               "unexpected"]  # fmt: skip
     rows = []
+    base = report.baseline.cost_usd
     for name, _desc, t in _policy_rows(report):
+        saved = _saved(t, report)
+        ours = name != RECORDED
         rows.append(
             [
                 printable(name, limit=NAME_LIMIT),
                 f"{t.cost_usd:.4f}",
+                f"{saved['saved_usd']:.4f}" if ours else "",
                 f"{_pct(t.cost_usd, report.recorded.cost_usd):+.2f}%",
-                "" if name == RECORDED else f"{_pct(t.cost_usd, report.baseline.cost_usd):+.2f}%",
-                ""
-                if name == RECORDED
-                else f"{_pct(t.net_cost_usd, report.baseline.cost_usd):+.2f}%",
-                f"{t.cleared_tokens:,}",
+                f"{_pct(t.cost_usd, base):+.2f}%" if ours else "",
+                f"{saved['net_saved_usd']:.4f}" if ours else "",
+                f"{_pct(t.net_cost_usd, base):+.2f}%" if ours else "",
                 f"{t.refetch_hazards}/{t.cleared_results} ({100 * t.refetch_risk:.0f}%)"
                 if t.cleared_results
                 else "",
+                f"{t.cleared_tokens:,}",
                 f"{100 * t.tokens.cache_hit_ratio:.1f}",
                 str(t.cache_breaks),
                 str(_unexpected(t)),
             ]
         )
-    lines = table(headers, rows, right=set(range(1, 10)))
+    lines = table(headers, rows, right=set(range(1, 12)))
+    lines.append(printable(verdict(report).text, limit=MESSAGE_LIMIT))
+    lines.append(
+        f"baseline: {report.baseline_text()}; 'vs baseline' is against it, 'saved $' against "
+        "the recorded cost; 'net': with the re-fetches of what was cleared paid"
+    )
+    for other in report.scenarios:
+        if is_baseline(other.name) and other.name != BASELINE:
+            lines.append(
+                f"{printable(other.name, limit=NAME_LIMIT)}: no pruning, {cache_settings(other)}, "
+                "as the policy file's defaults set it: what that cache alone changes"
+            )
     over = report.sessions_over_threshold()
     many = counted(len(over), "session", "sessions")
     # :g, not :.0%: a threshold under 1% (0.005) read "over 0%"

@@ -83,6 +83,11 @@ class Fields:
         value = self._doc.get(key)
         return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
+    def objs(self, key: str) -> list[Fields]:
+        """The objects of a list field, each as Fields (anything else in it read as empty)."""
+        value = self._doc.get(key)
+        return [Fields(v) for v in value] if isinstance(value, list) else []
+
     def size(self, key: str) -> int:
         """How many items a list field holds."""
         value = self._doc.get(key)
@@ -222,7 +227,7 @@ def _charts(run_dir: Path, sections: list[Section]) -> dict[str, bytes]:
 
 # The columns the report shows, with the value a null reads as (its type is the column's).
 _POLICY_COLUMNS: dict[str, object] = {
-    "policy": "", "cost_usd": 0.0, "savings_vs_baseline_pct": 0.0,
+    "policy": "", "cost_usd": 0.0, "refetch_cost_usd": 0.0, "savings_vs_baseline_pct": 0.0,
     "net_savings_vs_baseline_pct": 0.0, "cleared_tokens": 0, "cleared_results": 0,
     "refetch_risk": 0.0, "cache_hit_ratio": 0.0, "cache_breaks": 0,
 }  # fmt: skip
@@ -284,6 +289,7 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
     fid = run.obj("fidelity")
     unpriced = rec.num("unpriced_calls")
     out = [
+        *([_verdict_section(run)] if kind == "replay" else []),
         Section(
             "What was analysed",
             [
@@ -339,7 +345,7 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
     )
     if kind == "replay":
         summary = _redacted(_table(run_dir / "summary.parquet", _POLICY_COLUMNS), redactor)
-        out.append(_policy_section(summary, run.obj("cleared_nothing").strings()))
+        out.append(_policy_section(summary, run))
     else:
         sweep = _redacted(_table(run_dir / "sweep.parquet", _SWEEP_COLUMNS), redactor)
         out.append(_sweep_section(run, sweep))
@@ -381,15 +387,20 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
     return out
 
 
-def _policy_section(summary: Any, idle: list[tuple[str, str]]) -> Section:
-    """The policies' table; `idle` says why each policy that cleared nothing did not."""
+def _policy_section(summary: Any, run: Fields) -> Section:
+    """The policies' table, what its baseline is, and why each policy that cleared nothing
+    did not (run.json's `cleared_nothing`)."""
+    recorded = run.obj("recorded").num("cost_usd")
     rows = []
     for r in summary.iter_rows(named=True):
         is_recorded = r["policy"] == "recorded"
+        net_saved = recorded - r["cost_usd"] - r["refetch_cost_usd"]
         rows.append(
             [
                 _name(r["policy"]),
                 _usd(r["cost_usd"]),
+                "" if is_recorded else _usd(recorded - r["cost_usd"]),
+                "" if is_recorded else _usd(net_saved),
                 "" if is_recorded else f"{r['savings_vs_baseline_pct']:+.1f}%",
                 "" if is_recorded else f"{r['net_savings_vs_baseline_pct']:+.1f}%",
                 f"{r['cleared_tokens']:,}",
@@ -404,18 +415,22 @@ def _policy_section(summary: Any, idle: list[tuple[str, str]]) -> Section:
             "Each policy clears old tool results (file reads, command output) from the "
             "conversation to make prompts smaller. Smaller prompts cost less, but rewriting "
             "old content breaks the prompt cache, which can cost more than it saves. "
-            "'Savings' compares with the same sessions replayed without pruning; 'net' also "
-            "pays for results the agent needed again (re-fetch risk: the share of cleared "
-            "results it used again).",
+            "'Saved' is the recorded spend less the policy's cost ('net saved' also pays for "
+            "results the agent needed again: re-fetch risk is the share of cleared results it "
+            "used again). 'Savings' compares with the same sessions replayed without pruning, "
+            f"the baseline: {_baseline_text(run)}; 'net' with the re-fetches paid.",
+            *_other_baselines(run),
             *[
                 f"{_name(name)} cleared nothing: {_name(why, 4 * TEXT_LIMIT)}."
-                for name, why in idle
+                for name, why in run.obj("cleared_nothing").strings()
             ],
         ],
         (
             [
                 "policy",
                 "cost",
+                "saved",
+                "net saved",
                 "savings",
                 "net",
                 "cleared tokens",
@@ -427,6 +442,31 @@ def _policy_section(summary: Any, idle: list[tuple[str, str]]) -> Section:
         ),
         ("cumulative_cost.png", "savings.png", "context_size.png"),
     )
+
+
+def _baseline_text(run: Fields) -> str:
+    """What "vs baseline" is against, as run.json says (a run of an older mcsim: its words)."""
+    return _name(run.obj("baseline").text("description", "no pruning"), 4 * TEXT_LIMIT)
+
+
+def _other_baselines(run: Fields) -> list[str]:
+    """A sentence for each baseline the policy file's own cache settings added."""
+    others = run.obj("baseline").objs("others")
+    return [
+        f"{_name(b.text('name'))} is no pruning under {_name(b.text('cache'))}, as the policy "
+        "file's defaults set it: the difference from the baseline is what that cache alone "
+        "changes."
+        for b in others
+    ]
+
+
+def _verdict_section(run: Fields) -> Section:
+    """The replay's verdict, first: the policy to ship, in dollars, its risk and interval."""
+    found = run.obj("verdict").text("text", "").removeprefix("verdict: ")
+    if found.startswith("no "):  # ("no policy saves"; a policy's name keeps its case)
+        found = "N" + found[1:]
+    text = found or "This run was made by an mcsim that did not state a verdict"
+    return Section("Verdict", [_name(text, 8 * TEXT_LIMIT) + "."])
 
 
 def _sweep_section(run: Fields, sweep: Any) -> Section:
@@ -458,7 +498,8 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
         [
             f"Variants of policy '{_name(options.text('policy'))}' over "
             + ", ".join(_name(g, TEXT_LIMIT) for g in options.texts("grid"))
-            + f"; the no-pruning replay costs {_usd(run.num('baseline_cost_usd'))}.",
+            + f"; the baseline ({_baseline_text(run)}) costs "
+            f"{_usd(run.num('baseline_cost_usd'))}: 'savings' and 'net' are against it.",
             text,
         ],
         (["variant", "cost", "savings", "net", "cleared tokens", "re-fetch risk", "breaks"], rows),

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from mcsim.accounting.recorded import savings_pct
-from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE
+from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE, baseline_json
 from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.scenario import BASELINE
 from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
 from mcsim.text import counted, printable
 
@@ -43,6 +44,8 @@ SWEEP_SCHEMA: dict[str, str] = {
     "refetch_risk": "float",
     "refetch_cost_usd": "float",
     "recommended": "bool",
+    "net_saved_usd": "float",
+    "baseline": "str",
 }
 
 
@@ -53,23 +56,26 @@ def _params_text(v: Variant) -> str:
 def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> Any:
     """One row per variant (level `variant`) and per variant x session (level `session`)."""
     best = rec.best.variant.name if rec.best else None
-    base_cost = report.baseline.cost_usd
+    costs = (report.baseline.cost_usd, report.recorded.cost_usd)
+    against = report.baseline_text()
     rows = []
     for o in results:
-        row = _row("variant", o.variant, None, None, o.totals, base_cost, best)
+        row = _row("variant", o.variant, None, None, o.totals, costs, best)
         row["net_savings_low_pct"] = _or_none(o.low_pct)
         row["net_savings_high_pct"] = _or_none(o.high_pct)
         rows.append(row)
     names = {o.variant.scenario.name: o.variant for o in results}
     for s in report.sessions:
-        base = next((p for p in s.policies if p.name == "baseline"), None)
-        session_base = base.cost_usd if base else 0.0
+        base = next((p for p in s.policies if p.name == BASELINE), None)
+        session_costs = (base.cost_usd if base else 0.0, s.recorded.cost_usd)
         for t in s.policies:
             variant = names.get(t.name)
             if variant is not None:
                 rows.append(
-                    _row("session", variant, s.session_id, s.project, t, session_base, best)
+                    _row("session", variant, s.session_id, s.project, t, session_costs, best)
                 )
+    for row in rows:
+        row["baseline"] = against
     swept = results[0].variant.swept if results else ()
     return frame(rows, {**SWEEP_SCHEMA, **{param_column(k.key): k.kind for k in swept}})
 
@@ -88,10 +94,12 @@ def _row(
     session_id: str | None,
     project: str | None,
     t: PolicyTotals,
-    base_cost: float,
+    costs: tuple[float, float],
     best: str | None,
 ) -> dict[str, Any]:
-    """One sweep.parquet row: a variant's totals over the run, or over one session."""
+    """One sweep.parquet row: a variant's totals over the run, or over one session; `costs`
+    are the baseline's and the recording's over the same."""
+    base_cost, recorded_cost = costs
     swept = {
         param_column(k.key): value if value is None or k.kind != "str" else str(value)
         for k, value in zip(variant.swept, variant.checked, strict=True)
@@ -115,6 +123,7 @@ def _row(
         "recommended": variant.name == best,
         "net_savings_low_pct": None,
         "net_savings_high_pct": None,
+        "net_saved_usd": recorded_cost - t.net_cost_usd,
     }
 
 
@@ -283,12 +292,13 @@ def write_sweep_outputs(
     write_run_dir(out_dir, writers, force)
 
 
-def variant_json(o: Outcome) -> dict[str, Any]:
+def variant_json(o: Outcome, recorded_usd: float) -> dict[str, Any]:
     t = o.totals
     return {
         "name": o.variant.name,
         "params": dict(o.variant.params),
         "cost_usd": t.cost_usd,
+        "net_saved_usd": recorded_usd - t.net_cost_usd,
         "savings_vs_baseline_pct": o.savings_pct,
         "net_savings_vs_baseline_pct": o.net_savings_pct,
         "net_savings_interval_pct": None if math.isnan(o.low_pct) else [o.low_pct, o.high_pct],
@@ -297,6 +307,7 @@ def variant_json(o: Outcome) -> dict[str, Any]:
         "refetch_risk": t.refetch_risk,
         "refetch_hazards": t.refetch_hazards,
         "refetch_cost_usd": t.refetch_cost_usd,
+        "net_savings_if_edits_reread_pct": _or_none(o.reread_net_pct),
     }
 
 
@@ -304,7 +315,7 @@ def sweep_json(
     report: ReplayReport, results: Sequence[Outcome], rec: Recommendation, out_dir: str
 ) -> dict[str, Any]:
     return {
-        "variants": [variant_json(o) for o in results],
+        "variants": [variant_json(o, report.recorded.cost_usd) for o in results],
         "recommendation": {
             "params": dict(rec.best.variant.params) if rec.best else None,
             "name": rec.best.variant.name if rec.best else None,
@@ -314,7 +325,7 @@ def sweep_json(
             "cautions": list(rec.cautions),
         },
         "bootstrap": _bootstrap_json(results),
-        "baseline": {"cost_usd": report.baseline.cost_usd},
+        "baseline": baseline_json(report),
         "recorded": {"cost_usd": report.recorded.cost_usd},
         "fidelity": {
             "overall_error": report.fidelity_overall,
@@ -362,6 +373,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
     headers = [
         "variant",
         "cost $",
+        "net saved $",
         "savings",
         "net of re-fetch",
         f"{LEVEL}% interval",
@@ -384,6 +396,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         [
             shown.get(o.variant.name, o.variant.name),
             f"{o.totals.cost_usd:.4f}",
+            f"{report.recorded.cost_usd - o.totals.net_cost_usd:.4f}",
             f"{o.savings_pct:+.2f}%",
             f"{o.net_savings_pct:+.2f}%",
             "-" if math.isnan(o.low_pct) else f"{o.low_pct:+.2f}..{o.high_pct:+.2f}%",
@@ -394,12 +407,13 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         ]
         for o in results
     ]
-    lines = table(headers, rows, right={1, 2, 3, 4, 5, 6, 7})
+    lines = table(headers, rows, right={1, 2, 3, 4, 5, 6, 7, 8})
     if keys_note is not None:
         lines.append(printable(keys_note))
     lines.append(
-        f"baseline (no pruning) ${report.baseline.cost_usd:.4f}; recorded "
-        f"${report.recorded.cost_usd:.4f}; {counted(len(report.sessions), 'session', 'sessions')}; "
+        f"baseline ({report.baseline_text()}) ${report.baseline.cost_usd:.4f}: 'savings' and "
+        f"'net of re-fetch' are against it; recorded ${report.recorded.cost_usd:.4f}: 'net "
+        f"saved $' is against it; {counted(len(report.sessions), 'session', 'sessions')}; "
         f"fidelity {report.fidelity_overall:.3%} overall, worst session {report.fidelity_worst:.3%}"
     )
     # Variant names are spelled from the --grid values; they are shown whole, made printable.

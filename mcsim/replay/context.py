@@ -129,6 +129,9 @@ class Context:
         self.results: list[LiveSegment] = []
         self.compactable: list[LiveSegment] = []
         self.saved = 0  # tokens currently removed from the prompt
+        # ... of which by cache edits (deleted from the cached copy, not rewritten): what the
+        # other reading of their billing still bills as cache reads (simulate.py)
+        self.edit_saved = 0
         # The recorded position of the first item a rewrite changed since `first_change` was
         # last set to None (the replay does so before each call): the prompt is unchanged
         # before it, so a prefix cache without breakpoints can still read up to there.
@@ -161,6 +164,7 @@ class Context:
         self.results = []
         self.compactable = []
         self.saved = 0
+        self.edit_saved = 0
         self.edited = []
         self.recorded_upto = 0
         self.saving = []
@@ -197,6 +201,7 @@ class Context:
             if seg.edited:  # deleted from the cache, now replaced in the messages too
                 self._changed(seg)
                 seg.edited, seg.cleared = False, True
+                self.edit_saved -= seg.saved
                 net += saved - seg.saved
                 seg.saved = saved
                 continue
@@ -209,6 +214,7 @@ class Context:
                 earlier += saved
             if not rewrite:
                 self.edited.append(seg)
+                self.edit_saved += saved
             if seg.kind is ItemKind.TOOL_RESULT:
                 self.cleared_log.append((seg, i))
         return net, earlier
@@ -228,6 +234,7 @@ class Context:
                 back += seg.saved
                 seg.saved = 0
         self.edited = []
+        self.edit_saved = 0  # (each edited segment's `saved` came back above)
         return back
 
     def _recorded_pruning(self, call: CalCall, i: int) -> None:
@@ -258,6 +265,8 @@ class Context:
     def _gone(self, seg: LiveSegment) -> None:
         """A result the recording cleared: whatever a policy saved on it, it saves no more."""
         self.saved -= seg.saved
+        if seg.edited:
+            self.edit_saved -= seg.saved
         seg.cleared, seg.edited, seg.recorded, seg.saved = True, False, True, 0
         self.prepared.touched.append(seg)
 

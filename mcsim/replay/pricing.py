@@ -57,3 +57,19 @@ class Pricer:
                 * 1e-6
             )
         return out
+
+    def reads_usd(
+        self, calls: Sequence[CalCall], prompts: Sequence[int], tokens: Sequence[int]
+    ) -> float:
+        """USD of `tokens` more cache reads on each call, at the rate its prompt is billed at
+        (models not in the table count nothing: their calls are unpriced)."""
+        total = 0.0
+        for call, prompt, extra in zip(calls, prompts, tokens, strict=True):
+            if not extra:
+                continue
+            price = self.table.lookup(call.model)
+            if price is None:
+                continue
+            r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            total += extra * r.cache_read * 1e-6
+        return total

@@ -207,7 +207,7 @@ class ResultCache:
 
 
 def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
-    floats += (t.cost_usd, t.refetch_cost_usd)
+    floats += (t.cost_usd, t.refetch_cost_usd, t.edit_reread_usd)
     for figures in t.figures:
         floats += figures.values()
     return [
@@ -218,6 +218,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         t.breaks_by_cause,
         t.refetch_cost_usd,
         t.figures,
+        t.edit_reread_usd,
     ]
 
 
@@ -262,6 +263,7 @@ def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]
         r.models,
         r.recorded_prunes,
         r.providers,
+        r.ttls,
         _rows_row(r.call_rows, blob),
         r.break_columns,
     ]
@@ -284,7 +286,7 @@ def _decode(
     keys = []
     at = 0
     for row in _list(sessions):
-        *fields, content = _list(row, 18)
+        *fields, content = _list(row, 19)
         item, at = _session(fields, names, blob, at, runs)
         done.append(item)
         keys.append(_is(content, str))
@@ -343,7 +345,7 @@ def _counter(value: Any) -> Counter[str]:
 
 
 def _totals(row: Any) -> PolicyTotals:
-    name, tokens, cost, counts, causes, refetch_cost, figures = _list(row, 7)
+    name, tokens, cost, counts, causes, refetch_cost, figures, reread = _list(row, 8)
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
@@ -355,6 +357,7 @@ def _totals(row: Any) -> PolicyTotals:
         breaks_by_cause=_counter(causes),
         refetch_cost_usd=_float(refetch_cost),
         figures=figures,
+        edit_reread_usd=_float(reread),
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
 
@@ -410,7 +413,8 @@ def _session(
     row: Any, names: dict[str, str], blob: memoryview, at: int, runs: Runs
 ) -> tuple[Any, int]:
     (start, files, digests, counts, session_id, project, start_s, end_s, calls, recorded,
-     policies, fidelity, models, prunes, providers, rows, breaks) = _list(row, 17)  # fmt: skip
+     policies, fidelity, models, prunes, providers, ttls, rows,
+     breaks) = _list(row, 18)  # fmt: skip
     error, weight, fallbacks = _ints(fidelity, 3)
     result = SessionReplay(
         _is(session_id, str),
@@ -426,6 +430,7 @@ def _session(
         tuple(strings(models)),
         _counter(prunes),
         _counter(providers),
+        _counter(ttls),
         break_columns=_breaks(breaks),
     )
     totals = [result.recorded, *result.policies]

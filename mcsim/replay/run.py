@@ -31,7 +31,6 @@ from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, 
 from mcsim.replay.session_cache import CalibratedSource
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
-FIDELITY_RUN = "_fidelity"
 DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
 
 BREAK_COLUMNS = (
@@ -73,6 +72,9 @@ class PolicyTotals:
     refetch_cost_usd: float = 0.0
     acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
     unavailable_edits: int = 0  # cache edits decided where the provider's cache has none
+    # What the cost would be more if what cache edits deleted were still billed as cache
+    # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
+    edit_reread_usd: float = 0.0
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
@@ -106,6 +108,7 @@ class PolicyTotals:
         self.refetch_cost_usd += other.refetch_cost_usd
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits
+        self.edit_reread_usd += other.edit_reread_usd
         _keep_largest(self.figures, other.figures)
 
 
@@ -153,10 +156,14 @@ class SessionReplay:
     # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
     recorded_prunes: Counter[str] = field(default_factory=Counter)
     providers: Counter[str] = field(default_factory=Counter)  # calls by recorded provider
+    ttls: Counter[str] = field(default_factory=Counter)  # calls by recorded cache TTL
     # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
     # build, to send between processes and to turn into tables than row tuples.
     call_rows: SessionRows | None = None
     break_columns: list[list[object]] = field(default_factory=list)
+    # Each run's cost with its re-fetches paid, in scenario order (set by ReplayReport.add,
+    # kept when the totals are shed): what the bootstrap intervals resample.
+    net_costs: list[float] = field(default_factory=list)
     # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
     # or where a local worker wrote it (rows_sink.RowsAt), and the calls its rows hold. Then
     # call_rows and break_columns are empty.
@@ -180,7 +187,7 @@ def shed_totals(result: SessionReplay) -> None:
     four scenarios; more scenarios, more saved) (issue 13)."""
     result.recorded = TAKEN
     result.policies = []
-    result.recorded_prunes = result.providers = _NONE
+    result.recorded_prunes = result.providers = result.ttls = _NONE
 
 
 def replay_session(
@@ -204,6 +211,7 @@ def replay_session(
         tuple(sorted({c.model for c in calls})),
         Counter(c.pruned for c in calls if c.pruned is not None),
         Counter(c.provider for c in calls),
+        Counter(c.ttl for c in calls),
     )
     if keep_rows:
         out.call_rows = SessionRows(
@@ -214,8 +222,6 @@ def replay_session(
         out.break_columns = [[] for _ in BREAK_COLUMNS]
         _recorded_rows(out.call_rows, session, recorded_threads)
     runs = list(scenarios)
-    if scenarios[0].ttl != "recorded" or scenarios[0].provider != "recorded":
-        runs.append(Scenario(FIDELITY_RUN, baseline(scenarios[0]).layers, "recorded"))
     # Items are tracked only on threads some policy acts on (not sub-agents, usually).
     prepared = [
         PreparedThread(t) if any(prunes(t, s) for s in runs) else None for t in session.threads
@@ -227,7 +233,7 @@ def replay_session(
     shared = Counter((s.ttl, s.provider) for s in runs)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
-        if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+        if out.call_rows is not None:
             out.call_rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
             key = (index, scenario.ttl, scenario.provider)
@@ -239,17 +245,11 @@ def replay_session(
             if not pruning:
                 unpruned.setdefault(key, sim)
             _add_thread(totals, sim, thread.calls)
-            if out.call_rows is not None and scenario.name != FIDELITY_RUN:
+            if out.call_rows is not None:
                 _rows(out, out.call_rows, scenario.name, session, sim)
-            is_fidelity_run = scenario.name == FIDELITY_RUN or (
-                scenario.name == BASELINE
-                and scenario.ttl == "recorded"
-                and scenario.provider == "recorded"
-            )
-            if is_fidelity_run:
+            if scenario.name == BASELINE:  # no pruning, the cache as recorded
                 _fidelity(out, thread, sim)
-        if scenario.name != FIDELITY_RUN:
-            out.policies.append(totals)
+        out.policies.append(totals)
     if out.call_rows is not None:
         out.call_rows.seal()
     return out
@@ -351,6 +351,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
     totals.unavailable_edits += sim.unavailable_edits
+    totals.edit_reread_usd += sim.edit_reread_usd
     if sim.figures:
         totals.acted_threads += 1
         _keep_largest(totals.figures, sim.figures)
@@ -451,7 +452,7 @@ class PolicySummary:
         return savings_pct(self.totals.cost_usd, reference_usd)
 
 
-@dataclass
+@dataclass(eq=False)  # one run's report: compared (and memoised, verdict.py) by identity
 class ReplayReport:
     scenarios: list[Scenario]
     recorded: PolicyTotals = field(default_factory=lambda: PolicyTotals(RECORDED))
@@ -462,6 +463,7 @@ class ReplayReport:
     stats: LoadStats = field(default_factory=LoadStats)
     _rows: RowsTable | None = None
     _providers: Counter[str] = field(default_factory=Counter)
+    _ttls: Counter[str] = field(default_factory=Counter)
     _prunes: Counter[str] = field(default_factory=Counter)
 
     def call_rows(self) -> RowsTable:
@@ -474,9 +476,11 @@ class ReplayReport:
 
     def add(self, result: SessionReplay) -> None:
         self.recorded.merge(result.recorded)
+        result.net_costs = [t.net_cost_usd for t in result.policies]
         for totals in result.policies:
             self.policies.setdefault(totals.name, PolicyTotals(totals.name)).merge(totals)
         self._providers.update(result.providers)
+        self._ttls.update(result.ttls)
         self._prunes.update(result.recorded_prunes)
         self.sessions.append(result)
 
@@ -486,6 +490,18 @@ class ReplayReport:
     @property
     def baseline(self) -> PolicyTotals:
         return self.policies.get(BASELINE) or PolicyTotals(BASELINE)
+
+    @property
+    def recorded_ttls(self) -> Counter[str]:
+        """Calls by the cache TTL the recording used (what "cache as recorded" means)."""
+        return self._ttls
+
+    def baseline_text(self) -> str:
+        """What the baseline is, with the recording's TTLs: 'no pruning, cache as recorded
+        (TTL 1h on 312 calls, 5m on 95)'. Said wherever a "vs baseline" figure is shown."""
+        most_first = sorted(self._ttls.items(), key=lambda kv: (-kv[1], kv[0]))
+        mix = ", ".join(f"{t} on {n:,} call{'' if n == 1 else 's'}" for t, n in most_first)
+        return "no pruning, cache as recorded" + (f" (TTL {mix})" if mix else "")
 
     def summaries(self) -> list[PolicySummary]:
         return [
@@ -588,6 +604,17 @@ def run_replay(
     flat (mcsim.outputs.rows_sink); `prepare` (picklable) is applied to each result where it
     is made, before it is sent (the sink's `pack`); `computed` is called when a unit's results
     arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
+    first = scenarios[0] if scenarios else None
+    if first is None or (first.name, first.ttl, first.provider, first.prunes) != (
+        BASELINE,
+        RECORDED,
+        RECORDED,
+        False,
+    ):
+        raise UsageError(
+            "scenarios[0] must be the baseline, mcsim.replay.scenario.baseline() (no pruning, "
+            "the cache as recorded): every 'vs baseline' figure is against it"
+        )
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     if not 0 <= fidelity_threshold <= 1:  # a fraction: 5 (meant as 5%) would label nothing
         raise UsageError(

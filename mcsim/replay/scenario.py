@@ -30,6 +30,7 @@ from mcsim.replay.providers import PROVIDERS, rules_for
 from mcsim.text import escaped, shown
 
 BASELINE = "baseline"
+BASELINE_PREFIX = "baseline:"  # the baseline under a policy file's own cache settings
 RECORDED = "recorded"  # the recording's rows in every table: no policy may take the name
 NAME_MAX_CHARS = 200
 TTLS = ("5m", "1h", "24h", "recorded")
@@ -107,7 +108,8 @@ class Scenario:
 
 
 def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenario:
-    """The no-pruning scenario, under the file's defaults."""
+    """The no-pruning scenario under `defaults`' cache settings (with no argument: the cache
+    as recorded, the baseline every "vs baseline" figure is against)."""
     base = defaults or Scenario(BASELINE, ())
     return Scenario(
         BASELINE,
@@ -118,6 +120,35 @@ def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenar
         base.main_thread_only,
         base.provider,
     )
+
+
+def is_baseline(name: str) -> bool:
+    """Whether a run's name is one of the no-pruning baselines: `baseline` (the cache as
+    recorded) or `baseline:...` (the cache a policy file's defaults set)."""
+    return name == BASELINE or name.startswith(BASELINE_PREFIX)
+
+
+def cache_settings(scenario: Scenario) -> str:
+    """The cache a scenario runs under, in words: 'cache as recorded', 'TTL 1h', 'TTL 5m on
+    openai's cache'. Every "vs baseline" figure names its baseline's with this."""
+    ttl = "TTL as recorded" if scenario.ttl == RECORDED else f"TTL {scenario.ttl}"
+    if scenario.provider != RECORDED:
+        return f"{ttl} on {scenario.provider}'s cache"
+    return "cache as recorded" if scenario.ttl == RECORDED else ttl
+
+
+def _file_baseline(base: Scenario) -> Scenario | None:
+    """The no-pruning run under the cache a policy file's defaults (or its own `baseline`
+    policy) set, when that is not the recorded one: `baseline:ttl=1h`. Shown beside the
+    baseline so what the TTL alone changes is seen apart from what pruning saves; the
+    baseline itself stays the cache as recorded, so a policy's "vs baseline" figures are the
+    same in any file, in a sweep and in a report."""
+    changed = [(k, v) for k, v in (("ttl", base.ttl), ("provider", base.provider)) if v != RECORDED]
+    if not changed:
+        return None
+    name = BASELINE_PREFIX + ",".join(f"{k}={v}" for k, v in changed)
+    return Scenario(name, base.layers, base.ttl, base.compactable_tools, base.exclude_tools,
+                    base.main_thread_only, base.provider)  # fmt: skip
 
 
 def _show(value: Any) -> str:
@@ -267,7 +298,8 @@ def parse_policies(data: Any, source: str) -> list[Scenario]:
     policies = data.get("policies")
     if not isinstance(policies, list) or not policies:
         raise PolicyFileError(f"{source}: 'policies' must be a non-empty list")
-    scenarios = [baseline(defaults)]
+    file_base = baseline(defaults)
+    scenarios: list[Scenario] = []
     names = {BASELINE}
     for i, raw in enumerate(policies):
         scenario = _policy(raw, defaults, source, f"{source}: policies[{i}]")
@@ -276,13 +308,14 @@ def parse_policies(data: Any, source: str) -> list[Scenario]:
                 raise PolicyFileError(
                     f"{source}: policy 'baseline': the name is reserved for kind none"
                 )
-            scenarios[0] = scenario
+            file_base = scenario
             continue
         if scenario.name in names:
             raise PolicyFileError(f"{source}: policy {shown(scenario.name)}: name used twice")
         names.add(scenario.name)
         scenarios.append(scenario)
-    return scenarios
+    own = _file_baseline(file_base)
+    return [baseline(), *([own] if own is not None else []), *scenarios]
 
 
 def _mapping(raw: Any, where: str, expected: str) -> dict[str, Any]:
@@ -307,8 +340,11 @@ def _known_keys(raw: dict[str, Any], allowed: tuple[str, ...], where: str, what:
 def _bad_name(name: str) -> str | None:
     """Why a policy may not have this name, or None. Names label rows of every table, columns
     of charts and lines of the report."""
-    if name == RECORDED or name.startswith("_"):
-        return f"is reserved (the recording is '{RECORDED}'; names starting with _ are mcsim's)"
+    if name == RECORDED or name.startswith(("_", BASELINE_PREFIX)):
+        return (
+            f"is reserved (the recording is '{RECORDED}'; names starting with _ or "
+            f"{BASELINE_PREFIX} are mcsim's)"
+        )
     if len(name) > NAME_MAX_CHARS:
         return f"is longer than {NAME_MAX_CHARS} characters"
     try:

@@ -36,9 +36,9 @@ _PARTIAL = ReadClass.PARTIAL
 Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
 # One call as the policies leave it, whatever the TTL: prompt, tokens cleared so far, newly
 # cleared, rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the
-# recorded fall-back read in replayed tokens, and (a rewrite) the tokens before its first
-# change.
-_Row = tuple[int, int, int, bool, bool, int, int, int]
+# recorded fall-back read in replayed tokens, (a rewrite) the tokens before its first
+# change, and the tokens cache edits keep deleted from the cached copy (`edit_reread_usd`).
+_Row = tuple[int, int, int, bool, bool, int, int, int, int]
 
 
 def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
@@ -114,6 +114,10 @@ class SimThread:
     # with its thresholds. Not part of the replay's result: two equal replays may differ here.
     figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
     unavailable_edits: int = 0  # cache edits decided on a cache that has none (not made)
+    # What the thread would cost more if the tokens cache edits deleted were still billed as
+    # cache reads on every call from the edit on: the other reading of their billing, which
+    # Anthropic does not document (the replay's own: they are billed no more).
+    edit_reread_usd: float = 0.0
 
     @property
     def calls(self) -> list[SimCall]:
@@ -255,7 +259,7 @@ class _Replay:
                 tuple(p.figures() for p in self.policies),
                 self.unavailable_edits,
             )
-            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(8)]
+            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(9)]
         return self._served(same, [self._ttls(same), *columns], self.decided)
 
     def replayed(self, decided: _Decided) -> SimThread:
@@ -267,7 +271,7 @@ class _Replay:
             same = next((i for i, row in enumerate(rows) if row[3] or row[4]), len(rows))
             if same:
                 self._resume_cache(same)
-        columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(8)]
+        columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(9)]
         self.unavailable_edits = decided.unavailable_edits
         return self._served(same, [self._ttls(same), *columns], decided)
 
@@ -280,21 +284,24 @@ class _Replay:
         """`_call`'s rows for calls [0, same), where nothing is cleared."""
         c = self.columns
         return list(zip(c.prompt_tokens[:same], repeat(0), repeat(0), repeat(False),
-                        repeat(False), repeat(0), c.partial_read[:same], repeat(0)))  # fmt: skip
+                        repeat(False), repeat(0), c.partial_read[:same], repeat(0),
+                        repeat(0)))  # fmt: skip
 
     def _served(self, same: int, rows: list[list[Any]], decided: _Decided | None) -> SimThread:
         """Calls [same, ...) as their TTLs and `_call`'s columns, served by the cache and
         priced, after the copied calls [0, same)."""
         calls = self.thread.calls
-        ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept = rows
+        ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept, edit_kept = rows
         uncached, read, w5, w1 = self.cache.serve(
             calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor, kept
         )
         cost = self.pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
+        # (none before `same`: nothing was cleared there)
+        reread = self.pricer.reads_usd(calls[same:], prompt, edit_kept) if any(edit_kept) else 0.0
         columns = [ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edited]
         if same:
             columns = [[*copied, *c] for copied, c in zip(self._copied(same), columns, strict=True)]
-        return self._thread(same, columns, decided)
+        return self._thread(same, columns, decided, reread)
 
     def _call(self, i: int, decided: Decision | None) -> _Row:
         """The story of one call as the policies tell it: what they clear before it (or had
@@ -313,7 +320,7 @@ class _Replay:
             prompt = min(self.head, recorded_prompt)
         anchor = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
         deleted = self.edit_cached if edited else 0
-        return (prompt, saved, newly, rewrote, edited, deleted, anchor, kept)
+        return (prompt, saved, newly, rewrote, edited, deleted, anchor, kept, context.edit_saved)
 
     def _as_recorded(self) -> list[list[Any]]:
         """`_call`'s rows as columns, for a thread no policy acts on."""
@@ -327,6 +334,7 @@ class _Replay:
             [False] * n,
             [0] * n,
             [c.read_anchor for c in calls],
+            [0] * n,
             [0] * n,
         ]
 
@@ -414,7 +422,9 @@ class _Replay:
         )  # fmt: skip
         return [column[:same] for column in columns]
 
-    def _thread(self, same: int, columns: list[list[Any]], decided: _Decided | None) -> SimThread:
+    def _thread(
+        self, same: int, columns: list[list[Any]], decided: _Decided | None, reread: float
+    ) -> SimThread:
         """The replayed thread, with its breaks and re-fetch hazards (`decided`: what the
         policies decided, None when none acts)."""
         thread = self.thread
@@ -456,6 +466,7 @@ class _Replay:
             tuple(b for b in drops if not b.is_break),
             decided.figures if decided else tuple(p.figures() for p in self.policies),
             self.unavailable_edits,
+            reread,
         )
 
     def _hazards(

@@ -25,11 +25,17 @@ keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least a
 on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
 `ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
 that the best is not clearly ahead of, and that clearly save where the best clearly saves
-(the lower end of their own interval above 0 when the best's is), and that no other of them
+(the lower end of their own interval above 0 when the best's is), and that no allowed variant
 beats on both net savings and re-fetch risk, the most conservative
 (furthest in the declared directions, the first --grid key first; then the lowest re-fetch
 risk) is recommended instead, and the reason says so: with keep_recent 1..8, 1 best, and 3,
 4 and 5 within noise of it, 5.
+
+So the recommendation is never dominated: no variant of the sweep has net savings at least as
+high and re-fetch risk at least as low, with one of the two strictly better (it lies on the
+Pareto front that risk_tradeoff.png draws). The best is on that front by construction (none
+saves more; of those that save as much it has the lowest risk), and a variant over the risk
+limit cannot dominate one under it. tests/test_sweep.py checks this over random grids.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,6 +73,7 @@ DEFAULT_MAX_RISK = 0.50
 MAX_VARIANTS = 1000
 DEFAULT_RESAMPLES = 1000  # bootstrap resamples over sessions for the intervals
 DEFAULT_SEED = 0
+_CHUNK_CELLS = 4_000_000  # resamples x sessions drawn at once: 32 MB of counts
 LEVEL = 95  # percent: the intervals run from the 2.5th to the 97.5th percentile
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?::(\d+))?$")
 
@@ -99,7 +106,8 @@ class Variant:
 
     @property
     def name(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.params)
+        """`keep_recent=3,ttl=5m`; a policy compared as it is (no params): its name."""
+        return ",".join(f"{k}={v}" for k, v in self.params) or self.scenario.name
 
 
 def parse_axis(spec: str) -> Axis:
@@ -315,6 +323,20 @@ class Outcome:
     # `recommend` use the same resamples for every variant.
     draws: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
     spread: Spread | None = None
+    # net_savings_pct if what cache edits deleted were still billed as cache reads (the other
+    # reading of their undocumented billing); NaN when the variant made no cache edits
+    reread_net_pct: float = math.nan
+
+    def edits_caveat(self) -> str | None:
+        """The range of its net savings over the two readings of cache edits' billing, when
+        they made any: Anthropic does not document it, so the figure rests on it."""
+        if math.isnan(self.reread_net_pct):
+            return None
+        return (
+            f"rests on cache edits, whose billing Anthropic does not document: "
+            f"{self.net_savings_pct:+.2f}% net if deleted tokens are billed no more (modelled), "
+            f"{self.reread_net_pct:+.2f}% if they are still billed as cache reads"
+        )
 
     def interval_text(self) -> str:
         """'+12.30% net (95% interval +9.80..+14.10 over 412 sessions, ...)'."""
@@ -346,6 +368,9 @@ def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
     least bad), that its own interval reaches below 0, or that a swept number sits at the end
     of its range (the best may lie beyond what was tried)."""
     out = []
+    caveat = best.edits_caveat()
+    if caveat is not None:
+        out.append(f"its savings {caveat}")
     if best.net_savings_pct <= 0:
         out.append(
             f"it saves nothing net of re-fetches ({best.net_savings_pct:+.2f}%): no pruning "
@@ -375,11 +400,22 @@ def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
 def resample_counts(sessions: int, resamples: int, seed: int) -> npt.NDArray[np.int64]:
     """How often each session is drawn in each resample (resamples x sessions): `sessions`
     indices drawn with replacement per resample, by numpy's default_rng(seed)."""
+    return np.concatenate(list(_counts_in_chunks(sessions, resamples, seed)))
+
+
+def _counts_in_chunks(sessions: int, resamples: int, seed: int) -> Iterator[npt.NDArray[np.int64]]:
+    """`resample_counts` a few resamples at a time, so a company's 100,000 sessions need tens
+    of MB rather than GB. The same draws as one call: numpy's generator hands out the same
+    stream of integers in any split of the rows (checked in tests/test_sweep.py)."""
     rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, sessions, size=(resamples, sessions))
-    counts = np.zeros((resamples, sessions), dtype=np.int64)
-    np.add.at(counts, (np.arange(resamples)[:, None], drawn), 1)
-    return counts
+    rows = max(1, min(resamples, _CHUNK_CELLS // max(sessions, 1)))
+    for start in range(0, resamples, rows):
+        n = min(rows, resamples - start)
+        drawn = rng.integers(0, sessions, size=(n, sessions))
+        counts = np.zeros((n, sessions), dtype=np.int64)
+        for i in range(n):
+            counts[i] = np.bincount(drawn[i], minlength=sessions)
+        yield counts
 
 
 def net_savings_draws(
@@ -411,20 +447,21 @@ def outcomes(
 ) -> list[Outcome]:
     """Each variant's totals, savings and (over two sessions or more) bootstrap interval."""
     base = report.baseline.cost_usd
-    names = [v.scenario.name for v in variants]
-    column = {name: i for i, name in enumerate(names)}
     spread = Spread(len(report.sessions), resamples, seed)
     draws = None
     if spread.has_interval:
-        baseline = np.zeros(spread.sessions)
-        net = np.zeros((spread.sessions, len(variants)))
-        for i, session in enumerate(report.sessions):
-            for t in session.policies:
-                if t.name == BASELINE:
-                    baseline[i] = t.cost_usd
-                elif t.name in column:
-                    net[i, column[t.name]] = t.net_cost_usd
-        draws = net_savings_draws(resample_counts(spread.sessions, resamples, seed), baseline, net)
+        # Each session's net costs follow the scenarios' order (SessionReplay.net_costs); the
+        # baseline's is its cost (it clears nothing: no re-fetches).
+        order = {s.name: i for i, s in enumerate(report.scenarios)}
+        costs = np.array([s.net_costs for s in report.sessions], dtype=np.float64)
+        baseline = costs[:, order[BASELINE]]
+        net = costs[:, [order[v.scenario.name] for v in variants]]
+        draws = np.concatenate(
+            [
+                net_savings_draws(counts, baseline, net)
+                for counts in _counts_in_chunks(spread.sessions, resamples, seed)
+            ]
+        )
     out = []
     for j, v in enumerate(variants):
         t = report.policies.get(v.scenario.name) or PolicyTotals(v.scenario.name)
@@ -432,7 +469,10 @@ def outcomes(
         net_pct = savings_pct(t.net_cost_usd, base)
         mine = None if draws is None else draws[:, j]
         low, high = (math.nan, math.nan) if mine is None else interval(mine)
-        out.append(Outcome(v, t, savings, net_pct, low, high, mine, spread))
+        reread = (
+            savings_pct(t.net_cost_usd + t.edit_reread_usd, base) if t.edit_reread_usd else math.nan
+        )
+        out.append(Outcome(v, t, savings, net_pct, low, high, mine, spread, reread))
     return out
 
 
@@ -478,19 +518,28 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
             reason += f"; the lowest is {safest.variant.name} at {safest.totals.refetch_risk:.0%}"
         return Recommendation(None, None, reason)
     top = ranked[0]
+    # Only a variant that no allowed variant beats on both net savings and risk (the front)
+    # may stand in for the best; the best itself is on it (none saves more, and of those
+    # that save as much it has the lowest risk). A variant over the limit cannot beat an
+    # allowed one on risk, so this is the front of every variant the sweep ran.
+    front = {id(o) for o in pareto_front(allowed)}
     within: list[tuple[Outcome, tuple[float, float]]] = []
     for o in ranked[1:]:
         paired = paired_interval(top, o)
         # Not one that may not save at all where the best clearly saves.
         keeps_sign = not top.low_pct > 0 or o.low_pct > 0
-        if paired is not None and paired[0] <= 0 and keeps_sign and more_conservative(o, top):
+        if (
+            id(o) in front
+            and paired is not None
+            and paired[0] <= 0
+            and keeps_sign
+            and more_conservative(o, top)
+        ):
             within.append((o, paired))
     if within:
-        # Not one another candidate beats on both net savings and risk (it would sit off the
-        # risk chart's front for no reason); of the rest, the furthest in the directions.
-        front = {id(o) for o in pareto_front([w[0] for w in within])}
+        # Of those, the furthest in the conservative directions, then the lowest risk.
         pick, (low, high) = min(
-            (w for w in within if id(w[0]) in front),
+            within,
             key=lambda w: (tuple(-x for x in _leaning(w[0])), w[0].totals.refetch_risk),
         )
         difference = top.net_savings_pct - pick.net_savings_pct
