@@ -868,7 +868,7 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     "--to",
     type=click.Choice(["interchange"]),
     required=True,
-    help="The format to write: mcsim's interchange format (README, Interchange format).",
+    help="The format to write: mcsim's interchange format (docs/interchange.md).",
 )
 @click.option(
     "--out",

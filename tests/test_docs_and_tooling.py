@@ -26,6 +26,14 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert tests in ci.splitlines()
 
 
+def _readme_tour() -> tuple[str, list[str]]:
+    """The README's tour: the command it runs and the lines it shows as printed."""
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"```console\n\$ \.venv/bin/(mcsim [^\n]+)\n(.*?)```", text, re.S)
+    assert match is not None
+    return match.group(1), match.group(2).splitlines()
+
+
 def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path / "cache"))
@@ -33,6 +41,36 @@ def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert "claude-code" in result.stdout and "fidelity" in result.stdout
+    # The tour shows what this command prints, line for line: a line cut at " …" starts the
+    # printed one, and the run directory's name (a UTC time) is the only other difference.
+    command, shown = _readme_tour()
+    assert command == "mcsim " + " ".join(args)
+    assert command in _readme_commands()[0]
+    printed = result.stdout.splitlines()
+    assert len(shown) == len(printed), result.stdout
+    for line, real in zip(shown, printed, strict=True):
+        if line.endswith(" …"):
+            assert real.startswith(line.removesuffix(" …")) and len(real) > len(line), real
+        elif line.startswith("wrote reports/"):
+            assert re.fullmatch(r"wrote reports/\d{8}-\d{6}-all/ \(.+\)", line), line
+            assert real == f"wrote {tmp_path / 'run'}/ " + line.split(" ", 2)[2]
+        else:
+            assert real == line
+
+
+def test_readme_and_docs_policy_examples_load(tmp_path: Path) -> None:
+    from mcsim.replay.scenario import load_policy_file
+
+    expected = {
+        "README.md": ["baseline", "claude-code", "api-defaults"],  # baseline: always run
+        "docs/policy-files.md": ["baseline", "claude-code", "api-defaults", "naive-keep-6"],
+    }
+    for name, policies in expected.items():
+        blocks = re.findall(r"```yaml\n(.+?)```", (REPO / name).read_text(), re.S)
+        assert len(blocks) == 1, name
+        path = tmp_path / f"{Path(name).stem}.yaml"
+        path.write_text(blocks[0])
+        assert [s.name for s in load_policy_file(path)] == policies, name
 
 
 def test_every_example_policy_file_loads() -> None:
@@ -52,7 +90,7 @@ def test_every_example_policy_file_loads() -> None:
     } <= names
 
 
-def test_readme_documents_every_parquet_column() -> None:
+def test_docs_document_every_parquet_column() -> None:
     from mcsim.outputs.inspect_tables import BREAKS_SCHEMA, CALLS_SCHEMA, SESSIONS_SCHEMA
     from mcsim.outputs.replay_tables import (
         REPLAY_BREAKS_SCHEMA,
@@ -62,7 +100,7 @@ def test_readme_documents_every_parquet_column() -> None:
     )
     from mcsim.outputs.sweep_tables import SWEEP_SCHEMA
 
-    text = re.sub(r"\s+", " ", (REPO / "README.md").read_text())
+    text = re.sub(r"\s+", " ", (REPO / "docs" / "output-schema.md").read_text())
     schemas = (
         SESSIONS_SCHEMA,
         CALLS_SCHEMA,

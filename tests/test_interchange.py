@@ -1,5 +1,5 @@
 """The interchange format: convert, load back, same sessions and figures; the schema; bad lines;
-token counts instead of text; the README's SDK example."""
+token counts instead of text; the SDK example of docs/interchange.md."""
 
 from __future__ import annotations
 
@@ -462,11 +462,11 @@ def test_convert_refuses_an_out_inside_an_input(runner: CliRunner, tmp_path: Pat
     assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["hand.jsonl"]
 
 
-# ---------------------------------------------------------------- the README's example
+# ---------------------------------------------------------------- the docs' SDK example
 
 
-def _readme_example() -> str:
-    text = (REPO / "README.md").read_text()
+def _docs_example() -> str:
+    text = (REPO / "docs" / "interchange.md").read_text()
     match = re.search(r"```python\n(import json, time, anthropic\n.*?)```", text, re.S)
     assert match is not None
     return match.group(1)
@@ -476,10 +476,10 @@ def _ns(**kw: Any) -> types.SimpleNamespace:
     return types.SimpleNamespace(**kw)
 
 
-def test_readme_sdk_example_writes_a_file_mcsim_loads(
+def test_docs_sdk_example_writes_a_file_mcsim_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code = _readme_example()
+    code = _docs_example()
     assert 18 <= len(code.splitlines()) <= 31  # about 30 lines, blank ones included
     responses = [
         _ns(

@@ -1,4 +1,4 @@
-"""The package's stages import only downwards (README, Development): a module may import its
+"""The package's stages import only downwards (docs/development.md): a module may import its
 own stage and the stages before it, never a later one. Imports inside functions count too."""
 
 from __future__ import annotations

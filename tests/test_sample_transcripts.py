@@ -1,5 +1,5 @@
-"""The bundled samples: reproducible from their generator, covering what the README claims,
-and with recorded usage a real cache would produce."""
+"""The bundled samples: reproducible from their generator, covering what
+docs/sample-transcripts.md claims, and with recorded usage a real cache would produce."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`mcsim convert`: write sessions of any supported format as interchange files.
 
 One file per session, `DIR/<project>/<session_id>.jsonl`, in the format the interchange
-loader reads (mcsim.ingest.loaders.interchange; README, "Interchange format"), and a
+loader reads (mcsim.ingest.loaders.interchange; docs/interchange.md), and a
 `run.json` that records the inputs. Everything the model holds is written, so loading the
 files back gives the same sessions (only where each call was read from differs). The folder
 is written under a temporary name and renamed into place, as run directories are, or, for an

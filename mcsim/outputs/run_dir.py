@@ -80,7 +80,7 @@ def run_header(paths: Sequence[str], stats: LoadStats) -> dict[str, Any]:
     }
 
 
-# Decimals a JSON number keeps, by the unit its key names (README, "Output schema"): dollars
+# Decimals a JSON number keeps, by the unit its key names (docs/output-schema.md): dollars
 # to 6 (cents to 4: a Haiku call's output costs from $0.000005), percent to 4 (the precision of
 # a fraction to 6), seconds to the millisecond, token means to 1; every other float is a
 # fraction (ratios, risks, errors) to 6.

@@ -1,7 +1,7 @@
 """Parquet table plumbing shared by every command's tables.
 
-Every table has a `schema_version` column; the schemas are documented in the README and
-checked by tests, so downstream notebooks can rely on them. Polars is imported here only,
+Every table has a `schema_version` column; the schemas are documented in docs/output-schema.md
+and checked by tests, so downstream notebooks can rely on them. Polars is imported here only,
 so commands that write no tables never pay for it.
 """
 

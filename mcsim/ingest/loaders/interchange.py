@@ -1,6 +1,6 @@
 """mcsim's interchange format: one JSONL file per session that any harness can write.
 
-README.md ("Interchange format") documents it for harness authors, and
+docs/interchange.md documents it for harness authors, and
 `interchange.schema.json` next to this module is its JSON Schema (draft 2020-12); this
 loader checks the same rules by hand (no schema library at run time). Version 1:
 
