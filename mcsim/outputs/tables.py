@@ -21,7 +21,11 @@ from typing import Any
 # 4 (2026-12-01): replay's calls, sessions and breaks tables are Parquet datasets partitioned
 # by policy (`calls.parquet/policy_index=0/part-0.parquet`), each policy's rows in the order
 # the single file had them.
-SCHEMA_VERSION = 4
+# 5 (2026-12-03): the baseline is always no pruning under the cache as recorded (a file whose
+# defaults set another TTL adds `baseline:ttl=1h`); summary.parquet gained cache, baseline,
+# saved_usd, net_saved_usd, the net savings interval, net_savings_if_edits_reread_pct and
+# verdict; sweep.parquet net_saved_usd and baseline.
+SCHEMA_VERSION = 5
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,
 # then the baseline and the policy file's order), not its name. A name may hold characters a

@@ -333,7 +333,7 @@ class Outcome:
         if math.isnan(self.reread_net_pct):
             return None
         return (
-            f"rests on cache edits, whose billing Anthropic does not document: "
+            f"cache edits, whose billing Anthropic does not document: "
             f"{self.net_savings_pct:+.2f}% net if deleted tokens are billed no more (modelled), "
             f"{self.reread_net_pct:+.2f}% if they are still billed as cache reads"
         )
@@ -370,7 +370,7 @@ def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
     out = []
     caveat = best.edits_caveat()
     if caveat is not None:
-        out.append(f"its savings {caveat}")
+        out.append(f"its savings rest on {caveat}")
     if best.net_savings_pct <= 0:
         out.append(
             f"it saves nothing net of re-fetches ({best.net_savings_pct:+.2f}%): no pruning "

@@ -149,5 +149,5 @@ def _line(
         parts.append(f"not weighed, re-fetch risk over {max_risk:.0%}: {', '.join(over)}")
     caveat = best.edits_caveat()
     if caveat is not None:
-        parts.append(caveat)
+        parts.append(f"rests on {caveat}")
     return "; ".join(parts)
