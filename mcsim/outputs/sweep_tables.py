@@ -368,7 +368,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         "cleared",
         "re-fetch risk",
         "breaks",
-        "",
+        "pick",
     ]
     marks = {
         o.variant.name: mark
