@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "corpus" / "claude" / "projects"
 SAMPLES = REPO / "sample_transcripts"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+REPORTS = REPO / "reports"  # the default --out's parent, run from the repository
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +47,21 @@ def _own_cache_folder(
     """Each test's runs cache in a folder of their own, never in the user's cache folder
     (`inspect` and `replay` cache by default): a test sees only the entries it made."""
     monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_into_the_clone() -> Iterator[None]:
+    """Fail a test that leaves a new entry in the clone's reports/ folder (a command run with
+    the default --out from the repository): tests write under tmp_path, never into the
+    repository."""
+    before = _entries(REPORTS)
+    yield
+    new = sorted(p.name for p in _entries(REPORTS) - before)
+    assert not new, f"the test wrote into {REPORTS}: {', '.join(new)}"
+
+
+def _entries(folder: Path) -> set[Path]:
+    return set(folder.iterdir()) if folder.is_dir() else set()
 
 
 def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:

@@ -210,6 +210,43 @@ def test_dates_filter_skipped_line_examples(runner: CliRunner, tmp_path: Path) -
     assert doc["skipped"]["total"] == 3  # the counts still cover every line read
 
 
+def test_no_colon_when_every_skipped_example_is_outside_the_dates(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    early = write(
+        tmp_path / "p" / "early.jsonl",
+        [
+            user("u1", None, 0, session="early"),
+            assistant("a1", "u1", 1, "m1", session="early"),
+            assistant("a2", "a1", 2, "m2", session="early", model="<synthetic>"),
+        ],
+    )
+    late = 59 * DAY
+    write(
+        tmp_path / "p" / "late.jsonl",
+        [
+            user("u2", None, late, session="late"),
+            assistant("a3", "u2", late + 1, "m3", session="late"),
+        ],
+    )
+    os.utime(early, None)  # written recently, so --since reads it
+    result = runner.invoke(cli, ["inspect", str(tmp_path), "--since", "2026-02-01"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "skipped 1 line (synthetic 1)" in lines
+    assert (
+        "note: 1 session starting outside --since/--until was left out (and 1 example of "
+        "skipped lines in their files)"
+    ) in lines
+    assert not any(line.endswith(":") for line in lines)
+    result = runner.invoke(cli, ["inspect", str(tmp_path)])  # the example shown, after a colon
+    lines = result.output.splitlines()
+    i = lines.index("skipped 1 line (synthetic 1):")
+    assert lines[i + 1] == (
+        f"  {tmp_path / 'p' / 'early.jsonl'}:3: synthetic: not an API call (error or interrupt)"
+    )
+
+
 def test_corpus_days_add_up_to_sessions_and_reference(
     runner: CliRunner, corpus: Path, corpus_reference: dict[str, Any]
 ) -> None:

@@ -314,8 +314,9 @@ def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path
     assert [(b["call_index"], b["cause"], b["expected"]) for b in doc["breaks"]] == [
         (4, "policy_clearing", True)
     ]
+    policy = ["--policy", str(_policies(tmp_path))]
     replay = CliRunner().invoke(
-        cli, ["replay", str(path), "--policy", str(_policies(tmp_path)), "--json"]
+        cli, ["replay", str(path), *policy, "--json", "--out", str(tmp_path / "run")]
     )
     assert replay.exit_code == 0, replay.output
     out = json.loads(replay.stdout)
@@ -324,7 +325,9 @@ def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path
     base = out["policies"][0]
     assert (base["name"], base["cache_breaks"], base["cache_edit_drops"]) == ("baseline", 1, 1)
     assert out["fidelity"]["overall_error"] == 0
-    text_out = CliRunner().invoke(cli, ["replay", str(path), "--policy", str(_policies(tmp_path))])
+    text_out = CliRunner().invoke(
+        cli, ["replay", str(path), *policy, "--out", str(tmp_path / "r2")]
+    )
     assert (
         "note: the recording already pruned 2 times (1 cache deletion, 1 microcompact boundary)"
         in text_out.stdout

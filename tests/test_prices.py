@@ -320,6 +320,107 @@ def test_bad_rates_and_multipliers_are_refused_in_one_line(
     )
 
 
+PLAIN_SONNET = {k: v for k, v in SONNET_ROW.items() if k not in ("multipliers", "long_context")}
+TABLE = {
+    "format": "mcsim-prices/1",
+    "version": "v",
+    "as_of": "2026-09-01",
+    "models": [PLAIN_SONNET],
+}
+
+
+def _without(table: dict, key: str) -> dict:
+    return {k: v for k, v in table.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (_without(TABLE, "as_of"), "key 'as_of' is missing: it must be a string"),
+        (_without(TABLE, "version"), "key 'version' is missing: it must be a string"),
+        (_without(TABLE, "models"), "key 'models' is missing: it must be a list"),
+        ({**TABLE, "as_of": 20260901}, "key 'as_of' must be a string, not 20260901"),
+        ({**TABLE, "version": None}, "key 'version' must be a string, not null"),
+        ({**TABLE, "models": {}}, "key 'models' must be a list, not a mapping"),
+        ({**TABLE, "models": [5]}, "key 'models[0]' must be an object, not 5"),
+        (  # without `format`, what else is wrong is said first ...
+            _without({**TABLE, "models": [{**PLAIN_SONNET, "input": -5}]}, "format"),
+            f"key 'models[0].input' of model 'sonnet' {RATE}, not -5",
+        ),
+        (  # ... and then that it is missing (it was read as LiteLLM's file, finding nothing)
+            _without(TABLE, "format"),
+            "key 'format' is missing: it must be 'mcsim-prices/1'",
+        ),
+        (
+            {**TABLE, "format": "mcsim-prices/2"},
+            "key 'format' must be 'mcsim-prices/1', not 'mcsim-prices/2'",
+        ),
+        (
+            {**TABLE, "models": [_without(PLAIN_SONNET, "family")]},
+            "key 'models[0].family' is missing: it must be a string",
+        ),
+        (
+            {**TABLE, "models": [{**PLAIN_SONNET, "family": "gemini"}]},
+            "key 'models[0].family' must be one of opus, sonnet, haiku, not 'gemini'",
+        ),
+        (
+            {**TABLE, "models": [_without(PLAIN_SONNET, "versions")]},
+            "key 'models[0].versions' is missing: it must be a list",
+        ),
+        (
+            {**TABLE, "models": [{**PLAIN_SONNET, "versions": "4.5"}]},
+            "key 'models[0].versions' must be a list, not '4.5'",
+        ),
+        (
+            {**TABLE, "models": [_without(PLAIN_SONNET, "output")]},
+            "key 'models[0].output' of model 'sonnet' is missing: it must be a number from 0 to "
+            "10,000 (USD per million tokens)",
+        ),
+        (
+            {**TABLE, "models": [{**PLAIN_SONNET, "multipliers": []}]},
+            "key 'models[0].multipliers' must be an object, not a list",
+        ),
+        (
+            {**TABLE, "models": [{**PLAIN_SONNET, "multipliers": {"speed": 2}}]},
+            "key 'models[0].multipliers.speed' must be an object, not 2",
+        ),
+        (
+            {**TABLE, "models": [{**PLAIN_SONNET, "long_context": {}}]},
+            "key 'models[0].long_context' must be a list, not a mapping",
+        ),
+        (  # a rule that is not an object was passed over
+            {**TABLE, "models": [{**PLAIN_SONNET, "long_context": [5]}]},
+            "key 'models[0].long_context[0]' must be an object, not 5",
+        ),
+        (
+            {**TABLE, "models": [{**SONNET_ROW, "long_context": [{**PLAIN_SONNET}]}]},
+            "key 'models[0].long_context[0].above_tokens' of model 'sonnet' is missing: it must "
+            "be a positive integer (the prompt tokens above which the rule applies)",
+        ),
+        (  # a string's characters were taken for versions: "4.5" held "4"
+            {
+                **TABLE,
+                "models": [
+                    {
+                        **PLAIN_SONNET,
+                        "long_context": [{**SONNET_ROW["long_context"][0], "versions": "4.5"}],
+                    }
+                ],
+            },
+            "key 'models[0].long_context[0].versions' must be a list, not '4.5'",
+        ),
+    ],
+)
+def test_missing_keys_and_wrong_types_are_told_apart(
+    tmp_path: Path, table: dict, message: str
+) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    with pytest.raises(PriceTableError) as err:
+        load_table(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
 LITELLM_SONNET = {
     "litellm_provider": "anthropic",
     "input_cost_per_token": 2e-6,
@@ -392,7 +493,7 @@ PER_TOKEN = "must be a number from 0 to 0.01 (USD per token)"
         ),
         (
             {"claude-haiku-4-5": {"input_cost_per_token": 1e-6}},
-            f"key 'output_cost_per_token' of model 'claude-haiku-4-5' {PER_TOKEN}, not null",
+            f"key 'output_cost_per_token' of model 'claude-haiku-4-5' is missing: it {PER_TOKEN}",
         ),
         (  # a reseller's row is read too, even beside the anthropic row that wins
             {

@@ -257,11 +257,11 @@ PER_TOKEN = "must be a number from 0 to 0.01 (USD per token)"
         ),
         (
             {**GPT5_ROW, "provider": "mistral"},
-            "key 'models[0].provider' must be anthropic or openai",
+            "key 'models[0].provider' must be anthropic or openai, not 'mistral'",
         ),
         ({**GPT5_ROW, "models": []}, "key 'models[0].models' must list model names like 'gpt-5'"),
         ({**GPT5_ROW, "models": [5]}, "key 'models[0].models' must list model names like 'gpt-5'"),
-        ({**GPT5_ROW, "models": "gpt-5"}, "key 'models[0].models' must be a list"),
+        ({**GPT5_ROW, "models": "gpt-5"}, "key 'models[0].models' must be a list, not 'gpt-5'"),
         (  # a negative threshold would price every call at the long-context rates
             {**GPT5_ROW, "long_context": [{**GPT5_ROW, "above_tokens": -5}]},
             "key 'models[0].long_context[0].above_tokens' of model 'gpt-5' must be a positive "
@@ -305,7 +305,7 @@ def test_bad_openai_rows_are_refused_in_one_line(tmp_path: Path, row: dict, mess
     [
         (
             {**OPENAI_CHAT, "input_cost_per_token": 1.25e-6},
-            f"key 'output_cost_per_token' of model 'gpt-5' {PER_TOKEN}, not null",
+            f"key 'output_cost_per_token' of model 'gpt-5' is missing: it {PER_TOKEN}",
         ),
         (
             {

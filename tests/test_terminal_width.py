@@ -15,6 +15,8 @@ from mcsim.text import fit_lines
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "corpus" / "claude" / "projects"
+SAMPLES = REPO / "sample_transcripts"
+CLAUDE_CODE = REPO / "policies" / "claude-code.yaml"
 
 
 def run(monkeypatch: pytest.MonkeyPatch, columns: int | None, *args: str) -> str:
@@ -94,3 +96,40 @@ def test_blocks_are_balanced_and_names_are_shown_not_obeyed(
     monkeypatch.setattr(terminal, "terminal_width", lambda: None)
     piped = terminal.table(headers, rows, right=set(range(1, 11)))
     assert len(piped) == 4 and len(piped[2]) == 110 and set(piped[1]) == {"-", " "}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", str(SAMPLES)],
+        ["inspect", str(SAMPLES), "--by", "model"],
+        ["replay", str(SAMPLES), "--policy", str(CLAUDE_CODE), "--no-cache"],
+        [
+            "sweep",
+            str(SAMPLES),
+            "--policy",
+            str(CLAUDE_CODE),
+            "--name",
+            "cache-edits-only",
+            "--grid",
+            "keep_recent=1,3",
+            "--no-cache",
+        ],
+    ],
+    ids=["inspect", "inspect-by-model", "replay", "sweep"],
+)
+def test_every_piped_column_has_a_header(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str]
+) -> None:
+    """Under each run of dashes of the rule, the header line holds a name: no column is only
+    dashes (the sweep's column of marks, "<- recommended", had none)."""
+    out = args if args[0] == "inspect" else [*args, "--out", str(tmp_path / "run")]
+    lines = run(monkeypatch, None, *out).splitlines()
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"-", " "})
+    header = lines[rule - 1]
+    dashes = [m.span() for m in re.finditer(r"-+", lines[rule])]
+    assert len(dashes) >= 8
+    assert [(a, b) for a, b in dashes if not header[a:b].strip()] == []  # dashes under no name
+    if args[0] == "sweep":
+        assert header.split()[-1] == "pick"
+        assert any(line.endswith("  <- recommended") for line in lines[rule + 1 :])

@@ -1,9 +1,10 @@
 """Pseudonyms for a report that will be shared: user names and working folders replaced.
 
-A home folder (`/home/NAME`, `/Users/NAME`, `C:\\Users\\NAME`), the user name inside a Claude
-Code project folder name (`-Users-alice-src-app`, `C--Users-alice-src`) and every `cwd` value
-are replaced by stable pseudonyms: the same name always becomes the same `userN` (numbered by
-first appearance) within one report, and the same folder the same `cwdN`.
+A home folder (`/home/NAME`, `/Users/NAME`, `C:\\Users\\NAME`, also further in a path), the user
+name inside a Claude Code project folder name (`-Users-alice-src-app`, `C--Users-alice-src`,
+`-mnt-c-Users-alice-src`) and every `cwd` value are replaced by stable pseudonyms: the same
+name always becomes the same `userN` (numbered by first appearance) within one report, and the
+same folder the same `cwdN`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_HOME = re.compile(r"(/home/|/Users/|[A-Za-z]:[\\/]Users[\\/])([^/\\\s'\"]+)")
-# A project folder is its path with every character but letters and digits as `-`.
-_PROJECT = re.compile(r"(?<![\w-])((?:[A-Za-z]-)?-(?:home|Users)-)([A-Za-z0-9][^\s/\\'\"]*)")
+# A home folder anywhere in a path (WSL sees C:\Users\NAME as /mnt/c/Users/NAME). A Windows
+# user name may hold spaces ("John Smith"): taken whole when a separator follows it.
+_HOME = re.compile(
+    r"(/home/|/Users/|[A-Za-z]:[\\/]Users[\\/])"
+    r"((?<=:.Users.)[^\s/\\:*?\"'<>|]+(?: [^\s/\\:*?\"'<>|]+)+(?=[\\/])|[^/\\\s'\"]+)"
+)
+# A project folder is its path with every character but letters and digits as `-`: the home
+# part may follow other parts of the path (-mnt-c-Users-NAME-src, -data-home-NAME-x).
+_PROJECT = re.compile(
+    r"(?<![\w-])((?:[A-Za-z]-)?-(?:[A-Za-z0-9]*-)*?(?:home|Users)-)([A-Za-z0-9][^\s/\\'\"]*)"
+)
 _PSEUDONYM = re.compile(r"user\d+")
 
 

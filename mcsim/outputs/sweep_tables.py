@@ -380,7 +380,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         "cleared",
         "re-fetch risk",
         "breaks",
-        "",
+        "pick",
     ]
     marks = {
         o.variant.name: mark

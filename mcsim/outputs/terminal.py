@@ -430,7 +430,9 @@ def load_notes(stats: LoadStats) -> list[str]:
             text += f"; repaired {sum(skips.repaired.values())} ({repaired})"
         if noted:
             text += f"; noted {sum(skips.notes.values())} ({noted})"
-        out.append(text + ":")
+        # The colon announces examples: none follow when every one was in a session outside
+        # --since/--until (the note on those sessions says how many were left out).
+        out.append(text + (":" if skips.examples else ""))
         for e in skips.examples[:TERMINAL_EXAMPLES]:
             detail = f": {printable(e.detail, limit=TEXT_LIMIT)}" if e.detail else ""
             out.append(f"  {printable(e.file, limit=TEXT_LIMIT)}:{e.line}: {e.reason}{detail}")

@@ -59,6 +59,17 @@ _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 # gpt-5's rates); mini, nano, pro, max and the like name other models, with other prices.
 _SAME_PRICE_WORDS = frozenset({"codex", "latest", "chat", "preview"})
 _OPENAI_SHAPE = re.compile(r"^(?:gpt-|o\d|codex-)")
+# A file with any of these keys is meant as an mcsim table (LiteLLM's keys are model ids):
+# one without `format` is told so, and what else is wrong, not that it holds no LiteLLM rows.
+_MCSIM_KEYS = frozenset({"format", "version", "as_of", "models"})
+_KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+
+
+class _Missing:
+    """The value of a key a file does not have (a null is a value, and is shown as one)."""
+
+
+MISSING: Any = _Missing()
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +315,7 @@ def load_table(path: Path | None) -> PriceTable:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise PriceTableError(f"{path}: not valid JSON ({exc})") from None
-    if isinstance(data, dict) and data.get("format") == FORMAT:
+    if isinstance(data, dict) and not _MCSIM_KEYS.isdisjoint(data):
         override = parse_table(data, str(path))
     else:
         from mcsim.accounting.prices.litellm import import_litellm
@@ -317,8 +328,10 @@ def parse_table(data: Any, source: str) -> PriceTable:
     """Validate and read a table in mcsim's format; errors name the file and the key."""
     if not isinstance(data, dict):
         raise PriceTableError(f"{source}: a price table is a JSON object")
-    if data.get("format") != FORMAT:
-        raise PriceTableError(f"{source}: key 'format' must be {FORMAT!r}")
+    if "format" in data and data["format"] != FORMAT:
+        raise PriceTableError(
+            f"{source}: key 'format' must be {FORMAT!r}, not {shown(data['format'])}"
+        )
     version = _req(data, "version", str, source)
     as_of = _req(data, "as_of", str, source)
     rows = _req(data, "models", list, source)
@@ -326,23 +339,15 @@ def parse_table(data: Any, source: str) -> PriceTable:
     for i, row in enumerate(rows):
         where = f"models[{i}]"
         if not isinstance(row, dict):
-            raise PriceTableError(f"{source}: {where} must be an object")
+            raise PriceTableError(f"{source}: key '{where}' must be an object, not {shown(row)}")
         family, versions, label = _row_models(row, source, where)
         rates = _rates(row, label, source, where)
-        mult = row.get("multipliers") or {}
-        if not isinstance(mult, dict):
-            raise PriceTableError(f"{source}: {where}.multipliers must be an object")
-        rules = row.get("long_context") or []
-        if not isinstance(rules, list):
-            raise PriceTableError(f"{source}: {where}.long_context must be a list")
+        mult = _opt(row, "multipliers", dict, source, where) or {}
+        rules = _opt(row, "long_context", list, source, where) or []
         # Checked once per row, whichever versions they apply to.
         checked_rules = [
-            (
-                rule.get("versions") or rule.get("models") or versions,
-                _long_context(rule, label, source, f"{where}.long_context[{j}]"),
-            )
+            _long_context(rule, label, versions, source, f"{where}.long_context[{j}]")
             for j, rule in enumerate(rules)
-            if isinstance(rule, dict)
         ]
         factor_family = "" if family == OPENAI else family
         speed = _factors(mult.get("speed"), factor_family, source, f"{where}.multipliers.speed")
@@ -358,6 +363,8 @@ def parse_table(data: Any, source: str) -> PriceTable:
                 {label: f[model_version] for label, f in speed.items() if model_version in f},
                 {label: f[model_version] for label, f in geo.items() if model_version in f},
             )
+    if "format" not in data:  # said last: what else is wrong matters more
+        raise PriceTableError(f"{source}: key 'format' is missing: it must be {FORMAT!r}")
     return PriceTable(version, as_of, models)
 
 
@@ -366,7 +373,9 @@ def _row_models(row: dict[str, Any], source: str, where: str) -> tuple[str, list
     the model label its errors give."""
     provider = row.get("provider", ANTHROPIC)
     if provider not in _PROVIDERS:
-        raise PriceTableError(f"{source}: key '{where}.provider' must be anthropic or openai")
+        raise PriceTableError(
+            f"{source}: key '{where}.provider' must be anthropic or openai, not {shown(provider)}"
+        )
     if provider == OPENAI:
         names = _req(row, "models", list, source, where)
         if not names or not all(isinstance(n, str) and openai_name(n) for n in names):
@@ -388,19 +397,30 @@ def _row_models(row: dict[str, Any], source: str, where: str) -> tuple[str, list
         )
     family = _req(row, "family", str, source, where)
     if family not in _TIERS:
-        raise PriceTableError(f"{source}: {where}.family must be one of opus, sonnet, haiku")
+        raise PriceTableError(
+            f"{source}: key '{where}.family' must be one of opus, sonnet, haiku, "
+            f"not {shown(family)}"
+        )
     versions = _req(row, "versions", list, source, where)
     if not all(isinstance(v, str) for v in versions):
-        raise PriceTableError(f"{source}: {where}.versions must be strings like '4.5'")
+        raise PriceTableError(f"{source}: key '{where}.versions' must list strings like '4.5'")
     return family, versions, family
 
 
 def _req(obj: dict[str, Any], key: str, kind: type, source: str, where: str = "") -> Any:
-    value = obj.get(key)
+    """`obj[key]`, which must be of `kind`: the error says whether it is missing or what it is."""
+    name = f"{where}.{key}" if where else key
+    if key not in obj:
+        raise PriceTableError(f"{source}: key '{name}' is missing: it must be {_KINDS[kind]}")
+    value = obj[key]
     if not isinstance(value, kind):
-        name = f"{where}.{key}" if where else key
-        raise PriceTableError(f"{source}: key '{name}' must be a {kind.__name__}")
+        raise PriceTableError(f"{source}: key '{name}' must be {_KINDS[kind]}, not {shown(value)}")
     return value
+
+
+def _opt(obj: dict[str, Any], key: str, kind: type, source: str, where: str) -> Any:
+    """`obj[key]` if the key is there and not null (else None), which must be of `kind`."""
+    return None if obj.get(key) is None else _req(obj, key, kind, source, where)
 
 
 def is_rate(value: object, per_tokens: float = 1e6) -> TypeGuard[float]:
@@ -412,17 +432,19 @@ def is_rate(value: object, per_tokens: float = 1e6) -> TypeGuard[float]:
 
 
 def value_error(source: str, key: str, model: str, value: Any, allowed: str) -> PriceTableError:
-    """The one-line error for a price or multiplier mcsim refuses: file, key, model, value."""
-    return PriceTableError(  # a model id whole: LiteLLM's Bedrock ones run to 63 characters
-        f"{source}: key '{key}' of model '{escaped(model, 80)}' must be {allowed}, "
-        f"not {shown(value)}"
-    )
+    """The one-line error for a price or multiplier mcsim refuses: file, key, model, value
+    (`MISSING`: the key is not there)."""
+    # A model id whole: LiteLLM's Bedrock ones run to 63 characters.
+    named = f"{source}: key '{key}' of model '{escaped(model, 80)}'"
+    if value is MISSING:
+        return PriceTableError(f"{named} is missing: it must be {allowed}")
+    return PriceTableError(f"{named} must be {allowed}, not {shown(value)}")
 
 
 def _rates(obj: dict[str, Any], family: str, source: str, where: str) -> Rates:
     values = []
     for key in _RATE_KEYS:
-        value = obj.get(key)
+        value = obj.get(key, MISSING)
         if not is_rate(value):
             allowed = f"a number from 0 to {MAX_RATE:,g} (USD per million tokens)"
             raise value_error(source, f"{where}.{key}", family, value, allowed)
@@ -430,12 +452,19 @@ def _rates(obj: dict[str, Any], family: str, source: str, where: str) -> Rates:
     return Rates(*values)
 
 
-def _long_context(rule: dict[str, Any], family: str, source: str, where: str) -> LongContextRule:
-    above = rule.get("above_tokens")
+def _long_context(
+    rule: Any, family: str, versions: list[str], source: str, where: str
+) -> tuple[list[str], LongContextRule]:
+    """A row's long-context rule and the versions (or model names) it applies to: those it
+    lists, else all the row's `versions`."""
+    if not isinstance(rule, dict):
+        raise PriceTableError(f"{source}: key '{where}' must be an object, not {shown(rule)}")
+    above = rule.get("above_tokens", MISSING)
     if isinstance(above, bool) or not isinstance(above, int) or above < 1:
         allowed = "a positive integer (the prompt tokens above which the rule applies)"
         raise value_error(source, f"{where}.above_tokens", family, above, allowed)
-    return LongContextRule(
+    own = _opt(rule, "versions", list, source, where) or _opt(rule, "models", list, source, where)
+    return own or versions, LongContextRule(
         _rates(rule, family, source, where),
         above,
         _date(rule.get("from"), source, f"{where}.from"),
@@ -457,11 +486,14 @@ def _factors(value: Any, family: str, source: str, where: str) -> dict[str, dict
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise PriceTableError(f"{source}: key '{where}' must be an object")
+        raise PriceTableError(f"{source}: key '{where}' must be an object, not {shown(value)}")
     out = {}
     for label, per_version in value.items():
         if not isinstance(per_version, dict):
-            raise PriceTableError(f"{source}: key '{where}.{label}' must map versions to factors")
+            raise PriceTableError(
+                f"{source}: key '{where}.{label}' must map versions to factors, "
+                f"not {shown(per_version)}"
+            )
         for version, factor in per_version.items():
             number = isinstance(factor, int | float) and not isinstance(factor, bool)
             if not (number and 0 < factor <= MAX_MULTIPLIER):  # also refuses NaN, infinities

@@ -26,6 +26,7 @@ from typing import Any
 
 from mcsim.accounting.prices import (
     MAX_RATE,
+    MISSING,
     OPENAI,
     LongContextRule,
     ModelPrice,
@@ -101,8 +102,8 @@ def _rates(
     openai: bool,
 ) -> Rates:
     def get(key: str, default: float | None) -> float:
-        value = row.get(key + suffix)
-        if value is None and default is not None:
+        value = row.get(key + suffix, MISSING)
+        if (value is None or value is MISSING) and default is not None:
             return default
         if not is_rate(value, per_tokens=1):  # a missing input or output price included
             raise value_error(source, key + suffix, model_id, value, _ALLOWED)
