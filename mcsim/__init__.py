@@ -6,6 +6,10 @@ The library does everything the CLI does:
     >>> report = inspect_usage(["~/.claude/projects"], default_table())
     >>> report.cost_usd, report.tokens.cache_hit_ratio
 
+    >>> from mcsim import ReplayConfig, replay_run   # what `mcsim replay` does, to a folder
+    >>> run = replay_run(ReplayConfig(paths=("~/.claude/projects",), policy="claude-code"))
+    >>> run.out_dir, run.report.baseline.cost_usd
+
 The pipeline's stages are packages, each importing only those before it: `ingest` (find
 and load transcripts), `accounting` (prices, recorded usage, cache breaks), `replay` (token
 calibration, policies, the prompt-cache model, simulation, sweeps) and `outputs` (tables,
@@ -24,14 +28,20 @@ from mcsim.errors import McsimError
 from mcsim.ingest.pipeline import iter_sessions, load_sessions
 from mcsim.model import Call, Item, ItemKind, Session, Thread, Usage
 
+_LAZY = {  # imported on first use: `import mcsim` stays light for the loading workers
+    "run_replay": "mcsim.replay.run",  # the replay, in memory (also mcsim.replay.run_replay)
+    "ReplayConfig": "mcsim.outputs.runs",  # `mcsim replay`: a replay written to a run folder
+    "replay_run": "mcsim.outputs.runs",
+    "SweepConfig": "mcsim.outputs.runs",  # `mcsim sweep`
+    "sweep_run": "mcsim.outputs.runs",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """`mcsim.run_replay` (the replay's entry point, also `mcsim.replay.run_replay`),
-    imported on first use: `import mcsim` stays light for the loading workers."""
-    if name == "run_replay":
-        from mcsim.replay.run import run_replay
+    if name in _LAZY:
+        import importlib
 
-        return run_replay
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 
 
@@ -42,7 +52,9 @@ __all__ = [
     "ItemKind",
     "McsimError",
     "PriceTable",
+    "ReplayConfig",
     "Session",
+    "SweepConfig",
     "Thread",
     "Usage",
     "__version__",
@@ -52,5 +64,7 @@ __all__ = [
     "iter_sessions",
     "load_sessions",
     "load_table",
+    "replay_run",
     "run_replay",
+    "sweep_run",
 ]

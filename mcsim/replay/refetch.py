@@ -18,6 +18,11 @@ from typing import Any
 
 import orjson
 
+# The highest re-fetch risk a recommendation (sweep.recommend) or the replay's verdict may
+# have: at most half of what a policy clears may be needed again. Re-fetches are priced into
+# the net savings already, so the limit guards what they do not price (latency, lost context).
+DEFAULT_MAX_RISK = 0.50
+
 _FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "NotebookRead"})
 
 

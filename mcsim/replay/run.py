@@ -198,20 +198,20 @@ def replay_session(
     stamps = [c.timestamp_s for c in calls]
     recorded, recorded_threads = _recorded(session, prices)
     out = SessionReplay(
-        session.session_id,
-        session.project,
-        min(stamps),
-        max(stamps),
-        len(calls),
-        recorded,
-        [],
-        0,
-        0,
-        sum(c.fallback for c in calls),
-        tuple(sorted({c.model for c in calls})),
-        Counter(c.pruned for c in calls if c.pruned is not None),
-        Counter(c.provider for c in calls),
-        Counter(c.ttl for c in calls),
+        session_id=session.session_id,
+        project=session.project,
+        start_s=min(stamps),
+        end_s=max(stamps),
+        calls=len(calls),
+        recorded=recorded,
+        policies=[],
+        fidelity_error_tokens=0,
+        fidelity_weight_tokens=0,
+        calibration_fallbacks=sum(c.fallback for c in calls),
+        models=tuple(sorted({c.model for c in calls})),
+        recorded_prunes=Counter(c.pruned for c in calls if c.pruned is not None),
+        providers=Counter(c.provider for c in calls),
+        ttls=Counter(c.ttl for c in calls),
     )
     if keep_rows:
         out.call_rows = SessionRows(
