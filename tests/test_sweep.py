@@ -800,3 +800,15 @@ def test_resamples_drawn_in_chunks_are_the_draws_of_one_call(
             assert (
                 resample_counts(sessions, resamples, 3) == at_once(sessions, resamples, 3)
             ).all()
+
+
+def test_savings_curve_draws_an_estimate_just_outside_its_collapsed_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every session saving alike collapses the interval onto the estimate, and the last bits
+    of two sums can put the estimate outside it: matplotlib refused the negative error bar
+    ("'yerr' must not contain negative values") and the sweep ended in a traceback."""
+    results = [_keep(k, 5.0, [5.0] * 4, 1, 5.0 + 1e-14, 5.0 + 2e-14) for k in (1, 2, 3)]
+    results.append(_keep(4, 5.0, [5.0] * 4, 1, 5.0 - 2e-14, 5.0 - 1e-14))
+    ax = _drawn(monkeypatch, savings_curve, results, recommend(results, max_risk=0.5))
+    assert ax.get_lines()  # drawn

@@ -193,10 +193,13 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         ax.errorbar(
             [x + shift for x in xs],
             net,
-            # The 95% bootstrap interval over sessions, when there is one.
+            # The 95% bootstrap interval over sessions, when there is one. A percentile
+            # interval need not hold the estimate (a ratio of sums over every session): when
+            # every session saves alike it collapses onto it, and the last bits of two sums
+            # put it outside; matplotlib refuses a negative bar, so that side is drawn empty.
             yerr=[
-                [n - o.low_pct for n, o in zip(net, members, strict=True)],
-                [o.high_pct - n for n, o in zip(net, members, strict=True)],
+                [max(n - o.low_pct, 0.0) for n, o in zip(net, members, strict=True)],
+                [max(o.high_pct - n, 0.0) for n, o in zip(net, members, strict=True)],
             ]
             if spread
             else None,
