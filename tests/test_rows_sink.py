@@ -1,5 +1,6 @@
-"""The replay's rows written as the sessions arrive (issue 13): the same tables and charts as
-from rows held in memory, and no session keeps its rows once they are written."""
+"""The replay's rows written as the sessions arrive, so memory does not grow with the corpus
+(docs/design.md#performance): the same tables and charts as from rows held in memory, and no
+session keeps its rows once they are written."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def add_calls(data: ChartData, rows: RowsTable) -> None:
 class CallLines:
     """The per-call part of `ChartData` (lines, session boundaries, coinciding lines, breaks),
     built from batches of whole sessions given in start order: a `RowsSink` hands over each
-    batch it writes, so the driver never holds every call's row (issue 13: reading the
+    batch it writes, so the driver never holds every call's row (reading the
     written calls table back grew the driver by about 20 MB per GB of transcripts). A line
     keeps only its thinned points, and a hash of its whole series to find the lines that
     coincide; `calls` (rows per policy over all batches) fixes the thinning step up front.
