@@ -35,8 +35,8 @@ RECORDED = "recorded"  # the recording's rows in every table: no policy may take
 NAME_MAX_CHARS = 200
 TTLS = ("5m", "1h", "24h", "recorded")
 PROVIDER_CHOICES = ("recorded", *PROVIDERS)
-# Claude Code's list (DOMAIN.md §2), then Codex CLI's tools of the same kinds (shell commands,
-# patches, web search): results that can be obtained again.
+# Claude Code's list (docs/domain.md#what-can-be-cleared), then Codex CLI's tools of the same
+# kinds (shell commands, patches, web search): results that can be obtained again.
 DEFAULT_COMPACTABLE = (
     "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
     "shell", "shell_command", "exec_command", "local_shell_call", "apply_patch",
