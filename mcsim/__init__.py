@@ -27,20 +27,19 @@ from mcsim.ingest.pipeline import iter_sessions, load_sessions
 from mcsim.model import Call, Item, ItemKind, Session, Thread, Usage
 from mcsim.version import __version__
 
-_LAZY = {  # imported on first use: `import mcsim` stays light for the loading workers
-    "run_replay": "mcsim.replay.run",  # the replay, in memory (also mcsim.replay.run_replay)
-    "ReplayConfig": "mcsim.outputs.runs",  # `mcsim replay`: a replay written to a run folder
-    "replay_run": "mcsim.outputs.runs",
-    "SweepConfig": "mcsim.outputs.runs",  # `mcsim sweep`
-    "sweep_run": "mcsim.outputs.runs",
-}
-
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    """The replay's entry points, imported on first use: `import mcsim` stays light for the
+    loading workers. `run_replay` is the replay in memory (also mcsim.replay.run_replay);
+    `replay_run` and `sweep_run` write a run folder, as `mcsim replay` and `mcsim sweep` do."""
+    if name == "run_replay":
+        from mcsim.replay.run import run_replay
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return run_replay
+    if name in ("ReplayConfig", "replay_run", "SweepConfig", "sweep_run"):
+        from mcsim.outputs import runs
+
+        return getattr(runs, name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 
 

@@ -63,8 +63,8 @@ from mcsim.ingest.pipeline import Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
+from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.rows import SessionRows
-from mcsim.replay.run import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs

@@ -54,7 +54,8 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import UsageError
 from mcsim.replay.policies import REGISTRY
 from mcsim.replay.refetch import DEFAULT_MAX_RISK as DEFAULT_MAX_RISK
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import (
     BASELINE,
     TTLS,
