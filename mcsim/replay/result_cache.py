@@ -38,7 +38,6 @@ from typing import Any
 import orjson
 
 from mcsim.accounting.prices import PriceTable
-from mcsim.accounting.recorded import TokenTotals
 from mcsim.ingest.disk_cache import (
     INT,
     STR,
@@ -61,6 +60,7 @@ from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
 from mcsim.ingest.storage import ObjectPath
+from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
 from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay
@@ -72,13 +72,6 @@ from mcsim.text import from_fs
 RESULTS_VERSION = 2  # 2: each session's content key (session_cache.content_key)
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
-_TOKEN_FIELDS = (
-    "input_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_read_tokens",
-    "output_tokens",
-)
 _COUNT_FIELDS = (
     "unpriced_calls",
     "cleared_tokens",
@@ -212,7 +205,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         floats += figures.values()
     return [
         t.name,
-        [getattr(t.tokens, f) for f in _TOKEN_FIELDS],
+        list(t.tokens),
         t.cost_usd,
         [getattr(t, f) for f in _COUNT_FIELDS],
         t.breaks_by_cause,
@@ -353,7 +346,7 @@ def _totals(row: Any) -> PolicyTotals:
         _plausible(figure.values())
     return PolicyTotals(
         _is(name, str),
-        TokenTotals(*_ints(tokens, len(_TOKEN_FIELDS))),
+        Tokens._make(_ints(tokens, len(Tokens._fields))),
         _float(cost),
         breaks_by_cause=_counter(causes),
         refetch_cost_usd=_float(refetch_cost),

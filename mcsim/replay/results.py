@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mcsim.accounting.recorded import TokenTotals
+from mcsim.model import NO_TOKENS, Tokens
 from mcsim.replay.rows import SessionRows
 
 BREAK_COLUMNS = (
@@ -34,7 +34,7 @@ class PolicyTotals:
     """One policy's totals over a session (or, summed, over a run)."""
 
     name: str
-    tokens: TokenTotals = field(default_factory=TokenTotals)
+    tokens: Tokens = NO_TOKENS
     cost_usd: float = 0.0
     unpriced_calls: int = 0
     cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
@@ -69,7 +69,7 @@ class PolicyTotals:
         return self.cost_usd + self.refetch_cost_usd
 
     def merge(self, other: PolicyTotals) -> None:
-        self.tokens.merge(other.tokens)
+        self.tokens += other.tokens
         self.cost_usd += other.cost_usd
         self.unpriced_calls += other.unpriced_calls
         self.cleared_tokens += other.cleared_tokens

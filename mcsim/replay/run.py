@@ -22,7 +22,7 @@ from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
-from mcsim.model import CompactionKind
+from mcsim.model import CompactionKind, Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
 from mcsim.replay.policies import can_clear
 from mcsim.replay.result_cache import ResultCache
@@ -154,13 +154,8 @@ def _recorded(
         totals.cache_edit_drops += edit_drops
         totals.breaks_by_cause.update(b.cause.value for b in found.values())
         costs: list[float | None] = []
-        t = totals.tokens
+        totals.tokens += Tokens.total(thread.calls)
         for call in thread.calls:
-            t.input_tokens += call.input_tokens
-            t.cache_write_5m_tokens += call.cache_write_5m_tokens
-            t.cache_write_1h_tokens += call.cache_write_1h_tokens
-            t.cache_read_tokens += call.cache_read_tokens
-            t.output_tokens += call.output_tokens
             prompt = call.prompt_tokens
             totals.context_tokens += prompt
             totals.max_prompt_tokens = max(totals.max_prompt_tokens, prompt)
@@ -186,12 +181,7 @@ def _recorded(
 
 
 def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:
-    t = totals.tokens
-    t.input_tokens += sum(sim.input_tokens)
-    t.cache_write_5m_tokens += sum(sim.cache_write_5m_tokens)
-    t.cache_write_1h_tokens += sum(sim.cache_write_1h_tokens)
-    t.cache_read_tokens += sum(sim.cache_read_tokens)
-    t.output_tokens += sum(sim.output_tokens)
+    totals.tokens += Tokens._make(sum(getattr(sim, kind)) for kind in Tokens._fields)
     totals.calls += len(sim.prompt_tokens)
     totals.context_tokens += sum(sim.prompt_tokens)
     totals.max_prompt_tokens = max(totals.max_prompt_tokens, max(sim.prompt_tokens, default=0))
