@@ -72,6 +72,11 @@ class Tokens(NamedTuple):
         listed = usages if isinstance(usages, list) else list(usages)
         return cls._make(sum(map(kind, listed)) for kind in _USAGE_KINDS)
 
+    @classmethod
+    def of(cls, call: Any) -> Tokens:
+        """The counts of anything that has them by name (a Usage, a calibrated call)."""
+        return cls._make(kind(call) for kind in _USAGE_KINDS)
+
     @property
     def cache_write_tokens(self) -> int:
         return self.cache_write_5m_tokens + self.cache_write_1h_tokens

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
-from mcsim.accounting.prices import PriceTable, rates_for, total_usd
+from mcsim.accounting.prices import PriceTable, rates_for
 from mcsim.accounting.recorded import TTL_SECONDS, savings_pct
 from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
@@ -165,14 +165,7 @@ def _recorded(
                 costs.append(None)
                 continue
             r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            cost = total_usd(
-                r,
-                call.input_tokens,
-                call.cache_write_5m_tokens,
-                call.cache_write_1h_tokens,
-                call.cache_read_tokens,
-                call.output_tokens,
-            )
+            cost = r.usd(Tokens.of(call))
             totals.cost_usd += cost
             costs.append(cost)
         totals.calls += len(thread.calls)

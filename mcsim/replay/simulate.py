@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, cast
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
-from mcsim.model import ThreadKind, Usage
+from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
@@ -458,8 +458,9 @@ def _hazards(
         j = calls[k]
         price = prices.lookup(thread.calls[j].model)
         cost = 0.0
-        if price is not None:
-            write = price.rates.cache_write_1h if ttls[j] == "1h" else price.rates.cache_write_5m
-            cost = (seg.tokens * write + prompts[j] * price.rates.cache_read) * 1e-6
+        if price is not None:  # one call more: the result written again, the prompt read
+            written = {"cache_write_1h_tokens" if ttls[j] == "1h" else "cache_write_5m_tokens":
+                       seg.tokens}  # fmt: skip
+            cost = price.rates.usd(Tokens(cache_read_tokens=prompts[j], **written))
         out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
     return out
