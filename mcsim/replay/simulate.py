@@ -108,6 +108,9 @@ class SimThread:
     breaks: tuple[CacheBreak, ...]
     hazards: tuple[Hazard, ...] = ()
     cleared_results: int = 0  # tool results the policy cleared
+    # ... of which the recording cannot tell whether they were needed again: their tool's
+    # calls have no resource keys (refetch.py); not assessed, neither hazards nor safe
+    unassessed_results: int = 0
     # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
     edit_drops: tuple[CacheBreak, ...] = ()
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
@@ -463,6 +466,7 @@ class _Replay:
             tuple(b for b in drops if b.is_break),
             tuple(self._hazards(decided.cleared_log, prompt, ttl)) if decided else (),
             len(decided.cleared_log) if decided else 0,
+            sum(seg.resource is None for seg, _ in decided.cleared_log) if decided else 0,
             tuple(b for b in drops if not b.is_break),
             decided.figures if decided else tuple(p.figures() for p in self.policies),
             self.unavailable_edits,
@@ -480,11 +484,17 @@ class _Replay:
             resource = seg.resource
             if resource is None:
                 continue
-            calls = prepared.uses.get(resource, [])
-            k = bisect.bisect_right(calls, i)
-            if k == len(calls) or calls[k] >= prepared.next_compaction[i]:
+            # The first use after the clearing of any key the result has (a resource is the
+            # space-separated hashes of its keys: refetch.ResourceKeys)
+            j = prepared.next_compaction[i]
+            key = resource
+            for one in resource.split():
+                calls = prepared.uses.get(one, [])
+                k = bisect.bisect_right(calls, i)
+                if k < len(calls) and calls[k] < j:
+                    j, key = calls[k], one
+            if j >= prepared.next_compaction[i]:
                 continue
-            j = calls[k]
             price = self.prices.lookup(self.thread.calls[j].model)
             cost = 0.0
             if price is not None:
@@ -492,5 +502,5 @@ class _Replay:
                     price.rates.cache_write_1h if ttls[j] == "1h" else price.rates.cache_write_5m
                 )
                 cost = (seg.tokens * write + prompts[j] * price.rates.cache_read) * 1e-6
-            out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
+            out.append(Hazard(i, seg.tool_name, key, j, seg.tokens, cost))
         return out
