@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 from mcsim.accounting.prices import PriceTable, default_table, load_table
 from mcsim.accounting.recorded import InspectReport, analyse_session, inspect_usage
 from mcsim.errors import McsimError
 from mcsim.ingest.pipeline import iter_sessions, load_sessions
 from mcsim.model import Call, Item, ItemKind, Session, Thread, Usage
+from mcsim.version import __version__
 
 
 def __getattr__(name: str) -> Any:

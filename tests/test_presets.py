@@ -268,7 +268,8 @@ def test_a_missing_policies_path_points_to_its_preset(tmp_path: Path) -> None:
     )
 
 
-# Claude Code's compactable list (DOMAIN.md §2; PowerShell is its second shell tool)
+# Claude Code's compactable list (docs/domain.md#what-can-be-cleared; PowerShell is its second
+# shell tool)
 CLAUDE_CODE_LIST = {
     "Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
 }  # fmt: skip

@@ -63,12 +63,12 @@ def test_every_call_masking_costs_more_and_cache_edits_cost_less() -> None:
     # reads 0 + 11,000 + 16,000 + 7 x 10,000; writes 20,991 + 11,005..11,053 (step 8).
     masked = simulate_thread(t, scenario("keep_last_n", n=2), PRICES)
     assert totals(masked) == (97_000, 98_194, pytest.approx(0.4124175))
-    # cached_microcompact trigger 3 keep 1 (a rolling window, DOMAIN.md §2.2): at call 4 four
-    # results are registered (> 3), so r1..r3 (15,000 tokens) are deleted; from then on each
-    # call's new result pushes the previous one out (r4 at call 5, ..., r8 at call 9). Each
-    # edit takes effect on the call that carries it: its prompt is 16,000 (head + text + the
-    # newest result), its read is the cached 26,000 (call 4) or 16,000 (later) less the
-    # deleted, i.e. 11,000, and it writes the new result as without pruning:
+    # cached_microcompact trigger 3 keep 1 (a rolling window, docs/domain.md#cached-microcompact):
+    # at call 4 four results are registered (> 3), so r1..r3 (15,000 tokens) are deleted; from
+    # then on each call's new result pushes the previous one out (r4 at call 5, ..., r8 at
+    # call 9). Each edit takes effect on the call that carries it: its prompt is 16,000 (head +
+    # text + the newest result), its read is the cached 26,000 (call 4) or 16,000 (later) less
+    # the deleted, i.e. 11,000, and it writes the new result as without pruning:
     # reads 0 + 11,000 + 16,000 + 21,000 + 6 x 11,000 = 114,000; writes 10,997 + 9 x 4,997;
     # cost (30 x 3 + 55,970 x 3.75 + 114,000 x 0.30 + 1,000 x 15) / 1e6 = 0.2591775.
     edits = simulate_thread(

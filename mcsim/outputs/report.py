@@ -38,7 +38,8 @@ CHART_MAX_BYTES = 64 * 1024 * 1024
 CHART_CAPTIONS = {
     "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
     "savings.png": "Savings by policy, against no pruning and against the recorded spend.",
-    "context_size.png": "Context (prompt) size sent on each call under each policy.",
+    "context_size.png": "Context (prompt) size sent on each main-thread call under each "
+    "policy; sub-agents' calls below.",
     "break_timeline.png": "When the prompt cache broke, by policy and cause.",
     "savings_curve.png": "Savings over the swept parameter (solid: as simulated; dashed: "
     "net of re-fetches).",

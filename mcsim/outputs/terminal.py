@@ -264,7 +264,8 @@ def table_lines(
 ) -> Iterator[str]:
     """`table` of the rows `rows()` gives, a line at a time. Piped, the rows are made twice
     (once for the widths, once for the lines) and never held: a table of every session of
-    a large corpus grew the driver with it (issue 13). On a terminal, rich draws it whole."""
+    a large corpus grew the driver with it, and memory must not grow with the corpus
+    (docs/design.md#performance). On a terminal, rich draws it whole."""
     if terminal_width() is not None:
         yield from table(headers, list(rows()), right, key)
         return

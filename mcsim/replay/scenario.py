@@ -37,10 +37,10 @@ RECORDED = "recorded"  # the recording's rows in every table: no policy may take
 NAME_MAX_CHARS = 200
 TTLS = ("5m", "1h", "24h", "recorded")
 PROVIDER_CHOICES = ("recorded", *PROVIDERS)
-# Claude Code's list (DOMAIN.md §2: Read, Bash, Grep, Glob, WebSearch, WebFetch, Edit, Write)
-# by class, so every harness's tools of those kinds are in it: results that can be obtained
-# again. Claude Code's own tools of those classes that its list leaves out are
-# CLAUDE_CODE_LEFT_OUT (the presets that mirror Claude Code exclude them by name).
+# Claude Code's list (docs/domain.md#what-can-be-cleared: Read, Bash, Grep, Glob, WebSearch,
+# WebFetch, Edit, Write) by class, so every harness's tools of those kinds are in it: results
+# that can be obtained again. Claude Code's own tools of those classes that its list leaves
+# out are CLAUDE_CODE_LEFT_OUT (the presets that mirror Claude Code exclude them by name).
 DEFAULT_COMPACTABLE = ("class:read", "class:search", "class:shell", "class:web", "class:edit")
 CLAUDE_CODE_LEFT_OUT = (
     "NotebookRead", "LS", "MultiEdit", "NotebookEdit",

@@ -37,8 +37,8 @@ from mcsim.model import Usage
 from mcsim.text import escaped, shown
 
 FORMAT = "mcsim-prices/1"
-# The dearest list price is $75 per million tokens (Opus 4.1 output, DOMAIN.md §3.2), the
-# dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
+# The dearest list price is $75 per million tokens (Opus 4.1 output, docs/domain.md#prices),
+# the dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
 # times that holds any real price, yet refuses what is a slip and not a price: a per-million
 # price typed into LiteLLM's per-token field (3 for 3e-6) is $3,000,000 per million tokens.
 MAX_RATE = 10_000.0  # USD per million tokens

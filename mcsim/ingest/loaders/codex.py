@@ -1,6 +1,6 @@
 """OpenAI Codex CLI rollout files (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 
-Lines are `{timestamp, type, payload}` (DOMAIN.md §4.7; the format and its hazards as read
+Lines are `{timestamp, type, payload}` (docs/domain.md#other-agent-formats; its hazards as read
 from openai/codex are in the loader's test data notes). A unit is every rollout of one
 project (the session's cwd, or for a fork its first source's), so a fork, which copies its
 source's lines into a new file, meets its source inside one unit; sources are read before

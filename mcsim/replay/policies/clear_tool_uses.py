@@ -1,4 +1,6 @@
-"""`clear_tool_uses`: Anthropic's context editing `clear_tool_uses_20250919` (DOMAIN.md §2.3).
+"""`clear_tool_uses`: Anthropic's context editing `clear_tool_uses_20250919`.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#api-context-editing.
 
 Applied server-side to every request whose prompt exceeds the trigger: every tool use but the
 `keep` newest has its result replaced by a placeholder, oldest first. The rules, as Anthropic

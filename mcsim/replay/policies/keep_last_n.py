@@ -1,4 +1,6 @@
-"""`keep_last_n`: count-based observation masking (DOMAIN.md §2.4).
+"""`keep_last_n`: count-based observation masking.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#count-based-masking.
 
 Simple harnesses and SWE-agent keep the `n` newest tool results and mask the rest, once the
 conversation has more than `min_messages` messages. A message is what such a loop appends to
