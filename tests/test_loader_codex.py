@@ -449,3 +449,32 @@ def test_forks_of_a_missing_source_share_its_history_once(tmp_path: Path) -> Non
     sessions, _ = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
     # F1 holds the shared call and its own; F2 only its own: 3 calls
     assert {s.session_id: len(s.calls) for s in sessions} == {"F1": 2, "F2": 1}
+
+
+def test_times_that_run_backwards_are_clamped_and_noted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5"),
+            message(10, "user", "a"),
+            token_count(20, counts(100, 0, 10)),
+            message(5, "user", "b"),  # the clock was set back 15 s
+            token_count(8, counts(300, 100, 20), counts(200, 100, 10)),
+            message(40, "user", "c"),  # written after its token_count's time
+            token_count(30, counts(600, 300, 30), counts(300, 200, 10)),
+        ],
+    )
+    calls, stats = calls_of(path)
+    # call 2 sent at 5 and counted at 8, before call 1's token_count at 20: taken as at 20;
+    # call 3's request at 40 is after its token_count at 30: taken as at 30
+    assert [(c.request_s - T0, c.timestamp_s - T0) for c in calls] == [
+        (10.0, 20.0),
+        (20.0, 20.0),
+        (30.0, 30.0),
+    ]
+    assert stats.skips.notes == {"time_clamped": 2}  # type: ignore[attr-defined]
+    assert [(e.line, e.detail) for e in stats.skips.examples] == [  # type: ignore[attr-defined]
+        (6, "sent 15.000 s before the previous call's token_count: taken as sent then"),
+        (8, "request 10.000 s after its token_count: taken as it"),
+    ]

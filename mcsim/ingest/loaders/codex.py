@@ -53,7 +53,9 @@ Rules applied here:
   call's inputs (that call's response) plus the inputs since; when a token_count is missing,
   outputs followed by more input are part of the next call's prompt;
 * times: a call is at its token_count line; its request was sent at the last input line
-  before its first output line; it was done at the token_count;
+  before its first output line; it was done at the token_count. A request time after the
+  token_count is taken as the token_count, and a call sent before the previous call's
+  token_count (a clock set back) as sent then, each noted (`time_clamped`);
 * a `compacted` line or `context_compacted` event is a compaction on the next call; what came
   before it is summarised away, and the summary message is the next call's user text;
 * line types not listed above are later additions and are passed over; lines without the
@@ -171,6 +173,7 @@ class _FileReader:
     pending: _Pending = field(default_factory=_Pending)
     calls: list[Call] = field(default_factory=list)
     tool_names: dict[str, tuple[str, ToolClass]] = field(default_factory=dict)  # by call_id
+    done_s: float | None = None  # the previous call's token_count
     copies: int = 0
 
     def line(self, obj: dict[str, Any], number: int) -> None:
@@ -297,6 +300,7 @@ class _FileReader:
         compaction, pending.compaction = pending.compaction, None
         pending.sent_s = None
         items = pending.take()
+        timestamp_s, sent_s = self._consistent(timestamp_s, sent_s, number)
         self.calls.append(
             Call(
                 message_id=key[0],
@@ -307,11 +311,32 @@ class _FileReader:
                 items=tuple(items) if self.detail >= Detail.SIZES else (),
                 source=SourceRef(self.name, number),
                 compaction=compaction,
-                sent_s=sent_s if sent_s is not None and sent_s <= timestamp_s else timestamp_s,
+                sent_s=sent_s,
                 done_s=timestamp_s,
                 provider=PROVIDER,
             )
         )
+
+    def _consistent(self, stamp: float, sent: float | None, line: int) -> tuple[float, float]:
+        """A call's time and request time as they must have been, each change noted
+        (`time_clamped`): the request no later than the token_count, and neither before the
+        previous call's token_count (a clock set back)."""
+        problems = []
+        if sent is not None and sent > stamp:
+            problems.append(f"request {sent - stamp:,.3f} s after its token_count: taken as it")
+        if sent is None or sent > stamp:
+            sent = stamp
+        before = self.done_s
+        if before is not None and sent < before:
+            problems.append(
+                f"sent {before - sent:,.3f} s before the previous call's token_count: taken as "
+                "sent then"
+            )
+            stamp, sent = max(stamp, before), before
+        self.done_s = stamp
+        for problem in problems:
+            self.skips.note(self.name, line, "time_clamped", problem)
+        return stamp, sent
 
     # ---------------------------------------------------------------- items
 
