@@ -133,3 +133,33 @@ def test_claude_codes_pruning_on_codex(tmp_path: Path) -> None:
     moved = _policies(doc)["claude-code-on-anthropic"]
     assert (moved["cleared_results"], moved["refetch_unassessed"]) == (95, 0)
     assert moved["refetch_hazards"] > 0 and moved["cleared_tokens"] > 100_000
+
+
+def test_a_risk_nothing_could_assess_is_unknown_everywhere(tmp_path: Path) -> None:
+    """Keeping only plans clearable, the two update_plan results are all that is cleared, and
+    no later call could fetch a plan again: the risk is unknown, not 0%, in the printed table,
+    the JSON, summary.parquet (null) and the report."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "policies:\n"
+        "  - name: plans-only\n"
+        "    kind: keep_last_n\n"
+        "    n: 1\n"
+        "    exclude_tools: [class:shell, class:edit, class:web]\n"
+    )
+    out = tmp_path / "run"
+    args = ["replay", str(DATA), "--policy", str(policy), "--no-cache", "--out", str(out)]
+    printed = CliRunner().invoke(cli, args)
+    assert printed.exit_code == 0, printed.output
+    (row,) = [line for line in printed.stdout.splitlines() if line.startswith("plans-only")]
+    assert "unknown (2 not assessed)" in row
+    doc = _run(tmp_path, *args[:-1], str(tmp_path / "run2"))
+    plans = _policies(doc)["plans-only"]
+    assert (plans["cleared_results"], plans["refetch_unassessed"]) == (2, 2)
+    assert plans["refetch_risk"] is None
+    summary = pl.read_parquet(out / "summary.parquet")
+    assert summary.filter(pl.col("policy") == "plans-only")["refetch_risk"].to_list() == [None]
+    assert CliRunner().invoke(cli, ["report", str(out)]).exit_code == 0
+    report = (out / "report.md").read_text()
+    (line,) = [x for x in report.splitlines() if "plans-only" in x and "|" in x]
+    assert "unknown" in line
