@@ -25,8 +25,9 @@ from mcsim.outputs.charts import (
     draw_all,
     savings_data,
 )
+from mcsim.replay.results import PolicyTotals
 from mcsim.replay.rows import INT_COLUMNS, RowsTable, SessionRows
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import parse_policies
 
 POLICIES = ["recorded", "baseline", "p", "q"]

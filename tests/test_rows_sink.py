@@ -20,7 +20,8 @@ from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
-from mcsim.replay.run import RECORDED, ReplayReport, SessionReplay, run_replay
+from mcsim.replay.results import SessionReplay
+from mcsim.replay.run import RECORDED, ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
 
 SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")

@@ -30,13 +30,7 @@ NAMED_DOCUMENT = re.compile(r"\b[A-Z][A-Z0-9_-]*\.md\b")
 
 # Citations left in files being rewritten in parallel (the rewrite takes the replacement
 # wording; then its entry goes: the test fails while an entry matches nothing).
-PENDING = [
-    ("mcsim/replay/calibrate.py", "DOMAIN.md"),
-    ("mcsim/replay/calibrate.py", "DOMAIN.md"),
-    ("mcsim/cli.py", "issue 13"),
-    ("mcsim/replay/run.py", "issue 13"),
-    ("mcsim/outputs/rows_sink.py", "issue 13"),
-]
+PENDING: list[tuple[str, str]] = []
 
 
 def _ignored_folders() -> list[str]:

@@ -16,7 +16,8 @@ from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
 from mcsim.outputs.sweep_tables import risk_tradeoff, savings_curve
-from mcsim.replay.run import PolicyTotals, ReplayReport, SessionReplay
+from mcsim.replay.results import PolicyTotals, SessionReplay
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import baseline, load_policy_file, parse_policies
 from mcsim.replay.sweep import (
     GridError,

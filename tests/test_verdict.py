@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from mcsim.cli import cli
-from mcsim.replay.run import PolicyTotals, ReplayReport, SessionReplay
+from mcsim.replay.results import PolicyTotals, SessionReplay
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import Scenario, baseline, parse_policies
 from mcsim.replay.verdict import verdict, weigh
 

@@ -26,7 +26,8 @@ from mcsim.outputs.rows_sink import (
 )
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_dataset, write_parquet
-from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import RECORDED, ReplayReport
 from mcsim.replay.scenario import BASELINE, cache_settings, is_baseline
 
 if TYPE_CHECKING:

@@ -264,6 +264,27 @@ def input_paths(paths: Sequence[str]) -> list[Path]:
     return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
 
 
+def checked_out_dir(
+    out_dir: Path, force: bool, paths: Sequence[str], cache: Path | None = None
+) -> Path:
+    """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
+    they are), checked before any work (`check_out_dir`)."""
+    out_dir = out_dir.expanduser()
+    check_out_dir(out_dir, force, input_paths(paths), cache)
+    return out_dir
+
+
+def cache_folder(use_cache: bool, cache_dir: Path | None) -> Path | None:
+    """The cache's folder or prefix (None: no cache), checked before any work."""
+    from mcsim.ingest.disk_cache import check_cache_dir, default_cache_dir
+
+    if not use_cache:
+        return None
+    folder = cache_dir or default_cache_dir()
+    check_cache_dir(folder)
+    return folder
+
+
 def check_out_dir(
     out_dir: Path,
     force: bool,

@@ -19,7 +19,8 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE, baseline_json
 from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import BASELINE
 from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
 from mcsim.text import counted, printable

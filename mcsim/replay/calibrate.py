@@ -36,7 +36,8 @@ from mcsim.replay.tokens import TokenEstimator
 # the recording pruned (a microcompact that wrote no boundary line).
 PROMPT_SHRANK = "prompt_shrank"
 
-# A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
+# A read within this many tokens of the previous prompt is a hit on all of it
+# (docs/domain.md#what-recorded-usage-shows).
 FULL_HIT_TOLERANCE = 20
 
 
@@ -203,7 +204,8 @@ class CalSession:
 
 @functools.lru_cache(maxsize=256)
 def thinking_in_prompt(model: str) -> bool:
-    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+ (DOMAIN.md §2.3)."""
+    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+
+    (docs/domain.md#clearing-thinking)."""
     parsed = parse_model(model)
     if parsed is None:
         return False

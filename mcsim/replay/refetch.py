@@ -40,6 +40,11 @@ import orjson
 
 from mcsim.model import Item, ItemKind, ToolClass
 
+# The highest re-fetch risk a recommendation (sweep.recommend) or the replay's verdict may
+# have: at most half of what a policy clears may be needed again. Re-fetches are priced into
+# the net savings already, so the limit guards what they do not price (latency, lost context).
+DEFAULT_MAX_RISK = 0.50
+
 # Programs that print files (the non-option arguments), and the options among theirs that
 # take a value as the next word (so the value is not read as a file).
 _READERS: dict[str, frozenset[str]] = {

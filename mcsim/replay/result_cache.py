@@ -63,8 +63,8 @@ from mcsim.ingest.pipeline import Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
+from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.rows import SessionRows
-from mcsim.replay.run import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
@@ -247,8 +247,9 @@ def _as_columns(records: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]:
     start, files, digests, counts, r = done
     floats += (start, r.start_s, r.end_s)
-    floats += r.break_columns[5] if r.break_columns else ()
-    floats += r.break_columns[10] if r.break_columns else ()
+    if r.break_columns:  # (the float columns: when, and the gap before)
+        floats += r.break_columns[BREAK_COLUMNS.index("timestamp")]
+        floats += r.break_columns[BREAK_COLUMNS.index("gap_seconds")]
     return [
         start,
         list(files),
@@ -419,20 +420,20 @@ def _session(
      breaks) = _list(row, 18)  # fmt: skip
     error, weight, fallbacks = _ints(fidelity, 3)
     result = SessionReplay(
-        _is(session_id, str),
-        _is(project, str),
-        _time(start_s),
-        _time(end_s),
-        _ints([calls])[0],
-        _totals(recorded),
-        [_totals(p) for p in _list(policies)],
-        error,
-        weight,
-        fallbacks,
-        tuple(strings(models)),
-        _counter(prunes),
-        _counter(providers),
-        _counter(ttls),
+        session_id=_is(session_id, str),
+        project=_is(project, str),
+        start_s=_time(start_s),
+        end_s=_time(end_s),
+        calls=_ints([calls])[0],
+        recorded=_totals(recorded),
+        policies=[_totals(p) for p in _list(policies)],
+        fidelity_error_tokens=error,
+        fidelity_weight_tokens=weight,
+        calibration_fallbacks=fallbacks,
+        models=tuple(strings(models)),
+        recorded_prunes=_counter(prunes),
+        providers=_counter(providers),
+        ttls=_counter(ttls),
         break_columns=_breaks(breaks),
     )
     totals = [result.recorded, *result.policies]

@@ -53,7 +53,9 @@ import numpy.typing as npt
 from mcsim.accounting.recorded import savings_pct
 from mcsim.errors import UsageError
 from mcsim.replay.policies import REGISTRY
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.refetch import DEFAULT_MAX_RISK as DEFAULT_MAX_RISK
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import (
     BASELINE,
     TTLS,
@@ -65,9 +67,6 @@ from mcsim.replay.scenario import (
 )
 from mcsim.text import SHOWN_CHARS, escaped, shown
 
-# At most half of what a variant clears may be needed again: re-fetches are already priced
-# into the net savings, so the limit guards what they do not price (latency, lost context).
-DEFAULT_MAX_RISK = 0.50
 # Each variant is one more full replay of every session (about 0.1 s each on a real corpus):
 # a grid past this is a typo (1..1000000000) rather than a plan.
 MAX_VARIANTS = 1000
