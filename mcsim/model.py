@@ -28,6 +28,24 @@ class ItemKind(StrEnum):
     ATTACHMENT = "attachment"
 
 
+class ToolClass(StrEnum):
+    """What a tool does, whatever a harness calls it (`Bash`, `shell`, `exec_command`: shell).
+
+    Policy tool lists name a class as `class:<value>` beside tool names, so one policy file
+    prunes every harness alike. Each loader gives its own tools their class (MCP tools are
+    `other`); docs/policy-files.md has the table.
+    """
+
+    READ = "read"  # returns a file's content
+    SEARCH = "search"  # finds files or lines: grep, glob, a directory listing
+    SHELL = "shell"  # runs a command (or reads a running command's output)
+    WEB = "web"  # fetches a page or searches the web
+    EDIT = "edit"  # writes or edits files
+    PLAN = "plan"  # the agent's own plan or todo list
+    INTERACTION = "interaction"  # asks the user
+    OTHER = "other"  # sub-agents, MCP tools, anything else
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     """One block added to the conversation before a call.
@@ -38,6 +56,7 @@ class Item:
     `tokens` is a token count the recording gave instead of (or beside) the text (the
     interchange format lets a harness share sizes without content): replay uses it as it is
     rather than estimating one from the text or the size.
+    `tool_class` is set on tool uses and results: what the tool does (ToolClass).
     """
 
     kind: ItemKind
@@ -47,6 +66,7 @@ class Item:
     tool_use_id: str | None = None
     is_error: bool = False
     tokens: int | None = None
+    tool_class: ToolClass | None = None
 
 
 class Tokens(NamedTuple):

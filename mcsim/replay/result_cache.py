@@ -69,7 +69,8 @@ from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
-RESULTS_VERSION = 2  # 2: each session's content key (session_cache.content_key)
+# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed
+RESULTS_VERSION = 3
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _COUNT_FIELDS = (
@@ -84,6 +85,7 @@ _COUNT_FIELDS = (
     "compactions_still_reached",
     "cleared_results",
     "refetch_hazards",
+    "refetch_unassessed",
     "acted_threads",
     "unavailable_edits",
 )

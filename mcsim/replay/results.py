@@ -48,6 +48,8 @@ class PolicyTotals:
     compactions_still_reached: int = 0
     cleared_results: int = 0
     refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
+    # cleared results whose tool's calls have no resource keys: not assessed (refetch.py)
+    refetch_unassessed: int = 0
     refetch_cost_usd: float = 0.0
     acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
     unavailable_edits: int = 0  # cache edits decided where the provider's cache has none
@@ -59,9 +61,21 @@ class PolicyTotals:
     figures: list[dict[str, float]] = field(default_factory=list)
 
     @property
+    def refetch_assessed(self) -> int:
+        """Cleared results whose re-use the recording can tell (refetch.py)."""
+        return self.cleared_results - self.refetch_unassessed
+
+    @property
     def refetch_risk(self) -> float:
-        """The share of cleared results the agent needed again."""
-        return self.refetch_hazards / self.cleared_results if self.cleared_results else 0.0
+        """The share of the assessed cleared results the agent needed again (0 when none is
+        assessed: tables show that as unknown, see `refetch_known`)."""
+        assessed = self.refetch_assessed
+        return self.refetch_hazards / assessed if assessed else 0.0
+
+    @property
+    def refetch_known(self) -> bool:
+        """Whether the risk is known: nothing cleared (no risk), or some results assessed."""
+        return not self.cleared_results or self.refetch_assessed > 0
 
     @property
     def net_cost_usd(self) -> float:
@@ -84,6 +98,7 @@ class PolicyTotals:
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results
         self.refetch_hazards += other.refetch_hazards
+        self.refetch_unassessed += other.refetch_unassessed
         self.refetch_cost_usd += other.refetch_cost_usd
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits

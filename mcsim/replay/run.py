@@ -192,6 +192,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.cache_edit_drops += len(sim.edit_drops)
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
+    totals.refetch_unassessed += sim.unassessed_results
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
     totals.unavailable_edits += sim.unavailable_edits
     totals.edit_reread_usd += sim.edit_reread_usd

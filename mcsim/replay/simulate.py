@@ -147,6 +147,9 @@ class SimThread:
     breaks: tuple[CacheBreak, ...]
     hazards: tuple[Hazard, ...] = ()
     cleared_results: int = 0  # tool results the policy cleared
+    # ... of which the recording cannot tell whether they were needed again: their tool's
+    # calls have no resource keys (refetch.py); not assessed, neither hazards nor safe
+    unassessed_results: int = 0
     # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
     edit_drops: tuple[CacheBreak, ...] = ()
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
@@ -430,6 +433,9 @@ def _thread(
         breaks=tuple(b for b in drops if b.is_break),
         hazards=hazards,
         cleared_results=len(decisions.cleared_log) if decisions else 0,
+        unassessed_results=(
+            sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
+        ),
         edit_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
@@ -451,16 +457,22 @@ def _hazards(
         resource = seg.resource
         if resource is None:
             continue
-        calls = prepared.uses.get(resource, [])
-        k = bisect.bisect_right(calls, i)
-        if k == len(calls) or calls[k] >= prepared.next_compaction[i]:
+        # The first use after the clearing of any key the result has (a resource is the
+        # space-separated hashes of its keys: refetch.ResourceKeys)
+        j = prepared.next_compaction[i]
+        key = resource
+        for one in resource.split():
+            calls = prepared.uses.get(one, [])
+            k = bisect.bisect_right(calls, i)
+            if k < len(calls) and calls[k] < j:
+                j, key = calls[k], one
+        if j >= prepared.next_compaction[i]:
             continue
-        j = calls[k]
         price = prices.lookup(thread.calls[j].model)
         cost = 0.0
         if price is not None:  # one call more: the result written again, the prompt read
             written = {"cache_write_1h_tokens" if ttls[j] == "1h" else "cache_write_5m_tokens":
                        seg.tokens}  # fmt: skip
             cost = price.rates.usd(Tokens(cache_read_tokens=prompts[j], **written))
-        out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
+        out.append(Hazard(i, seg.tool_name, key, j, seg.tokens, cost))
     return out

@@ -49,6 +49,7 @@ from mcsim.ingest.loaders.fields import (
     read_objects,
     token_count,
 )
+from mcsim.ingest.loaders.tool_classes import CLAUDE_CODE, tool_class
 from mcsim.model import (
     Call,
     Compaction,
@@ -499,15 +500,18 @@ class _LineReader:
                 json_text(block.get("input")),
                 tool_name=name,
                 tool_use_id=tool_id,
+                tool_class=tool_class(name, CLAUDE_CODE),
             )
         if btype == "tool_result":
             tool_id = _optional_str(block.get("tool_use_id"))
+            name = self.tool_names.get(tool_id) if tool_id else None
             return self._item(
                 ItemKind.TOOL_RESULT,
                 _tool_result_text(block.get("content")),
-                tool_name=self.tool_names.get(tool_id) if tool_id else None,
+                tool_name=name,
                 tool_use_id=tool_id,
                 is_error=block.get("is_error") is True,
+                tool_class=tool_class(name, CLAUDE_CODE),
             )
         if btype in ("image", "document"):
             return self._item(ItemKind.IMAGE, json_text(block.get("source")))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mcsim.replay.policies import Clearing, Mode, Param, Policy, View, register
+from mcsim.replay.policies import Clearing, Mode, Param, Policy, View, listed, register
 
 
 @register
@@ -72,7 +72,7 @@ class KeepLastN(Policy):
         cleared = [
             s
             for s in results[max(first, self.done) : end]
-            if not s.cleared and s.tool_name not in excluded
+            if not s.cleared and (not excluded or not listed(s, excluded))
         ]
         self.done = max(self.done, end)
         if not cleared:
