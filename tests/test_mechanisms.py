@@ -377,3 +377,39 @@ def test_a_bad_cache_deleted_count_is_dropped_not_the_call(tmp_path: Path) -> No
     assert doc["totals"]["calls"] == 2 and doc["sessions"][0]["recorded_prunes"] == 0
     assert doc["skipped"]["repaired_by_reason"] == {"bad_field": 2}
     assert [e["line"] for e in doc["skipped"]["examples"]] == [2, 4]
+
+
+# ---------------------------------------------------------------- 7. keep_recent 0
+
+
+def test_keep_recent_0_acts_as_1_with_a_note(tmp_path: Path) -> None:
+    """Claude Code floors the results a microcompact keeps at 1 (`Math.max(1, keepRecent)`):
+    keep_recent 0 is accepted and acts as 1, and the run says so."""
+    # The time-based path after exactly 60 idle minutes: r1..r4 in the prompt, the newest
+    # kept, r1..r3 cleared to 9-token placeholders: 3 x (5,000 - 9) = 14,973, as with 1.
+    for keep in (0, 1):
+        tb = policy(layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=keep))
+        fired = simulate_thread(idle_thread(60 * MIN), tb, PRICES).calls
+        assert fired[4].rewrote and fired[4].newly_cleared_tokens == 14_973
+    # Cache edits (trigger 3): at call 4 four results are registered, all but the newest are
+    # deleted, r1..r3 = 15,000; then one a call (5,000): the rolling window of 1.
+    zero = layer("cached_microcompact", trigger_threshold=3, keep_recent=0)
+    edits = simulate_thread(thread(BURST), policy(zero), PRICES).calls
+    assert [c.newly_cleared_tokens for c in edits] == [0] * 4 + [15_000] + [5_000] * 5
+    # A policy file may say 0; the replay's notes say what it did with it.
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "policies:\n  - name: cc0\n    stack:\n"
+        "      - {kind: time_based_microcompact, keep_recent: 0}\n"
+        "      - {kind: cached_microcompact, keep_recent: 1}\n"
+    )
+    out = CliRunner().invoke(
+        cli, ["replay", str(pruning_session(tmp_path)), "--policy", str(path), "--json",
+              "--out", str(tmp_path / "run")],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    note = (
+        "cc0: time_based_microcompact: keep_recent 0 acts as 1: Claude Code never keeps fewer "
+        "than the newest result (Math.max(1, keepRecent))"
+    )
+    assert note in json.loads(out.stdout)["notes"]

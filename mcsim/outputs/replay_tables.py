@@ -217,7 +217,11 @@ def run_record(
         "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
         "price_table": report.price_table,
         "options": options,
-        "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
+        "notes": [
+            CACHE_EDIT_NOTE,
+            "output tokens are taken as recorded (a lower bound)",
+            *report.layer_notes(),
+        ],
         **run_summary(report),
         **({"verdict": verdict(report).as_json()} if with_verdict else {}),
     }
@@ -402,6 +406,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
         "notes": [
             CACHE_EDIT_NOTE,
             *(f"{name} cleared nothing: {why}" for name, why in report.idle_notes().items()),
+            *report.layer_notes(),
             *report.provider_notes(),
         ],
         "skipped": skipped_json(report.stats),
@@ -474,7 +479,8 @@ def replay_text(report: ReplayReport) -> str:
         )
     for name, why in report.idle_notes().items():
         lines.append(f"note: {printable(name, limit=NAME_LIMIT)} cleared nothing: {why}")
-    lines.extend(f"note: {printable(n, limit=MESSAGE_LIMIT)}" for n in report.provider_notes())
+    notes = [*report.layer_notes(), *report.provider_notes()]
+    lines.extend(f"note: {printable(n, limit=MESSAGE_LIMIT)}" for n in notes)
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(

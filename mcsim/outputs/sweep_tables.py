@@ -365,7 +365,7 @@ def sweep_json(
             "sessions_over_threshold": len(report.sessions_over_threshold()),
         },
         "sessions": len(report.sessions),
-        "notes": [CACHE_EDIT_NOTE],
+        "notes": [CACHE_EDIT_NOTE, *report.layer_notes()],
         "out_dir": out_dir,
     }
 
@@ -454,5 +454,6 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         lines.extend(printable(f"caution: {c}") for c in rec.cautions)
     else:
         lines.append(printable(f"no recommendation: {rec.reason}"))
+    lines.extend(printable(f"note: {n}") for n in report.layer_notes())
     lines.extend(load_notes(report.stats))
     return "\n".join(lines)

@@ -401,6 +401,16 @@ class ReplayReport:
             text += f"; on {provider}'s cache: {', '.join(names)}"
         return text
 
+    def layer_notes(self) -> list[str]:
+        """What the replay did with a policy's layers otherwise than written: a value read
+        otherwise (`keep_recent: 0` acts as 1)."""
+        notes: list[str] = []
+        for scenario in self.scenarios:
+            for layer in scenario.layers:
+                notes += (f"{scenario.name}: {layer.kind}: {note}" for note in
+                          layer.build().value_notes())  # fmt: skip
+        return notes
+
     def provider_notes(self) -> list[str]:
         """What the providers' caches could not do, or their recordings do not tell."""
         notes = []

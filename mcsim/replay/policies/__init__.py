@@ -154,6 +154,11 @@ class Policy:
         on (a clause to follow "cleared nothing: ")."""
         return "found nothing to clear"
 
+    def value_notes(self) -> list[str]:
+        """What the replay does with a value the file gave that it reads otherwise than
+        written (`keep_recent: 0` acts as 1): clauses for the run's notes."""
+        return []
+
 
 # The clause of a policy whose trigger was reached but whose clearing freed nothing: what it
 # could clear was all kept, or no larger than the placeholder left in its place.
@@ -216,6 +221,19 @@ def is_compactable(seg: LiveSegment, allowed: frozenset[str], excluded: frozense
     if tool is None or listed(seg, excluded):
         return False
     return listed(seg, allowed) or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
+
+
+def at_least_one(keep: int) -> int:
+    """Claude Code's floor on a microcompact's kept results, `Math.max(1, keepRecent)` in its
+    time-based path (src/services/compact/microCompact.ts): keeping 0 would clear the
+    result the model has just been given, so 0 acts as 1."""
+    return max(1, keep)
+
+
+KEEP_ZERO_NOTE = (
+    "keep_recent 0 acts as 1: Claude Code never keeps fewer than the newest result "
+    "(Math.max(1, keepRecent))"
+)
 
 
 def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:
