@@ -413,3 +413,36 @@ def test_keep_recent_0_acts_as_1_with_a_note(tmp_path: Path) -> None:
         "than the newest result (Math.max(1, keepRecent))"
     )
     assert note in json.loads(out.stdout)["notes"]
+
+
+# ---------------------------------------------------------------- 8. model support
+
+
+def test_a_layer_on_a_model_that_cannot_use_it_does_not_apply_and_the_notes_say_so() -> None:
+    """Context editing is documented for Claude 4 models and later, cache edits are assumed
+    the same (Claude Code's list is not public): on Sonnet 3.7 neither applies."""
+    from mcsim.replay.calibrate import CalSession
+    from mcsim.replay.run import ReplayReport, replay_session
+
+    api = layer("clear_tool_uses", trigger_input_tokens=20_000, keep=1)
+    # On Sonnet 4.5, call 2 (prompt 21,000 > 20,000) clears r1 to a 9-token placeholder.
+    sim = simulate_thread(thread(BURST), policy(api), PRICES)
+    assert sim.calls[2].newly_cleared_tokens == 4_991 and sim.unsupported == ()
+    old = thread(BURST, model="claude-3-7-sonnet-20250219")
+    for kind in (api, EDITS):
+        sim = simulate_thread(old, policy(kind), PRICES)
+        assert sum(c.newly_cleared_tokens for c in sim.calls) == 0
+        assert sim.unsupported == ((kind.kind, "claude-3-7-sonnet-20250219", 10),)
+        # ... and the replay is the unpruned one, call for call.
+        base = simulate_thread(old, baseline(), PRICES)
+        assert [c.usage for c in sim.calls] == [c.usage for c in base.calls]
+    scenarios = [baseline(), Scenario("api", (api,))]
+    report = ReplayReport(scenarios)
+    report.add(replay_session(CalSession("s", "p", None, (), (old,)), scenarios, PRICES, False))
+    (note,) = report.layer_notes()
+    assert note.startswith(
+        "api: clear_tool_uses did not apply on 10 calls of models that cannot use context "
+        "editing: claude-3-7-sonnet-20250219 (10); it applies on Haiku 4.5, 5.5; Opus 4, 4.1, "
+        "4.5, 4.6, 4.7, 4.8, 5, 5.5; Sonnet 4, 4.5, 4.6, 5, 5.5; claude-fable-5"
+    )
+    assert "as documented, as of 2026-12-03: https://platform.claude.com/" in note

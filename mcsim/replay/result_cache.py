@@ -69,8 +69,9 @@ from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
-# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed
-RESULTS_VERSION = 3
+# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
+# 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported)
+RESULTS_VERSION = 4
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _COUNT_FIELDS = (
@@ -214,6 +215,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         t.refetch_cost_usd,
         t.figures,
         t.edit_reread_usd,
+        t.unsupported,
     ]
 
 
@@ -341,7 +343,7 @@ def _counter(value: Any) -> Counter[str]:
 
 
 def _totals(row: Any) -> PolicyTotals:
-    name, tokens, cost, counts, causes, refetch_cost, figures, reread = _list(row, 8)
+    name, tokens, cost, counts, causes, refetch_cost, figures, reread, unsupported = _list(row, 9)
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
@@ -354,6 +356,7 @@ def _totals(row: Any) -> PolicyTotals:
         refetch_cost_usd=_float(refetch_cost),
         figures=figures,
         edit_reread_usd=_float(reread),
+        unsupported=_counter(unsupported),
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
 

@@ -56,6 +56,9 @@ class PolicyTotals:
     # What the cost would be more if what cache edits deleted were still billed as cache
     # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
     edit_reread_usd: float = 0.0
+    # Calls a layer did not apply on, its mechanism not supported by their model, by
+    # "<kind>@<model>" (SimThread.unsupported)
+    unsupported: Counter[str] = field(default_factory=Counter)
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
@@ -103,6 +106,8 @@ class PolicyTotals:
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits
         self.edit_reread_usd += other.edit_reread_usd
+        if other.unsupported:
+            self.unsupported.update(other.unsupported)
         keep_largest(self.figures, other.figures)
 
 

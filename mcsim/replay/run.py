@@ -24,6 +24,7 @@ from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.model import CompactionKind, Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
+from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
 from mcsim.replay.result_cache import ResultCache
 from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay, keep_largest
@@ -48,6 +49,29 @@ def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
     if len(said) == 1:  # layers of one kind that give one reason (Claude Code's API setup)
         return notes[0]
     return "; ".join(said)
+
+
+def unsupported_notes(name: str, unsupported: Counter[str]) -> list[str]:
+    """Per layer kind that did not apply on some calls for their model: how many, on which
+    models, which models it needs, and where that list comes from."""
+    by_kind: dict[str, dict[str, int]] = {}
+    for key, calls in sorted(unsupported.items()):
+        kind, _, model = key.partition("@")
+        by_kind.setdefault(kind, {})[model] = calls
+    notes = []
+    for kind, models in by_kind.items():
+        feature = next((f for f in features().values() if kind in f.kinds), None)
+        if feature is None:
+            continue
+        calls = sum(models.values())
+        which = ", ".join(f"{m} ({n:,})" for m, n in models.items())
+        known = f"assumed: {feature.assumed}" if feature.assumed else "as documented"
+        notes.append(
+            f"{name}: {kind} did not apply on {calls:,} call{'' if calls == 1 else 's'} of "
+            f"models that cannot use {feature.name.replace('_', ' ')}: {which}; it applies on "
+            f"{feature.listed()} ({known}, as of {feature.as_of}: {feature.sources[0]})"
+        )
+    return notes
 
 
 def replay_session(
@@ -196,6 +220,8 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
     totals.unavailable_edits += sim.unavailable_edits
     totals.edit_reread_usd += sim.edit_reread_usd
+    for kind, model, calls in sim.unsupported:
+        totals.unsupported[f"{kind}@{model}"] += calls
     if sim.figures:
         totals.acted_threads += 1
         keep_largest(totals.figures, sim.figures)
@@ -409,6 +435,9 @@ class ReplayReport:
             for layer in scenario.layers:
                 notes += (f"{scenario.name}: {layer.kind}: {note}" for note in
                           layer.build().value_notes())  # fmt: skip
+            totals = self.policies.get(scenario.name)
+            if totals is not None and totals.unsupported:
+                notes += unsupported_notes(scenario.name, totals.unsupported)
         return notes
 
     def provider_notes(self) -> list[str]:

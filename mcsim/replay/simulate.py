@@ -23,6 +23,7 @@ request.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import or_
@@ -35,6 +36,7 @@ from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
+from mcsim.replay.model_support import supports
 from mcsim.replay.policies import Mode, can_clear
 from mcsim.replay.pricing import Pricer
 from mcsim.replay.providers import CacheRules, rules_for
@@ -156,6 +158,9 @@ class SimThread:
     # with its thresholds. Not part of the replay's result: two equal replays may differ here.
     figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
     unavailable_edits: int = 0  # cache edits decided on a cache that has none (not made)
+    # (kind, model, calls): the calls a layer did not apply on, its mechanism not supported
+    # by their model (mcsim.replay.model_support)
+    unsupported: tuple[tuple[str, str, int], ...] = ()
     # What the thread would cost more if the tokens cache edits deleted were still billed as
     # cache reads on every call from the edit on: the other reading of their billing, which
     # Anthropic does not document (the replay's own: they are billed no more).
@@ -233,6 +238,7 @@ class Decisions:
     cleared_log: list[tuple[Any, int]]
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
+    unsupported: tuple[tuple[str, str, int], ...] = ()
 
 
 class _Decider:
@@ -246,12 +252,19 @@ class _Decider:
         self.columns = prepared.columns
         self.edits_possible = thread_rules(thread, scenario).cache_edits
         self.unavailable_edits = 0  # cache edits decided where the cache has none
+        # Per policy, the mechanism its model must support (None: any model), and the calls
+        # each policy did not apply on by model
+        self.needs = [type(p).needs for p in self.policies]
+        self.unsupported: Counter[tuple[str, str]] = Counter()
 
     def decide(self) -> Decisions:
         rows = [self._plan(i, call) for i, call in enumerate(self.thread.calls)]
         plans = Plans._make(map(list, zip(*rows, strict=True))) if rows else _no_plans()
         figures = tuple(p.figures() for p in self.policies)
-        return Decisions(plans, self.context.cleared_log, figures, self.unavailable_edits)
+        unsupported = tuple((k, m, n) for (k, m), n in sorted(self.unsupported.items()))
+        return Decisions(
+            plans, self.context.cleared_log, figures, self.unavailable_edits, unsupported
+        )
 
     def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
         """Before call `i`: a compaction restarts the context, the call's items arrive, and
@@ -276,7 +289,10 @@ class _Decider:
         view.model = call.model
         view.thinking_in_prompt = self.columns.thinking_in_prompt[i]
         view.rewritten = False
-        for policy in self.policies:
+        for policy, needs in zip(self.policies, self.needs, strict=True):
+            if needs is not None and not supports(needs, call.model):
+                self.unsupported[policy.kind, call.model] += 1  # its model cannot
+                continue
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
@@ -439,6 +455,7 @@ def _thread(
         edit_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
+        unsupported=decisions.unsupported if decisions else (),
         edit_reread_usd=reread,
     )
 

@@ -130,6 +130,9 @@ class Policy:
     # Parameters that had another name: old name -> why it changed (a file using it is refused).
     renamed: ClassVar[dict[str, str]] = {}
     figure_names: ClassVar[tuple[str, ...]] = ()  # the attributes `figures` hands the replay
+    # The server-side mechanism the kind needs the call's model to support
+    # (mcsim.replay.model_support: "context_editing", "cache_editing"); None: any model.
+    needs: ClassVar[str | None] = None
 
     def __init__(self, **values: Any) -> None:
         self.values = {p.name: values.get(p.name, p.default) for p in self.params}

@@ -40,6 +40,7 @@ from mcsim.replay.policies import (
 @register
 class CachedMicrocompact(Policy):
     kind = "cached_microcompact"
+    needs = "cache_editing"  # docs/domain.md#model-support
     summary = "Delete old tool results from the server's cache without breaking the prefix."
     params = (
         Param(

@@ -35,6 +35,7 @@ from mcsim.replay.policies import FREED_NOTHING, Clearing, Mode, Param, Policy, 
 @register
 class ClearThinking(Policy):
     kind = "clear_thinking"
+    needs = "context_editing"  # docs/domain.md#model-support
     summary = "Clear the thinking of all but the newest assistant turns with thinking."
     params = (
         Param(

@@ -47,6 +47,7 @@ from mcsim.replay.policies import (
 @register
 class ClearToolUses(Policy):
     kind = "clear_tool_uses"
+    needs = "context_editing"  # docs/domain.md#model-support
     summary = "API context editing: past a prompt size, clear all but the newest tool uses."
     params = (
         Param(
