@@ -345,6 +345,7 @@ def test_hostile_grid_values_get_one_line(tmp_path: Path, grids: list[str], mess
             ["nope=1"],
             "--grid nope: not a parameter of policy 'claude-code' (known: ttl, "
             "cached_microcompact.keep_recent, cached_microcompact.trigger_threshold, "
+            "clear_thinking.after_gap_minutes, clear_thinking.keep, clear_thinking.latched, "
             "time_based_microcompact.gap_threshold_minutes, time_based_microcompact.keep_recent)",
         ),
         (["\x1b[2Jk=1"], "--grid \\x1b[2Jk: not a parameter of policy 'claude-code' (known: "),

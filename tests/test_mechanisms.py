@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from lines import assistant, tool_result, tool_use, usage, user, write
-from simthreads import result, text, thread
+from simthreads import result, text, thinking, thread
 
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
@@ -446,3 +446,66 @@ def test_a_layer_on_a_model_that_cannot_use_it_does_not_apply_and_the_notes_say_
         "4.5, 4.6, 4.7, 4.8, 5, 5.5; Sonnet 4, 4.5, 4.6, 5, 5.5; claude-fable-5"
     )
     assert "as documented, as of 2026-12-03: https://platform.claude.com/" in note
+
+
+# ---------------------------------------------------------------- 9. thinking on the cold start
+
+
+def cold_start_session() -> CalThread:
+    """Opus 4.5 (earlier thinking is re-sent), 1-hour TTL, four user turns each answered with
+    thinking and a 50-token text, after idle gaps of 10, 65 and 20 minutes. Recorded prompts
+    from a 10,000-token head: 10,100; + 2,000 + 50 + 100 = 12,250; + 3,000 + 50 + 100 =
+    15,400; + 1,000 + 50 + 100 = 16,550. The 65-minute gap is past the TTL: a recorded miss."""
+    steps = [
+        (0.0, [text(100, turn=1)]),
+        (10 * MIN, [thinking(2_000, turn=1), text(50, turn=1), text(100, turn=2)]),
+        (65 * MIN, [thinking(3_000, turn=2), text(50, turn=2), text(100, turn=3)]),
+        (20 * MIN, [thinking(1_000, turn=3), text(50, turn=3), text(100, turn=4)]),
+    ]
+    return thread(steps, ttl="1h", model="claude-opus-4-5-20251101")
+
+
+def test_claude_code_clears_thinking_once_on_the_cold_start() -> None:
+    from mcsim.replay.scenario import load_policy_file
+
+    t = cold_start_session()
+    preset = Path(__file__).parents[1] / "policies" / "claude-code.yaml"
+    (claude_code,) = [s for s in load_policy_file(preset) if s.name == "claude-code"]
+    sim = simulate_thread(t, claude_code, PRICES)
+    base = simulate_thread(t, baseline(), PRICES)
+    # After 10 minutes the cache is warm: keep "all", nothing cleared. After 65 minutes (cold
+    # start) turn 1's thinking goes, turn 2's (the newest with thinking) stays: 2,000 tokens,
+    # once. After 20 minutes, warm again: turn 2's thinking is kept though turn 3 has some.
+    assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 2_000, 0]
+    assert [c.prompt_tokens for c in sim.calls] == [10_100, 12_250, 13_400, 14_550]
+    assert [c.rewrote for c in sim.calls] == [False, False, True, False]
+    # The cold call misses as the recording did (the 1-hour entry is gone after 65 minutes)
+    # and writes its smaller prompt, 13,400 - 3; the next call reads all of it, 13,400, and
+    # writes the new turn, 14,550 - 3 - 13,400 = 1,147. No miss the TTL did not cause.
+    assert [c.usage.cache_read_tokens for c in base.calls] == [0, 10_100, 0, 15_400]
+    assert [c.usage.cache_read_tokens for c in sim.calls] == [0, 10_100, 0, 13_400]
+    assert [c.usage.cache_write_1h_tokens for c in sim.calls] == [10_097, 2_147, 13_397, 1_147]
+    # Opus 4.5: 1-hour writes $10, reads $0.50 per million: 2,000 tokens written less at the
+    # cold call ($0.02) and read less at the next ($0.001).
+    saved = sum(b.cost_usd or 0 for b in base.calls) - sum(c.cost_usd or 0 for c in sim.calls)
+    assert saved == pytest.approx(0.021)
+
+
+def test_latched_thinking_clearing_goes_on_after_the_cold_start() -> None:
+    """Claude Code's source latches the cold-start clearing for the rest of the session
+    (`thinkingClearLatched`): `latched: true` keeps applying keep 1 after the cold start."""
+    t = cold_start_session()
+    latched = policy(layer("clear_thinking", keep=1, after_gap_minutes=60, latched=True))
+    sim = simulate_thread(t, latched, PRICES).calls
+    # As above at the cold call; then at the 20-minute call turn 3 brings thinking, so turn
+    # 2's 3,000 tokens go too: a rewrite on a warm cache. Prompt 16,550 - 5,000 = 11,550;
+    # the read falls back to the 10,000-token head (the first call's entry, the only one
+    # before the change, died an hour after it was last read, at 10 minutes): 11,550 - 3 -
+    # 10,000 = 1,547 written.
+    assert [c.newly_cleared_tokens for c in sim] == [0, 0, 2_000, 3_000]
+    assert [c.prompt_tokens for c in sim] == [10_100, 12_250, 13_400, 11_550]
+    assert (sim[3].usage.cache_read_tokens, sim[3].usage.cache_write_1h_tokens) == (10_000, 1_547)
+    # Without after_gap_minutes it applies on every call, as before: turn 1's thinking goes
+    # at call 2 already (turn 2 brings thinking), turn 2's at call 3.
+    every = simulate_thread(t, policy(layer("clear_thinking", keep=1)), PRICES).calls
+    assert [c.newly_cleared_tokens for c in every] == [0, 0, 2_000, 3_000]
