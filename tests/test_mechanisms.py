@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from lines import assistant, tool_result, tool_use, usage, user, write
@@ -73,7 +74,7 @@ def test_a_cache_edit_takes_effect_on_the_call_that_carries_it_even_after_a_fall
     assert (sim[5].usage.cache_read_tokens, sim[5].usage.cache_write_tokens) == (11_000, 4_997)
 
 
-def test_a_ttl_that_ran_out_on_the_call_of_a_cache_edit_is_still_a_break() -> None:
+def test_a_ttl_that_ran_out_on_the_call_of_a_cache_edit_is_a_drop_named_for_the_ttl() -> None:
     steps = list(BURST)
     steps[4] = (400.0, steps[4][1])  # 400 s before call 4: past the 5-minute TTL
     sim = simulate_thread(thread(steps), policy(EDITS), PRICES)
@@ -83,8 +84,12 @@ def test_a_ttl_that_ran_out_on_the_call_of_a_cache_edit_is_still_a_break() -> No
         0,
         15_997,
     )
-    assert [(b.call_index, b.cause.value) for b in sim.breaks] == [(4, "ttl_expired")]
-    assert sim.edit_drops == ()
+    # The drop (26,000 -> 0) keeps its cause, the TTL; Claude Code's detector, told of the
+    # cache edit (notifyCacheDeletion), does not report it: a drop, not a break.
+    assert sim.breaks == ()
+    drops = [(d.call_index, d.cause.value, d.announced) for d in sim.announced_drops]
+    assert drops == [(4, "ttl_expired", True)]
+    assert sim.edit_drops == ()  # the TTL explains it, not the edit
 
 
 def test_the_other_reading_of_cache_edits_bills_what_they_deleted_as_reads() -> None:
@@ -158,7 +163,14 @@ def test_a_rewrite_drops_the_cache_edits_and_what_it_keeps_comes_back() -> None:
     assert calls[8].cache_edit and calls[8].newly_cleared_tokens == 15_000
     assert calls[8].prompt_tokens == 16_036
     assert (calls[8].usage.cache_read_tokens, calls[8].usage.cache_write_tokens) == (11_036, 4_997)
-    assert [(b.call_index, b.cause.value) for b in sim.breaks] == [(7, "ttl_expired")]
+    # Reads 0, 11,000, 16,000, 21,000, 11,000 (the edit at call 4), 11,000, 11,000, 0 (call 7),
+    # 11,036. Both drops were announced to the detector (the edit; the time-based rewrite,
+    # whose TTL drop Claude Code's detector is told of): drops by cause, no break.
+    assert sim.breaks == ()
+    assert [(d.call_index, d.cause.value) for d in sim.announced_drops] == [
+        (4, "cache_edit"),
+        (7, "ttl_expired"),
+    ]
 
 
 # ---------------------------------------------------------------- 5. time
@@ -303,17 +315,20 @@ def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path
     assert calls[3].pruned is not None and calls[3].pruned.tokens_saved == 8_000
     assert calls[4].pruned is not None and calls[4].pruned.tool_use_ids == ("t2",)
     # Reads 0, 11,000, 16,000, 13,003, 10,000. The drop at call 4 (2,997: > 2,000 and > 5%)
-    # is the recording's own cache edit: not a break. The drop at call 5 (3,003) follows its
-    # own microcompact: an expected break, and no compaction.
+    # is the recording's own cache edit, the drop at call 5 (3,003) follows its own
+    # microcompact: Claude Code's detector is told of both, so neither is a break; both are
+    # drops, and there is no compaction.
     result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     session = doc["sessions"][0]
-    assert (session["cache_breaks"], session["cache_edit_drops"]) == (1, 1)
+    assert (session["cache_breaks"], session["cache_edit_drops"], session["cache_drops"]) == (
+        0,
+        1,
+        2,
+    )
     assert (session["compactions"], session["recorded_prunes"]) == (0, 2)
-    assert [(b["call_index"], b["cause"], b["expected"]) for b in doc["breaks"]] == [
-        (4, "policy_clearing", True)
-    ]
+    assert doc["breaks"] == []
     policy = ["--policy", str(_policies(tmp_path))]
     replay = CliRunner().invoke(
         cli, ["replay", str(path), *policy, "--json", "--out", str(tmp_path / "run")]
@@ -321,9 +336,11 @@ def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path
     assert replay.exit_code == 0, replay.output
     out = json.loads(replay.stdout)
     assert out["recorded"]["prunes"] == {"cache_deletion": 1, "microcompact_boundary": 1}
-    assert (out["recorded"]["cache_breaks"], out["recorded"]["cache_edit_drops"]) == (1, 1)
+    assert (out["recorded"]["cache_breaks"], out["recorded"]["cache_edit_drops"]) == (0, 1)
+    assert out["recorded"]["drops_by_cause"] == {"cache_edit": 1, "policy_clearing": 1}
     base = out["policies"][0]
-    assert (base["name"], base["cache_breaks"], base["cache_edit_drops"]) == ("baseline", 1, 1)
+    assert (base["name"], base["cache_breaks"], base["cache_edit_drops"]) == ("baseline", 0, 1)
+    assert base["cache_drops"] == 2
     assert out["fidelity"]["overall_error"] == 0
     text_out = CliRunner().invoke(
         cli, ["replay", str(path), *policy, "--out", str(tmp_path / "r2")]
@@ -509,3 +526,72 @@ def test_latched_thinking_clearing_goes_on_after_the_cold_start() -> None:
     # at call 2 already (turn 2 brings thinking), turn 2's at call 3.
     every = simulate_thread(t, policy(layer("clear_thinking", keep=1)), PRICES).calls
     assert [c.newly_cleared_tokens for c in every] == [0, 0, 2_000, 3_000]
+
+
+# ---------------------------------------------------------------- 10. the detector
+
+
+def test_breaks_are_what_claude_codes_detector_reports_and_every_drop_is_kept() -> None:
+    """Claude Code's detector is told of a compaction (the baseline is reset), of its cache
+    edits and of its time-based rewrite (notifyCacheDeletion): those drops are not reported.
+    Every other drop of more than 5% and 2,000 tokens is, a TTL expiry included; nothing
+    explains only a changed prefix and a miss on a warm cache."""
+    from mcsim.accounting.breaks import CallObservation, detect_breaks, split_drops
+
+    five = 300.0
+    # (seconds since the previous request, model, read, what the call announced)
+    steps = [
+        (0.0, "s", 20_000, {}),
+        (400.0, "s", 0, {}),  # 1: a TTL miss, reported (explained)
+        (10.0, "s", 20_000, {}),
+        (10.0, "s", 10_000, {"rewrote": True}),  # 3: the policy's own rewrite on a warm cache
+        (10.0, "s", 20_000, {}),
+        (10.0, "s", 10_000, {"compaction_before": True}),  # 5: after a compaction
+        (10.0, "s", 20_000, {}),
+        (10.0, "s", 14_000, {"cache_edit": True}),  # 7: a cache edit deleted 6,000
+        (10.0, "s", 20_000, {}),
+        (4_000.0, "s", 0, {"rewrote": True}),  # 9: time-based MC after an hour: the TTL's drop
+        (10.0, "s", 20_000, {}),
+        (10.0, "s", 12_000, {}),  # 11: a warm read fell back to 12,000: a prefix change
+        (10.0, "s", 20_000, {}),
+        (10.0, "s", 0, {}),  # 13: nothing read on a warm cache
+        (10.0, "s", 20_000, {}),
+        (10.0, "o", 0, {}),  # 15: another model, another cache
+        (10.0, "o", 20_000, {}),
+        (10.0, "o", 18_500, {}),  # 16: 1,500 less: under 2,000, no drop
+    ]
+    now, calls = 0.0, []
+    for gap, model, read, told in steps:
+        now += gap
+        calls.append(CallObservation(now, model, read, five, **told))
+    drops = detect_breaks(calls)
+    breaks, announced = split_drops(drops)
+    assert [(d.call_index, d.cause.value) for d in breaks] == [
+        (1, "ttl_expired"), (11, "prefix_changed"), (13, "unknown"), (15, "model_switch"),
+    ]  # fmt: skip
+    assert [(d.call_index, d.cause.value) for d in announced] == [
+        (3, "policy_clearing"), (5, "compaction"), (7, "cache_edit"), (9, "ttl_expired"),
+    ]  # fmt: skip
+    # Unexpected: what nothing explains.
+    assert [d.call_index for d in breaks if not d.expected] == [11, 13]
+
+
+def test_every_call_of_consecutive_rewrites_is_flagged_and_their_drops_are_kept() -> None:
+    from mcsim.outputs.replay_tables import calls_frame
+    from mcsim.replay.calibrate import CalSession
+    from mcsim.replay.run import ReplayReport, replay_session
+
+    # Keep the newest result only: from call 2 every call rewrites (masks the result before
+    # the newest), and reads back only the 10,000-token head. After the first (11,000 ->
+    # 10,000: 1,000 less, under the 2,000 of a drop) the reads do not drop at all: nothing
+    # in the reads shows the rewrites, the `rewrote` flag of each call does.
+    scenarios = [baseline(), Scenario("keep1", (layer("keep_last_n", n=1),))]
+    report = ReplayReport(scenarios)
+    session = CalSession("s", "p", None, (), (thread(BURST),))
+    report.add(replay_session(session, scenarios, PRICES, keep_rows=True))
+    calls = calls_frame(report).filter(pl.col("policy") == "keep1").sort("call_index")
+    assert calls["rewrote"].to_list() == [False, False] + [True] * 8
+    assert calls["cache_read_tokens"].to_list() == [0, 11_000] + [10_000] * 8
+    assert calls["break_cause"].null_count() == 10 and not any(calls["is_break"].to_list())
+    totals = report.policies["keep1"]
+    assert (totals.cache_breaks, totals.unexpected_breaks, totals.cache_drops) == (0, 0, 0)

@@ -48,7 +48,7 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cache_hit_ratio": "float", "mean_context_tokens": "float", "max_prompt_tokens": "int",
-    "cache_breaks": "int", "cache_edit_drops": "int",
+    "cache_breaks": "int", "cache_edit_drops": "int", "cache_drops": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
     "refetch_unassessed": "int", "refetch_risk": "float", "refetch_cost_usd": "float",
@@ -65,10 +65,6 @@ def _utc(ts: float) -> datetime:
 
 
 _pct = savings_pct
-
-
-def _unexpected(t: PolicyTotals) -> int:
-    return t.cache_breaks - t.breaks_by_cause["compaction"] - t.breaks_by_cause["policy_clearing"]
 
 
 def _refetch_fields(t: PolicyTotals, baseline_usd: float) -> dict[str, Any]:
@@ -160,7 +156,8 @@ def summary_frame(report: ReplayReport) -> Any:
                 "max_prompt_tokens": t.max_prompt_tokens,
                 "cache_breaks": t.cache_breaks,
                 "cache_edit_drops": t.cache_edit_drops,
-                "unexpected_breaks": _unexpected(t),
+                "cache_drops": t.cache_drops,
+                "unexpected_breaks": t.unexpected_breaks,
                 "unpriced_calls": t.unpriced_calls,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
@@ -252,6 +249,8 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
             "cache_hit_ratio": rec.tokens.cache_hit_ratio,
             "cache_breaks": rec.cache_breaks,
             "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
+            "cache_drops": rec.cache_drops,
+            "drops_by_cause": dict(sorted(rec.drops_by_cause.items())),
         },
         "baseline_cost_usd": report.baseline.cost_usd,
         "baseline": baseline_json(report),
@@ -368,8 +367,10 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "cleared_tokens": t.cleared_tokens,
                 "cache_breaks": t.cache_breaks,
                 "cache_edit_drops": t.cache_edit_drops,
-                "unexpected_breaks": _unexpected(t),
+                "cache_drops": t.cache_drops,
+                "unexpected_breaks": t.unexpected_breaks,
                 "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
+                "drops_by_cause": dict(sorted(t.drops_by_cause.items())),
                 "cache_hit_ratio": t.tokens.cache_hit_ratio,
                 "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0,
                 "max_prompt_tokens": t.max_prompt_tokens,
@@ -386,6 +387,8 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             "calls": report.recorded.calls,
             "cache_breaks": report.recorded.cache_breaks,
             "cache_edit_drops": report.recorded.cache_edit_drops,
+            "cache_drops": report.recorded.cache_drops,
+            "drops_by_cause": dict(sorted(report.recorded.drops_by_cause.items())),
             "cache_hit_ratio": report.recorded.tokens.cache_hit_ratio,
             "prunes": dict(sorted(report.recorded_prunes.items())),
         },
@@ -439,7 +442,7 @@ def replay_text(report: ReplayReport) -> str:
                 f"{t.cleared_tokens:,}",
                 f"{100 * t.tokens.cache_hit_ratio:.1f}",
                 str(t.cache_breaks),
-                str(_unexpected(t)),
+                str(t.unexpected_breaks),
             ]
         )
     lines = table(headers, rows, right=set(range(1, 12)))

@@ -70,8 +70,9 @@ from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
 # 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
-# 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported)
-RESULTS_VERSION = 4
+# 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported); 5: every
+# drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports
+RESULTS_VERSION = 5
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _COUNT_FIELDS = (
@@ -216,6 +217,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         t.figures,
         t.edit_reread_usd,
         t.unsupported,
+        t.drops_by_cause,
     ]
 
 
@@ -343,7 +345,9 @@ def _counter(value: Any) -> Counter[str]:
 
 
 def _totals(row: Any) -> PolicyTotals:
-    name, tokens, cost, counts, causes, refetch_cost, figures, reread, unsupported = _list(row, 9)
+    name, tokens, cost, counts, causes, refetch_cost, figures, reread, unsupported, drops = _list(
+        row, 10
+    )
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
@@ -357,6 +361,7 @@ def _totals(row: Any) -> PolicyTotals:
         figures=figures,
         edit_reread_usd=_float(reread),
         unsupported=_counter(unsupported),
+        drops_by_cause=_counter(drops),
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
 

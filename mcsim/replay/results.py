@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mcsim.accounting.breaks import UNEXPLAINED_CAUSES
 from mcsim.model import NO_TOKENS, Tokens
 from mcsim.replay.rows import SessionRows
 
@@ -41,9 +42,12 @@ class PolicyTotals:
     context_tokens: int = 0  # sum over calls of the prompt size
     max_prompt_tokens: int = 0  # the largest prompt sent
     calls: int = 0
-    cache_breaks: int = 0
+    cache_breaks: int = 0  # drops Claude Code's detector would report (breaks.py)
     breaks_by_cause: Counter[str] = field(default_factory=Counter)
     cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
+    # Every drop in reads by cause: the breaks and those the detector was told to expect
+    # (a compaction, the policy's own rewrite, a cache edit)
+    drops_by_cause: Counter[str] = field(default_factory=Counter)
     compactions: int = 0
     compactions_still_reached: int = 0
     cleared_results: int = 0
@@ -62,6 +66,17 @@ class PolicyTotals:
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def cache_drops(self) -> int:
+        """Every drop in reads, the breaks among them."""
+        return sum(self.drops_by_cause.values())
+
+    @property
+    def unexpected_breaks(self) -> int:
+        """The breaks nothing explains: a changed prefix, or nothing read on a warm cache (a
+        gap as long as the TTL, a compaction, a model switch, the policy's clearing do)."""
+        return sum(self.breaks_by_cause[c.value] for c in UNEXPLAINED_CAUSES)
 
     @property
     def refetch_assessed(self) -> int:
@@ -97,6 +112,8 @@ class PolicyTotals:
         if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
             self.breaks_by_cause.update(other.breaks_by_cause)
         self.cache_edit_drops += other.cache_edit_drops
+        if other.drops_by_cause:
+            self.drops_by_cause.update(other.drops_by_cause)
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
+from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for
 from mcsim.accounting.recorded import TTL_SECONDS, savings_pct
 from mcsim.errors import UsageError
@@ -149,8 +149,8 @@ def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
         out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
 
 
-def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
-    """The recording's breaks by call, and how many drops its own cache edits explain."""
+def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], list[CacheBreak]]:
+    """The recording's breaks by call, and the drops its own pruning announced."""
     calls = thread.calls
     micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
     drops = detect_breaks_columns(
@@ -162,21 +162,22 @@ def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
         [c.pruned == micro for c in calls],
         [c.pruned == deletion for c in calls],
     )
-    breaks, edit_drops = split_drops(drops)
-    return {b.call_index: b for b in breaks}, edit_drops
+    breaks, announced = split_drops(drops)
+    return {b.call_index: b for b in breaks}, announced
 
 
-def _recorded(
-    session: CalSession, prices: PriceTable
-) -> tuple[PolicyTotals, list[tuple[list[float | None], dict[int, CacheBreak]]]]:
-    """The recording's totals, and per thread its calls' costs and breaks (for the rows)."""
+# Per thread of the recording: its calls' costs, its breaks by call, and the cause of every
+# drop by call (the rows show the cause of announced drops too)
+RecordedThread = tuple[list[float | None], dict[int, CacheBreak], dict[int, str]]
+
+
+def _recorded(session: CalSession, prices: PriceTable) -> tuple[PolicyTotals, list[RecordedThread]]:
+    """The recording's totals, and per thread its calls' costs and drops (for the rows)."""
     totals = PolicyTotals(RECORDED)
     threads = []
     for thread in session.threads:
-        found, edit_drops = _recorded_breaks(thread)
-        totals.cache_breaks += len(found)
-        totals.cache_edit_drops += edit_drops
-        totals.breaks_by_cause.update(b.cause.value for b in found.values())
+        found, announced = _recorded_breaks(thread)
+        _count_drops(totals, list(found.values()), announced)
         costs: list[float | None] = []
         totals.tokens += Tokens.total(thread.calls)
         for call in thread.calls:
@@ -193,7 +194,8 @@ def _recorded(
             totals.cost_usd += cost
             costs.append(cost)
         totals.calls += len(thread.calls)
-        threads.append((costs, found))
+        causes = {d.call_index: d.cause.value for d in (*found.values(), *announced)}
+        threads.append((costs, found, causes))
     return totals, threads
 
 
@@ -211,9 +213,7 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
             threshold = _compaction_threshold(recorded[i], recorded[i - 1])
             totals.compactions += 1
             totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
-    totals.cache_breaks += len(sim.breaks)
-    totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
-    totals.cache_edit_drops += len(sim.edit_drops)
+    _count_drops(totals, sim.breaks, sim.announced_drops)
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_unassessed += sim.unassessed_results
@@ -227,6 +227,18 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
         keep_largest(totals.figures, sim.figures)
 
 
+def _count_drops(
+    totals: PolicyTotals, breaks: Sequence[CacheBreak], announced: Sequence[CacheBreak]
+) -> None:
+    """A thread's breaks (what Claude Code's detector reports) and every drop, by cause."""
+    if not breaks and not announced:
+        return
+    totals.cache_breaks += len(breaks)
+    totals.breaks_by_cause.update(b.cause.value for b in breaks)
+    totals.drops_by_cause.update(d.cause.value for d in (*breaks, *announced))
+    totals.cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in announced)
+
+
 def _compaction_threshold(call: CalCall, before: CalCall) -> int:
     """The prompt size that triggered a recorded compaction: the recorded pre-compaction
     size, but never above the last prompt actually sent before it."""
@@ -235,13 +247,9 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
     return min(call.compaction_pre_tokens, before.prompt_tokens)
 
 
-def _recorded_rows(
-    rows: SessionRows,
-    session: CalSession,
-    recorded: list[tuple[list[float | None], dict[int, CacheBreak]]],
-) -> None:
+def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[RecordedThread]) -> None:
     rows.start_run(RECORDED)
-    for thread, (costs, found) in zip(session.threads, recorded, strict=True):
+    for thread, (costs, found, causes) in zip(session.threads, recorded, strict=True):
         calls = thread.calls
         n = len(calls)
         rows.add(
@@ -260,7 +268,7 @@ def _recorded_rows(
             ([False] * n, [False] * n, [i in found for i in range(n)]),
             [c.model for c in calls],
             [c.ttl for c in calls],
-            ((i, b.cause.value) for i, b in sorted(found.items())),
+            sorted(causes.items()),
         )
 
 
@@ -287,7 +295,7 @@ def _rows(
         (sim.rewrote, sim.cache_edit, broke),
         sim.model,
         sim.ttl,
-        ((b.call_index, b.cause.value) for b in sim.breaks),
+        sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops)),
     )
     for b in sim.breaks:
         row = (

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from operator import or_
 from typing import Any, NamedTuple, cast
 
-from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
+from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import ThreadKind, Tokens, Usage
@@ -152,8 +152,9 @@ class SimThread:
     # ... of which the recording cannot tell whether they were needed again: their tool's
     # calls have no resource keys (refetch.py); not assessed, neither hazards nor safe
     unassessed_results: int = 0
-    # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
-    edit_drops: tuple[CacheBreak, ...] = ()
+    # Drops in reads the detector was told to expect (a compaction, a rewrite or a cache edit
+    # on their call): not breaks, as Claude Code's detector does not report them
+    announced_drops: tuple[CacheBreak, ...] = ()
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
     # with its thresholds. Not part of the replay's result: two equal replays may differ here.
     figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
@@ -165,6 +166,11 @@ class SimThread:
     # cache reads on every call from the edit on: the other reading of their billing, which
     # Anthropic does not document (the replay's own: they are billed no more).
     edit_reread_usd: float = 0.0
+
+    @property
+    def edit_drops(self) -> tuple[CacheBreak, ...]:
+        """The announced drops cache edits explain (nothing else does)."""
+        return tuple(d for d in self.announced_drops if d.cause is BreakCause.CACHE_EDIT)
 
     @property
     def calls(self) -> list[SimCall]:
@@ -422,7 +428,8 @@ def _thread(
     )  # fmt: skip
     copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
     if unpruned is not None:
-        copied = [b for b in (*unpruned.breaks, *unpruned.edit_drops) if b.call_index < same]
+        copied = [b for b in (*unpruned.breaks, *unpruned.announced_drops) if b.call_index < same]
+        copied.sort(key=_index)
     drops = (*copied, *found)
     hazards: tuple[Hazard, ...] = ()
     if decisions is not None and prepared is not None:
@@ -452,12 +459,16 @@ def _thread(
         unassessed_results=(
             sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
         ),
-        edit_drops=tuple(b for b in drops if not b.is_break),
+        announced_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
         unsupported=decisions.unsupported if decisions else (),
         edit_reread_usd=reread,
     )
+
+
+def _index(drop: CacheBreak) -> int:
+    return drop.call_index
 
 
 def _hazards(
