@@ -582,16 +582,91 @@ def test_every_call_of_consecutive_rewrites_is_flagged_and_their_drops_are_kept(
     from mcsim.replay.run import ReplayReport, replay_session
 
     # Keep the newest result only: from call 2 every call rewrites (masks the result before
-    # the newest), and reads back only the 10,000-token head. After the first (11,000 ->
-    # 10,000: 1,000 less, under the 2,000 of a drop) the reads do not drop at all: nothing
-    # in the reads shows the rewrites, the `rewrote` flag of each call does.
+    # the newest) and reads back what the first call's entry holds, head + text (11,000: it
+    # ends before r1, every later entry holds a result since masked), as call 1 read. The
+    # reads do not drop at all: nothing in them shows the rewrites, each call's `rewrote`
+    # flag does.
     scenarios = [baseline(), Scenario("keep1", (layer("keep_last_n", n=1),))]
     report = ReplayReport(scenarios)
     session = CalSession("s", "p", None, (), (thread(BURST),))
     report.add(replay_session(session, scenarios, PRICES, keep_rows=True))
     calls = calls_frame(report).filter(pl.col("policy") == "keep1").sort("call_index")
     assert calls["rewrote"].to_list() == [False, False] + [True] * 8
-    assert calls["cache_read_tokens"].to_list() == [0, 11_000] + [10_000] * 8
+    assert calls["cache_read_tokens"].to_list() == [0] + [11_000] * 9
     assert calls["break_cause"].null_count() == 10 and not any(calls["is_break"].to_list())
     totals = report.policies["keep1"]
     assert (totals.cache_breaks, totals.unexpected_breaks, totals.cache_drops) == (0, 0, 0)
+
+
+# ---------------------------------------------------------------- 11. the cache's lookback
+
+
+def tool_steps(tools: list[str], gap: float = 10.0) -> CalThread:
+    """A 1,000-token text, then one tool call a call: a 50-token input and a 5,000-token
+    result (2 content blocks). Prompt k = 11,000 + 5,050 k; the first call's entry ends at
+    block 1, call k's at block 1 + 2k."""
+    from simthreads import tool_call
+
+    return thread([(0.0, [text(1_000)])] + [(gap, tool_call(t, 50, 5_000)) for t in tools])
+
+
+def test_a_change_3_steps_back_reads_up_to_the_entry_before_it() -> None:
+    """Every request writes an entry at its end; a lookup checks the block boundaries up to 20
+    blocks before its breakpoint for one. A rewrite that changes a block a few calls back
+    still reads everything up to the last entry that ends before the change."""
+    tools = ["Read"] * 6 + ["Bash"] + ["Read"] * 4  # the Bash call is call 7's
+    api = policy(layer("clear_tool_uses", trigger_input_tokens=60_000, keep=3,
+                       exclude_tools=["Read"]))  # fmt: skip
+    sim = simulate_thread(tool_steps(tools), api, PRICES).calls
+    # Call 10 (61,500 > 60,000) keeps the 3 newest tool uses and clears the only older one
+    # not excluded, the Bash result of call 7: 5,000 - 9 = 4,991; prompt 56,509.
+    assert [c.newly_cleared_tokens for c in sim] == [0] * 10 + [4_991, 0]
+    assert sim[10].prompt_tokens == 56_509
+    # The change is at that result, 41,350 tokens in (call 6's prompt, 41,300, and call 7's
+    # 50-token input). Call 6's entry ends at 41,300, before it; calls 7 to 9's hold the
+    # result. Call 6's entry is alive (call 7 read it 30 s before) and 8 blocks back (it ends
+    # at block 13, call 10 at 21): read 41,300, write 56,509 - 3 - 41,300 = 15,206.
+    assert (sim[10].usage.cache_read_tokens, sim[10].usage.cache_write_tokens) == (41_300, 15_206)
+    # The next call reads the rewritten prompt whole: 56,509.
+    assert sim[11].usage.cache_read_tokens == 56_509
+    # 100 s apart, call 6's entry is gone at call 10: call 7 read it last, at 700 s, and
+    # call 10 comes at 1,000 s, the 5-minute TTL later (each entry lives 5 minutes from its
+    # last write or hit; call 9's, written 100 s before, is alive but holds the result).
+    # Back to the head: 10,000 read, 56,509 - 3 - 10,000 = 46,506 written.
+    slow = simulate_thread(tool_steps(tools, gap=100.0), api, PRICES).calls
+    assert (slow[10].usage.cache_read_tokens, slow[10].usage.cache_write_tokens) == (
+        10_000,
+        46_506,
+    )
+
+
+def test_a_change_15_steps_back_reads_the_head() -> None:
+    tools = ["Bash"] + ["Read"] * 15  # the Bash call is call 1's
+    api = policy(layer("clear_tool_uses", trigger_input_tokens=90_000, keep=15,
+                       exclude_tools=["Read"]))  # fmt: skip
+    sim = simulate_thread(tool_steps(tools), api, PRICES).calls
+    # Call 16 (91,800 > 90,000) keeps the 15 newest tool uses and clears the Bash result of
+    # call 1: 4,991; prompt 86,809. The only entry that ends before it is the first call's
+    # (11,000, alive: it was read at 10 s), but it ends at block 1 and call 16 at block 33:
+    # 32 blocks back, past the 20 a lookup checks. Every later entry holds the result. Back
+    # to the 10,000-token head: write 86,809 - 3 - 10,000 = 76,806.
+    assert sim[16].rewrote and sim[16].prompt_tokens == 86_809
+    assert (sim[16].usage.cache_read_tokens, sim[16].usage.cache_write_tokens) == (10_000, 76_806)
+
+
+def test_a_rolling_mask_reads_the_entry_before_it_began_while_the_lookback_reaches_it() -> None:
+    """Masking the result 3 steps back on every call: each call's mask changes a block held
+    by every entry written since masking began (each holds results masked since), so only
+    the entries before the first masked result still match."""
+    sim = simulate_thread(tool_steps(["Read"] * 12), policy(layer("keep_last_n", n=3)), PRICES)
+    calls = sim.calls
+    # From call 4 one more result is masked each call (5,000 - 8 = 4,992 saved). The first
+    # call's entry (head + text: 11,000) ends before them all and is refreshed each time it
+    # is read; it is within 20 blocks of calls 4 to 10 (blocks 9 to 21 from block 1), not of
+    # calls 11 and 12 (23 and 25): those read the 10,000-token head.
+    assert [c.newly_cleared_tokens for c in calls][3:] == [0] + [4_992] * 9
+    assert [c.usage.cache_read_tokens for c in calls][4:] == [11_000] * 7 + [10_000] * 2
+    # Prompt k = 11,000 + 5,050 k - 4,992 (k - 3): call 10, 61,500 - 34,944 = 26,556,
+    # written 26,556 - 3 - 11,000 = 15,553; call 11, 66,550 - 39,936 = 26,614, written
+    # 26,614 - 3 - 10,000 = 16,611; call 12, 26,672, written 16,669.
+    assert [c.usage.cache_write_tokens for c in calls][10:] == [15_553, 16_611, 16_669]

@@ -348,14 +348,17 @@ def _serve(
     cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
     same = 0
     if unpruned is not None and decisions is not None:
-        same = plans.first_change()
+        # The calls before the first change are the unpruned replay's; serving starts far
+        # enough before it that the entries the cache's lookback can still reach are there.
+        same = _lookback_start(columns.blocks, plans.first_change(), cache.rules.lookback_blocks)
         if same:
-            _resume(cache, calls, columns.request_s, same, fixed_ttl)
+            _resume(cache, calls, columns, same, fixed_ttl)
     rest = plans.since(same)
     prompt = rest.prompt_tokens
     uncached, read, w5, w1 = cache.serve(
         calls[same:], prompt, columns.request_s[same:], ttls[same:], rest.rewrote,
         rest.deleted_tokens, rest.fallback_read_tokens, rest.unchanged_tokens,
+        columns.blocks[same:],
     )  # fmt: skip
     pricer = Pricer(prices)
     cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
@@ -369,18 +372,31 @@ def _serve(
                    unpruned if same else None, same)  # fmt: skip
 
 
+def _lookback_start(blocks: list[int], first_change: int, lookback: int) -> int:
+    """Where to start serving when the calls before `first_change` can be copied: the first
+    call whose entry a call from `first_change` on can still reach, `lookback` blocks back
+    (`first_change` itself without a lookback, or when nothing changes)."""
+    if not lookback or first_change >= len(blocks) or not first_change:
+        return first_change
+    return bisect.bisect_left(blocks, blocks[first_change] - lookback, 0, first_change)
+
+
 def _resume(
-    cache: PromptCache, calls: Sequence[CalCall], sent: list[float], same: int,
+    cache: PromptCache, calls: Sequence[CalCall], columns: CallColumns, same: int,
     fixed_ttl: str | None,
 ) -> None:  # fmt: skip
     """The cache as the copied calls [0, same) left it: their last cacheable prompt."""
     cached = next(
-        (c.prompt_tokens for c in calls[same - 1 :: -1]
-         if c.prompt_tokens >= cache.rules.min_tokens(c.model)),
+        (i for i in range(same - 1, -1, -1)
+         if calls[i].prompt_tokens >= cache.rules.min_tokens(calls[i].model)),
         None,
     )  # fmt: skip
     last = calls[same - 1]
-    cache.resume(cached, sent[same - 1], TTL_SECONDS[fixed_ttl or last.ttl], last.ttl)
+    cache.resume(
+        None if cached is None else calls[cached].prompt_tokens, columns.request_s[same - 1],
+        TTL_SECONDS[fixed_ttl or last.ttl], last.ttl,
+        0 if cached is None else columns.blocks[cached],
+    )  # fmt: skip
 
 
 class _Served(NamedTuple):
