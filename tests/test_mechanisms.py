@@ -6,6 +6,7 @@ how each mechanism measures time, and pruning the recording already did."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -670,3 +671,166 @@ def test_a_rolling_mask_reads_the_entry_before_it_began_while_the_lookback_reach
     # written 26,556 - 3 - 11,000 = 15,553; call 11, 66,550 - 39,936 = 26,614, written
     # 26,614 - 3 - 10,000 = 16,611; call 12, 26,672, written 16,669.
     assert [c.usage.cache_write_tokens for c in calls][10:] == [15_553, 16_611, 16_669]
+
+
+# ---------------------------------------------------------------- 12. API context editing
+
+
+def cookbook_run() -> CalThread:
+    """The second clearing run of Anthropic's cookbook (tool_use/context_engineering/
+    context_engineering_tools.ipynb, claude-sonnet-4-6): request k sends the responses to
+    requests 1..k-1 and their results. Response 1 views the memory; 2 reads four documents
+    (41,260, 41,200, 41,101 and 41,115 tokens); 3 writes a memory note; 4 reads four more
+    (41,155, 41,095, 41,017, 41,012); 5 to 8 use the memory; 9 and 10 search twice each; 11
+    records a finding; 12 edits the memory. Tool inputs 30 tokens, small results 20, the
+    notes 2,500. The server compacted at request 5, but the client still sends the whole
+    history, which is what this thread's prompts are."""
+    from simthreads import tool_call
+
+    def calls(tool: str, *results: int, given: int = 30) -> list:
+        return [seg for r in results for seg in tool_call(tool, given, r)]
+
+    reads_a, reads_b = (41_260, 41_200, 41_101, 41_115), (41_155, 41_095, 41_017, 41_012)
+    steps = [
+        (0.0, [text(1_106)]),
+        (10.0, calls("memory", 20)),
+        (10.0, calls("read_file", *reads_a)),
+        (10.0, calls("memory", 20, given=2_500)),
+        (10.0, calls("read_file", *reads_b)),
+        (10.0, calls("memory", 20)),
+        (10.0, calls("memory", 2_370)),
+        (10.0, calls("memory", 20, given=2_500)),
+        (10.0, calls("memory", 20, given=2_500)),
+        (10.0, calls("search_files", 20, 20)),
+        (10.0, calls("search_files", 20, 20)),
+        (10.0, calls("record_finding", 20)),
+        (10.0, calls("memory", 20)),
+    ]
+    return thread(steps, head=1_000, model="claude-sonnet-4-5-20250929")
+
+
+def test_context_editing_as_anthropics_recorded_run_shows_it() -> None:
+    """Trigger 200,000, keep 6, clear_at_least 30,000, the memory tool excluded. The run
+    reported, per request, the tool uses cleared: none until request 5 (index 4 here), then
+    2 (the first two reads) on requests 5 to 9, then 4 (the batch's four) on 10 to 13, the
+    same figure again and again: the edit is worked out on every request from the history
+    the client sends, and the cleared set grows in steps and then holds."""
+    t = cookbook_run()
+    observed = [0, 0, 0, 0, 2, 2, 2, 2, 2, 4, 4, 4, 4]
+    read = [41_260, 41_200, 41_101, 41_115]
+
+    def cleared(**values: object) -> list[int]:
+        api = layer("clear_tool_uses", trigger_input_tokens=200_000, keep=6,
+                    clear_at_least=30_000, exclude_tools=["memory"], **values)  # fmt: skip
+        sim = simulate_thread(t, policy(api), PRICES).calls
+        # results cleared so far, from the tokens removed (9-token placeholders)
+        sizes = {0: 0, sum(read[:2]) - 18: 2, sum(read) - 36: 4}
+        return [sizes.get(c.cleared_tokens, -1) for c in sim]
+
+    # In steps, keep counting only the tools it may clear: request 5 (333,871 tokens sent)
+    # clears all but the 6 newest reads, the first two (82,442 net); requests 6 to 9 add
+    # only memory uses: the history less what it clears (251,479 to 258,919) is over the
+    # trigger, but nothing new is older than keep. Request 10 brings two searches: the next
+    # two reads fall out of keep (82,198 more, over 30,000). From request 11 the history less
+    # the four (176,921 and up) is under the trigger: the set holds, though two newer reads
+    # are past keep. Every request matches.
+    assert cleared(keep_counts_excluded=False) == observed
+    # Clearing all but keep on every request (stateless, trigger on the history sent) would
+    # have cleared those two newer reads at request 11 and the next at 12: what Anthropic's
+    # run rules out.
+    every = cleared(keep_counts_excluded=False, cleared_set="every_request")
+    assert every[:10] == observed[:10] and every[10] != 4
+    # Counting the excluded memory uses in keep (mcsim's default, the documentation's
+    # silence) clears a third read at request 5 already.
+    assert cleared()[4] == -1 != observed[4]
+
+
+def test_both_readings_of_the_cleared_set_are_reported_as_a_range(tmp_path: Path) -> None:
+    from mcsim.outputs.replay_tables import replay_json, summary_frame
+    from mcsim.replay.calibrate import CalSession
+    from mcsim.replay.run import ReplayReport, replay_session
+    from mcsim.replay.verdict import verdict
+
+    t = thread(BURST)
+    steps = policy(layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1))
+    every = policy(layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1,
+                         cleared_set="every_request"))  # fmt: skip
+    # Prompt k = 11,000 + 5,000 k. In steps: call 4 (31,000) clears r1..r3, 3 x (5,000 - 9)
+    # = 14,973; calls 5 and 6 hold (36,000 and 41,000 less 14,973: under 30,000); call 7
+    # (46,000 - 14,973 = 31,027) clears r4..r6. On every request: r1..r3 at call 4, then
+    # each call the result that left keep, 4,991.
+    in_steps = simulate_thread(t, steps, PRICES).calls
+    on_each = simulate_thread(t, every, PRICES).calls
+    assert [c.newly_cleared_tokens for c in in_steps] == [0] * 4 + [14_973, 0, 0, 14_973, 0, 0]
+    assert [c.newly_cleared_tokens for c in on_each] == [0] * 4 + [14_973] + [4_991] * 5
+    # Each rewrite reads the first call's entry back (11,000: it ends before r1 and is within
+    # the lookback); in steps the calls between read the whole previous prompt. Reads: in
+    # steps 144,162, writes 56,051; on every request 114,000 and 56,267 (its prompts stay at
+    # 16,027..16,072). Sonnet 4.5 ($3 input, $3.75 5m write, $0.30 read, $15 output per
+    # million; 30 input and 1,000 output tokens in all): 0.26852985 and 0.26029125.
+    assert sum(c.usage.cache_read_tokens for c in in_steps) == 144_162
+    assert sum(c.usage.cache_read_tokens for c in on_each) == 114_000
+    assert sum(c.cost_usd or 0 for c in in_steps) == pytest.approx(0.26852985)
+    assert sum(c.cost_usd or 0 for c in on_each) == pytest.approx(0.26029125)
+    # The replay models the reading the policy names (in steps by default) and keeps the
+    # other's cost beside it: the range of its savings against no pruning (0.3086775).
+    scenarios = [baseline(), Scenario("api", steps.layers)]
+    report = ReplayReport(scenarios)
+    report.add(replay_session(CalSession("s", "p", None, (), (t,)), scenarios, PRICES, False))
+    totals = report.policies["api"]
+    assert totals.cleared_set_other_usd == pytest.approx(0.26029125 - 0.26852985)
+    modelled = 100 * (1 - 0.26852985 / 0.3086775)  # +13.01%
+    other = 100 * (1 - 0.26029125 / 0.3086775)  # +15.68%
+    found = verdict(report)
+    (outcome,) = found.results
+    assert outcome.net_savings_pct == pytest.approx(modelled)
+    assert outcome.other_cleared_set_net_pct == pytest.approx(other)
+    assert (
+        "rests on API context editing's cleared-set rule, which Anthropic does not document: "
+        "+13.01% net clearing in steps (modelled), +15.68% clearing all but keep on every request"
+    ) in found.text
+    assert found.as_json()["net_savings_if_other_cleared_set_pct"] == pytest.approx(other)
+    summary = summary_frame(report).filter(pl.col("policy") == "api")
+    assert summary["net_savings_if_other_cleared_set_pct"].to_list() == [pytest.approx(other)]
+    (api,) = [p for p in replay_json(report, None)["policies"] if p["name"] == "api"]
+    assert api["net_savings_if_other_cleared_set_pct"] == pytest.approx(other)
+    # A policy without API context editing has no such range.
+    assert math.isnan(verdict_for(report, "baseline"))
+
+
+def verdict_for(report: object, name: str) -> float:
+    from mcsim.replay.sweep import Variant, outcomes
+
+    assert hasattr(report, "scenarios")
+    (scenario,) = [s for s in report.scenarios if s.name == name]
+    (outcome,) = outcomes(report, [Variant((), scenario)])  # type: ignore[arg-type]
+    return outcome.other_cleared_set_net_pct
+
+
+def test_the_trigger_is_measured_on_the_history_the_client_sends() -> None:
+    """Two API strategies on one request: the second's trigger is not lowered by what the
+    first clears (both are worked out on the server from what the client sends); a
+    client-side rewrite does lower it (the client sends less)."""
+    tools = ["Read", "Bash"] * 3  # results of 5,000 tokens, calls 1..6
+    t = thread([(0.0, [text(1_000)])] + [(10.0, [result(5_000, tool)]) for tool in tools])
+    reads = layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1, exclude_tools=["Bash"])
+    shells = layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1, exclude_tools=["Read"])
+    sim = simulate_thread(t, policy(reads, shells), PRICES).calls
+    # Call 4 (31,000 > 30,000): the first clears the Reads older than the newest use (r1, r3:
+    # 2 x 4,991 = 9,982); the second, its trigger still on the 31,000 sent, clears the Bash
+    # r2: 4,991. (Were it measured on what the first left, 21,018, it would not.)
+    assert sim[4].newly_cleared_tokens == 3 * 4_991
+    assert sim[4].prompt_tokens == 31_000 - 14_973
+    # A client-side rewrite first: the time-based path after 61 idle minutes keeps the
+    # newest compactable result and clears r2 and r3 (9,982); an MCP result, r1, is not
+    # compactable. The client sends 31,000 - 9,982 = 21,018, under the trigger, so the API
+    # strategy, which would clear the MCP result too (14,973 in all), clears nothing.
+    mcp = ["mcp__s__t", "Bash", "Read", "Bash"]
+    steps = [(0.0, [text(1_000)])] + [(10.0, [result(5_000, tool)]) for tool in mcp]
+    steps[4] = (61 * MIN, steps[4][1])
+    tb = layer("time_based_microcompact", gap_threshold_minutes=60, keep_recent=1)
+    both = simulate_thread(thread(steps), policy(tb, reads), PRICES).calls
+    assert both[4].newly_cleared_tokens == 9_982 and both[4].prompt_tokens == 21_018
+    # Alone, on the 31,000 sent, it clears the MCP result and r3 (Bash is excluded): 9,982.
+    alone = simulate_thread(thread(steps), policy(reads), PRICES).calls
+    assert alone[4].newly_cleared_tokens == 9_982 and alone[4].rewrote

@@ -52,6 +52,8 @@ def test_the_documented_format(tmp_path: Path) -> None:
         "clear_at_least": None,
         "exclude_tools": (),
         "clear_tool_inputs": False,
+        "cleared_set": "in_steps",
+        "keep_counts_excluded": True,
     }
     assert dict(scenarios[3].layers[0].values) == {
         "keep": "all",

@@ -54,7 +54,8 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "refetch_unassessed": "int", "refetch_risk": "float", "refetch_cost_usd": "float",
     "net_savings_vs_baseline_pct": "float",
     "net_savings_low_pct": "float", "net_savings_high_pct": "float",
-    "net_savings_if_edits_reread_pct": "float", "verdict": "bool",
+    "net_savings_if_edits_reread_pct": "float", "net_savings_if_other_cleared_set_pct": "float",
+    "verdict": "bool",
     "fidelity_overall_error": "float",
     "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
 }  # fmt: skip
@@ -122,12 +123,14 @@ def _uncertain(name: str, verdict: Verdict) -> dict[str, Any]:
     """A policy's 95% interval of net savings and its figure if cache edits' deleted tokens
     were billed as reads (None: no interval, no cache edits), and whether it is the verdict's."""
     found = next((o for o in verdict.results if o.variant.name == name), None)
-    numbers = (math.nan,) * 3 if found is None else (found.low_pct, found.high_pct,
-                                                      found.reread_net_pct)  # fmt: skip
-    low, high, reread = (None if math.isnan(x) else x for x in numbers)
+    numbers = (math.nan,) * 4 if found is None else (
+        found.low_pct, found.high_pct, found.reread_net_pct, found.other_cleared_set_net_pct,
+    )  # fmt: skip
+    low, high, reread, other = (None if math.isnan(x) else x for x in numbers)
     chosen = verdict.best is not None and verdict.best.variant.name == name
     return {"net_savings_low_pct": low, "net_savings_high_pct": high,
-            "net_savings_if_edits_reread_pct": reread, "verdict": chosen}  # fmt: skip
+            "net_savings_if_edits_reread_pct": reread,
+            "net_savings_if_other_cleared_set_pct": other, "verdict": chosen}  # fmt: skip
 
 
 def summary_frame(report: ReplayReport) -> Any:

@@ -340,6 +340,7 @@ def variant_json(o: Outcome, recorded_usd: float) -> dict[str, Any]:
         "refetch_unassessed": t.refetch_unassessed,
         "refetch_cost_usd": t.refetch_cost_usd,
         "net_savings_if_edits_reread_pct": _or_none(o.reread_net_pct),
+        "net_savings_if_other_cleared_set_pct": _or_none(o.other_cleared_set_net_pct),
     }
 
 

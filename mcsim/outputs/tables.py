@@ -31,7 +31,9 @@ from typing import Any
 # harness announced (a compaction, its own rewrite, a cache edit) is not a break; replay's
 # summary.parquet and inspect's sessions.parquet gained cache_drops (every drop), calls.parquet
 # break_cause names the cause of any drop (is_break: reported), breaks.parquet `expected`
-# means explained (all but prefix_changed and unknown) and unexpected_breaks counts the rest.
+# means explained (all but prefix_changed and unknown) and unexpected_breaks counts the rest;
+# summary.parquet also gained net_savings_if_other_cleared_set_pct (a policy with API context
+# editing under the other reading of its undocumented cleared-set rule).
 SCHEMA_VERSION = 7
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,

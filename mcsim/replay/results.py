@@ -60,6 +60,10 @@ class PolicyTotals:
     # What the cost would be more if what cache edits deleted were still billed as cache
     # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
     edit_reread_usd: float = 0.0
+    # What the cost with its re-fetches would be more under the other reading of API context
+    # editing's cleared-set rule (every clear_tool_uses layer's `cleared_set` swapped), which
+    # Anthropic does not document: the other end of the range (run.other_cleared_set)
+    cleared_set_other_usd: float = 0.0
     # Calls a layer did not apply on, its mechanism not supported by their model, by
     # "<kind>@<model>" (SimThread.unsupported)
     unsupported: Counter[str] = field(default_factory=Counter)
@@ -123,6 +127,7 @@ class PolicyTotals:
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits
         self.edit_reread_usd += other.edit_reread_usd
+        self.cleared_set_other_usd += other.cleared_set_other_usd
         if other.unsupported:
             self.unsupported.update(other.unsupported)
         keep_largest(self.figures, other.figures)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -26,10 +26,11 @@ from mcsim.model import CompactionKind, Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
 from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
+from mcsim.replay.policies.clear_tool_uses import ClearToolUses, other_reading
 from mcsim.replay.result_cache import ResultCache
 from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay, keep_largest
 from mcsim.replay.rows import RowsTable, SessionRows
-from mcsim.replay.scenario import BASELINE, Scenario, baseline
+from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
 from mcsim.replay.session_cache import CalibratedSource
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
@@ -72,6 +73,40 @@ def unsupported_notes(name: str, unsupported: Counter[str]) -> list[str]:
             f"{feature.listed()} ({known}, as of {feature.as_of}: {feature.sources[0]})"
         )
     return notes
+
+
+def other_cleared_set(scenario: Scenario) -> Scenario | None:
+    """`scenario` under the other reading of API context editing's cleared-set rule: every
+    clear_tool_uses layer's `cleared_set` swapped (None: it has no such layer). Anthropic
+    does not document which results a request clears (docs/domain.md#api-context-editing),
+    so every such policy's figures are given under both."""
+    if not any(layer.kind == ClearToolUses.kind for layer in scenario.layers):
+        return None
+    layers = tuple(
+        Layer(layer.kind, tuple((k, other_reading(v) if k == "cleared_set" else v)
+                                for k, v in layer.values))
+        if layer.kind == ClearToolUses.kind else layer
+        for layer in scenario.layers
+    )  # fmt: skip
+    return replace(scenario, layers=layers)
+
+
+def cleared_set_reading(scenario: Scenario) -> str | None:
+    """The cleared-set reading a scenario's clear_tool_uses layers take (`mixed` when they
+    differ; None: no such layer)."""
+    readings = {
+        dict(layer.values)["cleared_set"]
+        for layer in scenario.layers
+        if layer.kind == ClearToolUses.kind
+    }
+    return None if not readings else readings.pop() if len(readings) == 1 else "mixed"
+
+
+def _net_cost(sim: SimThread) -> float:
+    """A replayed thread's cost with its re-fetches paid."""
+    return sum(c for c in sim.cost_usd if c is not None) + sum(
+        h.refetch_cost_usd for h in sim.hazards
+    )
 
 
 def replay_session(
@@ -117,6 +152,7 @@ def replay_session(
     shared = Counter((s.ttl, s.provider) for s in runs)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
+        other = other_cleared_set(scenario)
         if out.call_rows is not None:
             out.call_rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
@@ -129,6 +165,9 @@ def replay_session(
             if not pruning:
                 unpruned.setdefault(key, sim)
             _add_thread(totals, sim, thread.calls)
+            if other is not None and pruning:
+                alt = simulate_thread(thread, other, prices, items, unpruned.get(key))
+                totals.cleared_set_other_usd += _net_cost(alt) - _net_cost(sim)
             if out.call_rows is not None:
                 _rows(out, out.call_rows, scenario.name, session, sim)
             if scenario.name == BASELINE:  # no pruning, the cache as recorded

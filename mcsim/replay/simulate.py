@@ -254,7 +254,9 @@ class _Decider:
         self.thread = thread
         self.policies = [p for p in scenario.build() if can_clear(type(p))]
         prepared.reset()
-        self.context = Context(thread, scenario, prepared)
+        self.context = Context(thread, scenario, prepared, len(self.policies))
+        # The layers the harness applies itself: what the client sends is net of theirs
+        self.client_layers = [j for j, p in enumerate(self.policies) if type(p).client_side]
         self.columns = prepared.columns
         self.edits_possible = thread_rules(thread, scenario).cache_edits
         self.unavailable_edits = 0  # cache edits decided where the cache has none
@@ -295,17 +297,20 @@ class _Decider:
         view.model = call.model
         view.thinking_in_prompt = self.columns.thinking_in_prompt[i]
         view.rewritten = False
-        for policy, needs in zip(self.policies, self.needs, strict=True):
+        layer_saved, client_layers = context.layer_saved, self.client_layers
+        for j, (policy, needs) in enumerate(zip(self.policies, self.needs, strict=True)):
             if needs is not None and not supports(needs, call.model):
                 self.unsupported[policy.kind, call.model] += 1  # its model cannot
                 continue
+            view.layer, view.own_saved = j, layer_saved[j]
+            view.sent_prompt_tokens = recorded_prompt - sum(layer_saved[k] for k in client_layers)
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
             if clearing.mode is Mode.CACHE_EDIT and not self.edits_possible:
                 self.unavailable_edits += 1  # this provider's cache cannot (providers/)
                 continue
-            net, cached = context.apply(clearing, i)
+            net, cached = context.apply(clearing, i, j)
             newly += net
             view.prompt_tokens = recorded_prompt - context.saved
             if clearing.mode is Mode.REWRITE:

@@ -30,6 +30,7 @@ from mcsim.replay.policies import (
 @register
 class TimeBasedMicrocompact(Policy):
     kind = "time_based_microcompact"
+    client_side = True  # the harness rewrites the messages it sends
     summary = "After an idle gap, clear all but the newest compactable tool results."
     params = (
         Param(
