@@ -74,6 +74,7 @@ def cold(first_run: Path, cache: Path) -> Path:
     return cache
 
 
+@pytest.mark.slow
 def test_a_second_run_copies_the_kept_charts(
     tmp_path: Path, drawn: dict[str, bytes], first_run: Path
 ) -> None:
@@ -92,6 +93,7 @@ def test_a_second_run_copies_the_kept_charts(
     assert _charts(first_run / "run") == drawn
 
 
+@pytest.mark.slow
 def test_other_data_is_drawn_and_kept_beside(
     tmp_path: Path, drawn: dict[str, bytes], first_run: Path
 ) -> None:
@@ -105,6 +107,7 @@ def test_other_data_is_drawn_and_kept_beside(
     assert _charts(tmp_path / "again") == drawn
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flipped", "cut", "another key", "not a png", "empty"])
 def test_an_entry_that_cannot_be_used_is_drawn_again(
     tmp_path: Path, drawn: dict[str, bytes], first_run: Path, damage: str
@@ -168,6 +171,7 @@ def test_the_key_covers_the_chart_its_data_and_how_it_is_drawn(
     assert again() not in (base, style)
 
 
+@pytest.mark.slow
 def test_cache_info_and_clear_count_the_charts(tmp_path: Path, first_run: Path) -> None:
     cache = cold(first_run, tmp_path / "cache")
     runner = CliRunner()
@@ -215,6 +219,7 @@ def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
     assert replay(cache) == ["result", "computed", "result"]
 
 
+@pytest.mark.slow
 def test_the_cap_holds_with_the_charts_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_run: Path
 ) -> None:
@@ -286,6 +291,7 @@ def test_a_matplotlibrc_mcsim_cannot_read_keeps_no_chart(
     assert chart_key("savings.png", _data()) == (base if rc == "folder" else None)
 
 
+@pytest.mark.slow
 def test_charts_are_drawn_under_a_matplotlibrc_too_large_to_hash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:
@@ -303,6 +309,7 @@ def test_charts_are_drawn_under_a_matplotlibrc_too_large_to_hash(
     assert len(list(cache.glob("*.chart"))) == 4  # none kept under settings not read
 
 
+@pytest.mark.slow
 def test_a_run_with_every_chart_kept_needs_no_chart_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:
@@ -350,6 +357,7 @@ def test_a_planted_entry_is_no_chart(tmp_path: Path, planted: str) -> None:
     assert cache.get(key) == (None if planted == "folder" else PNG + b"drawn")
 
 
+@pytest.mark.slow
 def test_a_run_with_every_chart_kept_never_imports_matplotlib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:

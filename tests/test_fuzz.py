@@ -140,6 +140,7 @@ def _nonblank_lines(data: bytes) -> int:
     return sum(1 for line in data.split(b"\n") if line.strip())
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(files=project())
 def test_fuzzed_transcripts_through_inspect_replay_and_report(
@@ -206,6 +207,7 @@ def mutated_policy(draw: st.DrawFn) -> bytes:
 REPLAYED_POLICIES: set[str] = set()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(policy=mutated_policy())
 def test_fuzzed_policy_files_never_crash(
