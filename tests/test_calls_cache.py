@@ -147,6 +147,7 @@ def test_damaged_entries_are_rebuilt_and_the_figures_stay(
         assert entry.read_bytes() == original
 
 
+@pytest.mark.slow
 def test_an_entry_of_another_unit_or_kind_is_rebuilt(
     filled: tuple[Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -72,6 +72,7 @@ def same_tables(local: Path, distributed: Path, names: list[str]) -> None:
         assert_frame_equal(a.sort(keys), b.sort(keys), check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", sorted(INPUTS))
 def test_inspect_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
     args = ["inspect", str(INPUTS[which])]
@@ -86,6 +87,7 @@ def test_inspect_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, wh
     same_tables(tmp_path / "local", tmp_path / "ray-again", ["sessions", "calls", "breaks"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", sorted(INPUTS))
 def test_replay_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
     policies = str(REPO / "policies" / "all.yaml")
@@ -105,6 +107,7 @@ def test_replay_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, whi
     assert replay("ray", "ray-again") == local
 
 
+@pytest.mark.slow
 def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_path: Path) -> None:
     root = tmp_path / "projects"
     shutil.copytree(CORPUS, root)
@@ -125,6 +128,7 @@ def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_pat
     assert local["skipped"]["by_reason"]["invalid_json"] == 2
 
 
+@pytest.mark.slow
 def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_path: Path) -> None:
     """A session copied into two more project folders, one copy billing other counts: the
     Ray engine's sharded seen-calls keep the same copy, count the same repeats and note the
@@ -155,6 +159,7 @@ def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_pat
     same_tables(tmp_path / "local", tmp_path / "ray", ["sessions", "calls", "breaks"])
 
 
+@pytest.mark.slow
 def test_sharded_seen_calls_answer_as_seen_calls_do(local_ray: None) -> None:
     rng = random.Random(11)
     expected = SeenCalls()
@@ -199,6 +204,7 @@ def _refuse(value: int) -> int:
     return value
 
 
+@pytest.mark.slow
 def test_a_task_whose_worker_dies_is_retried(local_ray: None, tmp_path: Path) -> None:
     marker = str(tmp_path / "died-once")
     jobs = [(marker, v) for v in range(6)]
@@ -206,6 +212,7 @@ def test_a_task_whose_worker_dies_is_retried(local_ray: None, tmp_path: Path) ->
     assert os.path.exists(marker)  # the worker did die once
 
 
+@pytest.mark.slow
 def test_a_job_error_is_raised_as_it_is_and_not_retried(local_ray: None) -> None:
     outputs = RayEngine().map_units(list(range(5)), _refuse, 0)
     assert [next(outputs), next(outputs), next(outputs)] == [0, 1, 2]
@@ -213,6 +220,7 @@ def test_a_job_error_is_raised_as_it_is_and_not_retried(local_ray: None) -> None
         next(outputs)
 
 
+@pytest.mark.slow
 def test_engine_ray_without_ray_installed_is_a_one_line_error() -> None:
     # In a process of its own: this one's Ray is running (the module's fixture), and its
     # threads import as they go, so ray is not hidden from them.
@@ -236,6 +244,7 @@ def ray_processes(temp_dir: str) -> list[str]:
     return [line for line in ps.stdout.splitlines() if temp_dir in line]
 
 
+@pytest.mark.slow
 def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> None:
     temp_dir = tempfile.mkdtemp(prefix="mcsim-ray-", dir="/tmp")  # sockets need a short path
     try:
@@ -253,6 +262,7 @@ def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> N
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
     """The processes of a Ray started for the run report no task events: the GCS kept one
     record per task and grew with the corpus (bench_scale.py: 54 to 77 MB from 0.5 to 2 GB,
@@ -260,6 +270,7 @@ def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
     assert os.environ["RAY_task_events_report_interval_ms"] == "0"  # noqa: SIM112 (Ray's case)
 
 
+@pytest.mark.slow
 def test_an_address_nothing_answers_at_is_refused_at_once_in_one_line() -> None:
     # ray.init retried such an address for over two minutes, printing its own warnings.
     # In a process of its own: this one has joined the module's Ray already.
@@ -288,6 +299,7 @@ def test_an_address_that_is_not_host_and_port_is_refused(address: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_address_that_answers_passes() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

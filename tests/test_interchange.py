@@ -120,6 +120,7 @@ def _replay(runner: CliRunner, paths: list[str], out: Path, cache: Path) -> dict
     return doc
 
 
+@pytest.mark.slow
 def test_replay_results_are_the_same(
     runner: CliRunner, converted: Path, corpus: Path, tmp_path: Path
 ) -> None:
@@ -231,6 +232,7 @@ def test_token_counts_are_used_instead_of_estimates(
     assert c2.adjustment_tokens == 0
 
 
+@pytest.mark.slow
 def test_hand_written_file_inspects_and_replays(runner: CliRunner, tmp_path: Path) -> None:
     path = _hand_file(tmp_path)
     doc = _inspect(runner, str(path))

@@ -85,6 +85,7 @@ LOCAL = [str(CORPUS), str(CODEX)]
 REMOTE = [f"s3://{BUCKET}/claude/projects", f"s3://{BUCKET}/codex"]
 
 
+@pytest.mark.slow
 def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path: Path) -> None:
     local = ok("inspect", *LOCAL)
     remote = ok("inspect", *REMOTE)
@@ -96,6 +97,7 @@ def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path:
     assert globbed["totals"] == ok("inspect", str(CORPUS))["totals"]
 
 
+@pytest.mark.slow
 def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path: Path) -> None:
     """Each Ray task opens its objects itself, with the endpoint and keys of the environment."""
     args = ["--policy", POLICIES, "--no-cache"]
@@ -110,6 +112,7 @@ def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path
     assert remote["skipped"]["examples"]
 
 
+@pytest.mark.slow
 def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path: Path) -> None:
     out = f"s3://{BUCKET}/runs/r1"
     common = ["--policy", POLICIES, "--cache-dir", str(tmp_path / "cache")]
@@ -205,6 +208,7 @@ def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path:
     )
 
 
+@pytest.mark.slow
 def test_convert_to_the_bucket_is_the_local_conversion(endpoint: str, tmp_path: Path) -> None:
     out = f"s3://{BUCKET}/converted/c1"
     key = f"{BUCKET}/converted/c1"
@@ -251,6 +255,7 @@ def test_convert_to_the_bucket_is_the_local_conversion(endpoint: str, tmp_path: 
     assert store().cat_file(f"{key}/notes.txt") == b"mine"
 
 
+@pytest.mark.slow
 def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_path: Path) -> None:
     """`mcsim report s3://...` writes report.html and report.md beside the run, with the
     figures of the report on the same run written locally."""
@@ -275,6 +280,7 @@ def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_pa
     assert again["out_dir"] == out
 
 
+@pytest.mark.slow
 def test_a_broken_object_is_a_counted_skip_naming_its_url(endpoint: str) -> None:
     fs = store()
     project = f"{BUCKET}/broken/projects/-home-dev-app"
@@ -312,6 +318,7 @@ def _pngs(run: Path) -> dict[str, bytes]:
     return {png.name: png.read_bytes() for png in sorted(run.glob("*.png"))}
 
 
+@pytest.mark.slow
 def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     endpoint: str, tmp_path: Path
 ) -> None:

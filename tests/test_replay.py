@@ -141,6 +141,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_identical_inputs_give_identical_parquet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,6 +164,7 @@ def test_identical_inputs_give_identical_parquet(
         assert (tmp_path / "a" / table).read_bytes() == (tmp_path / "b" / table).read_bytes()
 
 
+@pytest.mark.slow
 def test_second_run_reads_the_cache_and_tokenizes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,6 +207,7 @@ def test_bad_policy_file_exits_2_before_writing(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "--policy" in missing.stderr
 
 
+@pytest.mark.slow
 def test_existing_run_dir_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
@@ -270,6 +273,7 @@ def _one_project(corpus: Path, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -> None:
     project = _one_project(corpus, tmp_path / "in" / "p")
     broken = project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
@@ -293,6 +297,7 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
     ) in text
 
 
+@pytest.mark.slow
 def test_a_policy_that_cleared_nothing_says_why_in_its_own_terms(tmp_path: Path) -> None:
     from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
@@ -333,6 +338,7 @@ def test_a_policy_that_cleared_nothing_says_why_in_its_own_terms(tmp_path: Path)
     assert all(f"\n{note}.\n" in report for note in notes)
 
 
+@pytest.mark.slow
 def test_a_warm_run_names_skipped_lines_by_its_own_paths(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -353,6 +359,7 @@ def test_a_warm_run_names_skipped_lines_by_its_own_paths(
     ]
 
 
+@pytest.mark.slow
 def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

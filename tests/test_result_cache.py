@@ -116,6 +116,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     return found
 
 
+@pytest.mark.slow
 def test_a_warm_replay_writes_what_a_replay_without_the_cache_writes(tmp_path: Path) -> None:
     # The corpus (every layout, compactions, prunings, broken lines), the samples and Codex
     # rollouts, under every example policy: every table, chart and figure, byte for byte.
@@ -313,6 +314,7 @@ def test_a_changed_project_replays_only_its_changed_sessions(
     assert len(list(cache.glob("*.results"))) == 1
 
 
+@pytest.mark.slow
 def test_a_session_key_is_the_same_in_every_process(tmp_path: Path) -> None:
     _two_sessions(tmp_path / "in")
     code = (

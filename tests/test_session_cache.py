@@ -85,6 +85,7 @@ def _entry(cache: Path, suffix: str = "sessions") -> Path:
     return sorted(cache.glob(f"*.{suffix}"))[0]
 
 
+@pytest.mark.slow
 def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(
     cache: Path, expected: tuple[Any, ...]
 ) -> None:

@@ -37,6 +37,7 @@ def mcsim(args: list[str], stdout: int) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", COMMANDS)
 def test_a_closed_pipe_ends_the_run_quietly_with_exit_1(args: list[str]) -> None:
     """`mcsim ... | head` where head has gone: exit 1 and nothing on stderr (click's and
@@ -50,6 +51,7 @@ def test_a_closed_pipe_ends_the_run_quietly_with_exit_1(args: list[str]) -> None
     assert (proc.returncode, proc.stderr) == (1, "")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("args", COMMANDS)
 def test_a_full_disk_on_stdout_is_one_line_and_exit_1(args: list[str]) -> None:
