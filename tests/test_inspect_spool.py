@@ -202,6 +202,48 @@ def test_a_failed_or_stopped_inspect_leaves_no_spool(
     assert list(tmp_path.iterdir()) == [own_temp] and list(own_temp.iterdir()) == []
 
 
+FULL = Path("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(("size", "fails"), [(1 << 30, "flushed"), (8192, "written")])
+@pytest.mark.parametrize("out", [True, False])
+def test_a_spool_on_a_full_disk_is_one_line_and_leaves_nothing(
+    corpus: Path,
+    tmp_path: Path,
+    own_temp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    size: int,
+    fails: str,
+    out: bool,
+) -> None:
+    """The spool's file on a full disk. With the default 8 KiB buffer a record fails as the
+    buffer fills, and what is left in it fails again when the spool is closed (that second
+    failure used to end in a traceback, with the folder left); with a buffer larger than the
+    run, the records fail only when the first read flushes them. Either way one line naming
+    the run (or the spool, without --out), and no spool folder left."""
+    opened = Spool.__init__
+
+    def on_a_full_disk(self: Spool, *args: object, **kwargs: object) -> None:
+        opened(self, *args, **kwargs)  # type: ignore[arg-type]
+        assert self._writer is not None
+        self._writer.close()
+        self._writer = open(FULL, "wb", buffering=size)  # noqa: SIM115
+
+    monkeypatch.setattr(Spool, "__init__", on_a_full_disk)
+    run = tmp_path / "run"
+    args = ["inspect", str(corpus), *(["--out", str(run)] if out else ["--json"])]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, (fails, result.output, result.exception)
+    (line,) = result.stderr.splitlines()
+    where = run if out else own_temp
+    assert line.startswith(f"Error: {where}") and line.endswith(
+        ": could not write the run (No space left on device)"
+    ), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["system-tmp"]
+    assert list(own_temp.iterdir()) == []
+
+
 STOPPED_WRITING = """
 import signal, sys
 from mcsim.outputs import inspect_tables, terminal

@@ -10,6 +10,7 @@ appends each record to a file in its own temporary folder and keeps only where i
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import pickle
 import shutil
@@ -101,8 +102,11 @@ class Spool:
     def get(self, offset: int) -> Any:
         """The record `put` wrote at `offset` (the writing ends at the first read)."""
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            writer, self._writer = self._writer, None
+            try:
+                writer.close()  # its buffer's last records written: a full disk fails here
+            except OSError as exc:
+                raise self._write_error(exc, self.folder) from exc
         if self._reader is None:
             self._reader = open(self.path, "rb")  # noqa: SIM115
         self._reader.seek(offset)
@@ -110,18 +114,33 @@ class Spool:
 
     def discard(self) -> None:
         """Remove the spool's file (its records are read), keeping the folder."""
-        self._close_files()
+        with contextlib.suppress(OSError):  # a last buffer nobody reads
+            self._close_files()
         self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        self._close_files()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Close the files and remove the folder. A write that fails now (the writer's buffer,
+        on a full disk) is of records nobody will read: the run failed already (its error
+        stands, in one line) or read what it needed; the folder goes either way."""
+        try:
+            with contextlib.suppress(OSError):
+                self._close_files()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def _close_files(self) -> None:
-        for handle in (self._writer, self._reader):
+        """Close both files (a buffered file that fails to flush is closed all the same), then
+        raise the first failure."""
+        handles, self._writer, self._reader = (self._writer, self._reader), None, None
+        failure: OSError | None = None
+        for handle in handles:
             if handle is not None:
-                handle.close()
-        self._writer = self._reader = None
+                try:
+                    handle.close()
+                except OSError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 class Spooled(Sequence[T]):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for, total_usd
-from mcsim.accounting.recorded import TTL_SECONDS, TokenTotals, savings_pct
+from mcsim.accounting.recorded import TTL_SECONDS, ExactSums, TokenTotals, savings_pct
 from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
@@ -78,6 +78,9 @@ class PolicyTotals:
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
+    # The dollar figures as `merge` adds them: exactly, so a run's totals do not depend on the
+    # order its sessions arrive in (which follows file sizes).
+    _sums: ExactSums | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def refetch_risk(self) -> float:
@@ -91,7 +94,8 @@ class PolicyTotals:
 
     def merge(self, other: PolicyTotals) -> None:
         self.tokens.merge(other.tokens)
-        self.cost_usd += other.cost_usd
+        sums = self._sums = self._sums or ExactSums()
+        self.cost_usd = sums.add("cost_usd", self.cost_usd, other.cost_usd)
         self.unpriced_calls += other.unpriced_calls
         self.cleared_tokens += other.cleared_tokens
         self.context_tokens += other.context_tokens
@@ -105,10 +109,14 @@ class PolicyTotals:
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results
         self.refetch_hazards += other.refetch_hazards
-        self.refetch_cost_usd += other.refetch_cost_usd
+        self.refetch_cost_usd = sums.add(
+            "refetch_cost_usd", self.refetch_cost_usd, other.refetch_cost_usd
+        )
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits
-        self.edit_reread_usd += other.edit_reread_usd
+        self.edit_reread_usd = sums.add(
+            "edit_reread_usd", self.edit_reread_usd, other.edit_reread_usd
+        )
         _keep_largest(self.figures, other.figures)
 
 
