@@ -296,3 +296,23 @@ def test_an_address_that_answers_passes() -> None:
         _reachable(f"127.0.0.1:{port}")
         _reachable(f"ray://127.0.0.1:{port}")
         _reachable(f"[127.0.0.1]:{port}")
+
+
+def test_ray_tasks_sign_with_the_drivers_key(
+    local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's Ray workers took the tests' key from the environment when it started; the
+    driver now has another (as a node of a cluster may). The tasks sign with the driver's, so
+    a local run of the driver then trusts every entry they wrote."""
+    monkeypatch.setenv("MCSIM_CACHE_KEY", "the-drivers-own-key-" + "d" * 40)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    distributed = run(["inspect", str(CORPUS), *cache, "--engine", "ray"], tmp_path / "ray")
+    assert "cache_entry_rebuilt" not in distributed["skipped"]["notes_by_reason"]
+    entries = sorted((tmp_path / "cache").glob("*.calls"))
+    assert len(entries) == 7  # one per project folder, written by the tasks
+    local = run(["inspect", str(CORPUS), *cache], tmp_path / "local")
+    assert "cache_entry_rebuilt" not in local["skipped"]["notes_by_reason"]
+    assert local == distributed
+    monkeypatch.setenv("MCSIM_CACHE_KEY", "yet-another-key-" + "e" * 40)  # as the workers' own
+    other = run(["inspect", str(CORPUS), *cache], tmp_path / "other")
+    assert other["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 7

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from mcsim.errors import McsimError, UsageError
+from mcsim.ingest import cache_key
 from mcsim.ingest.seen import SeenCalls
 from mcsim.ingest.storage import first_line
 from mcsim.processes import STOP
@@ -61,7 +62,8 @@ class RayEngine:
 
     def map_units(self, jobs: Sequence[J], run: Callable[[J], R], total_bytes: int) -> Iterator[R]:
         ray = self.ray
-        task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(run)
+        keyed = _with_key(run, cache_key.loaded())
+        task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(keyed)
         index_of: dict[Any, int] = {}  # in-flight object ref -> job index
         ready: dict[int, R] = {}
         submitted = 0
@@ -178,6 +180,18 @@ class _Shard:
         if len(add_keys):
             self.seen.add(array("Q", add_keys.tobytes()), array("q", add_counts.tobytes()))
         return self.seen.find(array("Q", find_keys.tobytes())) if len(find_keys) else {}
+
+
+def _with_key(run: Callable[[J], R], key: bytes | None) -> Callable[[J], R]:
+    """`run`, in a task that signs and checks cache entries with the driver's key (None: the
+    driver used no cache; the task's own, should it need one): the nodes of a cluster then
+    trust what the others wrote, whatever key each has of its own."""
+
+    def keyed(job: J) -> R:
+        cache_key.give(key)
+        return run(job)
+
+    return keyed
 
 
 def _result(ray: Any, ref: Any) -> Any:
