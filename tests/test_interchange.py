@@ -524,6 +524,51 @@ def test_convert_refuses_an_out_inside_an_input(runner: CliRunner, tmp_path: Pat
     assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["hand.jsonl"]
 
 
+@pytest.mark.parametrize(
+    ("pattern", "searched"),
+    [("in/*.jsonl", "in"), ("in/**/*.jsonl", "in"), ("*/*.jsonl", "."), ("i[n]/*.jsonl", ".")],
+)
+def test_convert_refuses_an_out_inside_the_folder_a_glob_searches(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, searched: str
+) -> None:
+    """A quoted glob: its matches are files, but the folder it searches (up to its first part
+    with a pattern) is the input, whose next run would read the converted files back."""
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    _hand_file(work / "in")
+    args = ["convert", pattern, "--to", "interchange", "--out"]
+    result = runner.invoke(cli, [*args, "in/converted"])
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"Error: in/converted: is inside the input {searched}; choose another --out\n"
+    )
+    assert sorted(p.name for p in (work / "in").iterdir()) == ["hand.jsonl"]
+    done = runner.invoke(cli, [*args, str(tmp_path / "elsewhere")])  # beside it: written
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "elsewhere" / "-hand" / "hand.jsonl").is_file()
+
+
+def test_convert_refuses_the_cache_folder_as_replay_does(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "in").mkdir()
+    src = _hand_file(tmp_path / "in")
+    cache = tmp_path / "c" / "cache"
+    monkeypatch.setenv("MCSIM_CACHE_DIR", str(cache))
+    for out, why in (
+        (cache / "converted", f"is inside the session cache folder {cache}"),
+        (cache, f"is the session cache folder ({cache})"),
+        (cache.parent, f"holds the session cache folder {cache}"),
+    ):
+        result = runner.invoke(cli, ["convert", str(src), "--to", "interchange", "--out", str(out)])
+        assert result.exit_code == 2, result.output
+        assert result.output == f"Error: {out}: {why}; choose another --out\n"
+        args = ["replay", str(src), "--policy", "claude-code", "--out", str(out)]
+        assert runner.invoke(cli, args).output == result.output  # the same rule, the same line
+    assert not cache.parent.exists()
+
+
 # ---------------------------------------------------------------- the docs' SDK example
 
 

@@ -392,3 +392,37 @@ def test_an_object_rewritten_in_the_same_second_is_read_again(
     assert storage._INFO[f"s3://{key}"]["LastModified"] == when
     assert second["cache_read_tokens"] == first["cache_read_tokens"] + 10_000
     assert second == ok("inspect", url, "--no-cache")["totals"]
+
+
+def test_an_out_prefix_follows_replays_rules(endpoint: str, tmp_path: Path) -> None:
+    """A `..` in a URL is part of the key, not a step up: refused before anything is written,
+    for every command; an --out prefix may not be the cache's prefix, lie in it or hold it,
+    nor be or hold an input prefix."""
+    sneaky = f"s3://{BUCKET}/runs/../x"
+    line = f"Error: {sneaky}: '..' in an object URL is part of the key, not a step up"
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", sneaky) == line
+    assert refused("replay", REMOTE[1], "--policy", "claude-code", "--out", sneaky) == line
+    assert refused("inspect", f"s3://{BUCKET}/codex/../codex") == (
+        f"Error: s3://{BUCKET}/codex/../codex: '..' in an object URL is part of the key, "
+        "not a step up"
+    )
+    assert store().find(f"{BUCKET}/runs") == []
+    cache = f"s3://{BUCKET}/shared/cache"
+    refusals = {
+        f"{cache}/run": f"is inside the session cache folder {cache}",
+        cache: f"is the session cache folder ({cache})",
+        f"s3://{BUCKET}/shared": f"holds the session cache folder {cache}",
+    }
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MCSIM_CACHE_DIR", cache)  # convert has no --cache-dir: the one set up
+        for out, why in refusals.items():
+            for command in (["convert", "--to", "interchange"], ["replay", "--policy", "all"]):
+                args = [command[0], REMOTE[1], *command[1:], "--out", out]
+                assert refused(*args) == f"Error: {out}: {why}; choose another --out", args
+    args = ["--policy", "claude-code", "--out", REMOTE[1]]
+    assert refused("replay", f"{REMOTE[1]}/sub", *args) == (
+        f"Error: {REMOTE[1]}: holds the input {REMOTE[1]}/sub; choose another --out"
+    )
+    assert refused("replay", f"{REMOTE[1]}/**/*.jsonl", *args) == (
+        f"Error: {REMOTE[1]}: is an input ({REMOTE[1]}); choose another --out"
+    )

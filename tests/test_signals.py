@@ -146,6 +146,15 @@ def test_sigkill_takes_workers_and_chart_process_along(big: Path, tmp_path: Path
     assert len(stopped.children) == 3
     assert stopped.left == []
     assert stopped.stdout == b""
+    # Its spool folder is left (nothing of it ran); the next run that spools there removes it
+    # (its lock went with the killed run), once it is a minute old.
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".mcsim-rows-run.")
+    old = time.time() - 120
+    os.utime(left, (old, old))
+    args = [sys.executable, "-m", "mcsim", "inspect", str(SAMPLES), "--out", str(tmp_path / "b")]
+    assert subprocess.run(args, capture_output=True, timeout=TIMEOUT_S).returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]
 
 
 @needs_proc

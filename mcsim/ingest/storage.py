@@ -38,7 +38,11 @@ class ObjectPath(PosixPath):
 
     @classmethod
     def from_url(cls, url: str) -> ObjectPath:
+        """The URL as a path; a UsageError for a `..` in it: a store takes it as part of a
+        key, not a step up (`s3://b/runs/../x` would write under `runs/../x/`)."""
         scheme, rest = url.split("://", 1)
+        if ".." in rest.split("/"):
+            raise UsageError(f"{url}: '..' in an object URL is part of the key, not a step up")
         return cls("/", f"{scheme}:", rest.strip("/"))
 
     @property
