@@ -6,6 +6,10 @@ The library does everything the CLI does:
     >>> report = inspect_usage(["~/.claude/projects"], default_table())
     >>> report.cost_usd, report.tokens.cache_hit_ratio
 
+    >>> from mcsim import ReplayConfig, replay_run   # what `mcsim replay` does, to a folder
+    >>> run = replay_run(ReplayConfig(paths=("~/.claude/projects",), policy="claude-code"))
+    >>> run.out_dir, run.report.baseline.cost_usd
+
 The pipeline's stages are packages, each importing only those before it: `ingest` (find
 and load transcripts), `accounting` (prices, recorded usage, cache breaks), `replay` (token
 calibration, policies, the prompt-cache model, simulation, sweeps) and `outputs` (tables,
@@ -16,22 +20,26 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 from mcsim.accounting.prices import PriceTable, default_table, load_table
 from mcsim.accounting.recorded import InspectReport, analyse_session, inspect_usage
 from mcsim.errors import McsimError
 from mcsim.ingest.pipeline import iter_sessions, load_sessions
 from mcsim.model import Call, Item, ItemKind, Session, Thread, Usage
+from mcsim.version import __version__
 
 
 def __getattr__(name: str) -> Any:
-    """`mcsim.run_replay` (the replay's entry point, also `mcsim.replay.run_replay`),
-    imported on first use: `import mcsim` stays light for the loading workers."""
+    """The replay's entry points, imported on first use: `import mcsim` stays light for the
+    loading workers. `run_replay` is the replay in memory (also mcsim.replay.run_replay);
+    `replay_run` and `sweep_run` write a run folder, as `mcsim replay` and `mcsim sweep` do."""
     if name == "run_replay":
         from mcsim.replay.run import run_replay
 
         return run_replay
+    if name in ("ReplayConfig", "replay_run", "SweepConfig", "sweep_run"):
+        from mcsim.outputs import runs
+
+        return getattr(runs, name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 
 
@@ -42,7 +50,9 @@ __all__ = [
     "ItemKind",
     "McsimError",
     "PriceTable",
+    "ReplayConfig",
     "Session",
+    "SweepConfig",
     "Thread",
     "Usage",
     "__version__",
@@ -52,5 +62,7 @@ __all__ = [
     "iter_sessions",
     "load_sessions",
     "load_table",
+    "replay_run",
     "run_replay",
+    "sweep_run",
 ]

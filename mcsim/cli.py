@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import math
 import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,20 +20,12 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-# polars allocates with jemalloc, which keeps freed pages for ten seconds by default: a replay
-# writing its tables batch after batch then grew by about 1 MB per batch and peaked 40 MB
-# higher at 2 GB (issue 13). Given back at once, they were taken again a moment later, page by
-# page: a warm replay of 2 GB faulted 389,000 pages in (1.9 s of system time; 125,000 and
-# 0.55 s at 0.5 GB). Kept a quarter of a second: 70,000 and 1.1 s (48,000 and 0.35 s), the
-# driver's peak 170 MB instead of 161 (151-160 instead of 141-143). Read by jemalloc when
-# polars loads, which the command line does later than this.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:250,muzzy_decay_ms:250")
-
 from mcsim import __version__
-from mcsim.errors import McsimError
+from mcsim.errors import McsimError, NoCallsError
 from mcsim.ingest.storage import ObjectPath, is_url
 from mcsim.processes import STOP, Stopped
 from mcsim.text import MESSAGE_LIMIT, counted, fit_lines, printable, terminal_width
+from mcsim.tuning import tune
 
 # mcsim.replay.sweep.DEFAULT_MAX_RISK in percent; not imported here: `inspect` starts light.
 MAX_RISK_DEFAULT_PCT = 50.0
@@ -124,17 +114,6 @@ def cli() -> None:
     """
 
 
-def _day_start(value: datetime | None) -> float | None:
-    return None if value is None else value.replace(tzinfo=UTC).timestamp()
-
-
-def _day_end(value: datetime | None) -> float | None:
-    if value is None:
-        return None
-    # In seconds, not dates: the day after 9999-12-31 is past what a date can hold.
-    return value.replace(tzinfo=UTC).timestamp() + 86_400 - 1e-6
-
-
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr, only when stderr is a terminal."""
@@ -214,9 +193,13 @@ def _engine_options(fn: F) -> F:
 
 
 def _dates(since: datetime | None, until: datetime | None) -> tuple[float | None, float | None]:
+    """--since and --until as seconds (mcsim.ingest.pipeline.day_range), refused as the
+    option they are when they cross."""
+    from mcsim.ingest.pipeline import day_range
+
     if since and until and since > until:
         raise click.BadParameter("--since is after --until", param_hint="--since")
-    return _day_start(since), _day_end(until)
+    return day_range(since, until)
 
 
 # orjson escapes C0 controls but writes C1 controls (U+0080-U+009F, which some terminals obey
@@ -371,85 +354,19 @@ def _replay_options(fn: F) -> F:
     return fn
 
 
-def _out_dir(out_dir: Path, force: bool, paths: tuple[str, ...], cache: Path | None = None) -> Path:
-    """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
-    they are), checked before any work."""
-    from mcsim.outputs.run_dir import check_out_dir, input_paths
-
-    out_dir = out_dir.expanduser()
-    check_out_dir(out_dir, force, input_paths(paths), cache)
-    return out_dir
-
-
-def _run_dir(
-    out_dir: Path | None,
-    policy_file: Path,
-    force: bool,
-    paths: tuple[str, ...],
-    cache: Path | None,
-) -> Path:
-    if out_dir is None:
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out_dir = Path("reports") / f"{stamp}-{policy_file.stem}"
-    return _out_dir(out_dir, force, paths, cache)
-
-
-def _replayed(
-    paths: tuple[str, ...],
-    runs: list[Any],
-    prices: Any,
-    dates: tuple[float | None, float | None],
-    cache: Path | None,
-    workers: int | None,
-    as_json: bool,
-    what: str,
-    engine: tuple[str, str | None],
-    **options: Any,
-) -> Any:
-    """The replay behind `replay` and `sweep`, with a progress bar; an input without a single
-    API call is an error (`what` names the command's job). `engine`: (name, Ray address)."""
-    from mcsim.ingest.engines import open_engine
-    from mcsim.replay.run import run_replay
-
-    with (
-        open_engine(engine[0], address=engine[1], workers=workers) as runner,
-        _progress(not as_json) as progress,
-    ):
-        report = run_replay(
-            list(paths),
-            runs,
-            prices,
-            cache_dir=cache,
-            since_s=dates[0],
-            until_s=dates[1],
-            workers=workers,
-            progress=progress,
-            engine=runner,
-            **options,
-        )
-    if not report.sessions:
+@contextmanager
+def _no_calls_told(as_json: bool) -> Iterator[None]:
+    """An input without a single API call: what was skipped goes to stderr (the terminal
+    summary's notes), then the error."""
+    try:
+        yield
+    except NoCallsError as exc:
         if not as_json:
             from mcsim.outputs.terminal import load_notes
 
-            for line in load_notes(report.stats):
+            for line in load_notes(exc.stats):
                 click.echo(line, err=True)
-        raise _no_calls(report.stats, what)
-    return report
-
-
-def _no_calls(stats: Any, what: str) -> McsimError:
-    """The one error every command gives for an input without a single API call."""
-    why = ""
-    if stats.files_skipped_by_project:
-        why = f"; --project matched no project (the {stats.files_skipped_by_project} files found"
-        why += " belong to others)"
-    elif not stats.files:
-        why = "; no transcript file (*.jsonl) was found there"
-    return McsimError(
-        f"no API calls could be read from the input ({stats.files} files, "
-        f"{stats.skips.lines_read} lines read, {stats.skips.total} skipped); nothing to {what}"
-        + why
-    )
+        raise
 
 
 def _gate(
@@ -534,13 +451,14 @@ def inspect(
     from mcsim.ingest.engines import open_engine
     from mcsim.ingest.spool import Spool
     from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
+    from mcsim.outputs.run_dir import cache_folder, checked_out_dir
     from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
 
     since_s, until_s = _dates(since, until)
     prices = load_table(prices_path)
-    cache = _cache_folder(no_cache, cache_dir)
+    cache = cache_folder(not no_cache, cache_dir)
     if out_dir is not None:
-        out_dir = _out_dir(out_dir, force, paths, cache)
+        out_dir = checked_out_dir(out_dir, force, paths, cache)
     # Sessions, breaks and calls go to disk as they arrive (the driver's memory stays flat).
     with Spool("inspect", out_dir) as spool:
         with (
@@ -588,42 +506,7 @@ def inspect(
                     "breaks.parquet, run.json"
                 )
     if not report.sessions:
-        raise _no_calls(report.stats, "account")
-
-
-def _cache_folder(no_cache: bool, cache_dir: Path | None) -> Path | None:
-    """The session cache's folder or prefix (None: --no-cache), checked before any work."""
-    from mcsim.ingest.disk_cache import check_cache_dir, default_cache_dir
-
-    if no_cache:
-        return None
-    folder = cache_dir or default_cache_dir()
-    check_cache_dir(folder)
-    return folder
-
-
-def _importing_tables(sink: Callable[[Any], None]) -> Callable[[Any], None]:
-    """`sink`, which also starts importing polars and numpy in a thread when the first
-    session's result arrives: the tables need them once the replay is done, and importing
-    them then took about 0.3 s in which nothing else ran (on the bundled corpus's replica,
-    measured). Not earlier: forked workers must not inherit a process with polars' threads,
-    and by the first result they are all started."""
-    started = False
-
-    def take(result: Any) -> None:
-        nonlocal started
-        if not started:
-            started = True
-            threading.Thread(target=_import_tables, daemon=True).start()
-        sink(result)
-
-    return take
-
-
-def _import_tables() -> None:
-    with contextlib.suppress(Exception):  # the tables import them again, and fail there
-        import numpy  # noqa: F401
-        import polars  # noqa: F401
+        raise NoCallsError(report.stats, "account")
 
 
 @cli.command()
@@ -669,54 +552,25 @@ def replay(
     Example:
       mcsim replay ~/.claude/projects --policy claude-code
     """
-    from mcsim.accounting.prices import load_table
     from mcsim.accounting.recorded import savings_pct
-    from mcsim.outputs.charts import ChartProcess
-    from mcsim.outputs.replay_tables import (
-        replay_json,
-        replay_text,
-        run_record,
-        write_replay_outputs,
-    )
-    from mcsim.outputs.rows_sink import RowsSink
-    from mcsim.replay.presets import resolve_policy
-    from mcsim.replay.run import RECORDED
-    from mcsim.replay.scenario import is_baseline, load_policy_file
+    from mcsim.outputs.replay_tables import replay_json, replay_text
+    from mcsim.outputs.runs import ReplayConfig, replay_run
+    from mcsim.replay.scenario import is_baseline
 
-    dates = _dates(since, until)
-    source = resolve_policy(policy_file)
-    scenarios = load_policy_file(source.path)
-    prices = load_table(prices_path)
-    cache = _cache_folder(no_cache, cache_dir)
-    out_dir = _run_dir(out_dir, source.path, force, paths, cache)
-    # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
-    with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
-        # Imports matplotlib while the replay runs, once a unit is replayed (a run served by
-        # the result cache may find its charts kept too: mcsim.outputs.chart_cache).
-        charts = ChartProcess()
-        try:
-            report = _replayed(paths, scenarios, prices, dates, cache, workers, as_json, "replay",
-                               (engine, ray_address), sink=_importing_tables(sink),
-                               prepare=sink.packer(local=engine == "local"),
-                               fidelity_threshold=fidelity_threshold,
-                               computed=charts.warm)  # fmt: skip
-            options = {
-                "since": str(since) if since else None,
-                "until": str(until) if until else None,
-                "prices": str(prices_path) if prices_path else None,
-                "fidelity_threshold": fidelity_threshold,
-            }
-            run = run_record(report, list(paths), source.path, options, source.preset)
-            write_replay_outputs(report, out_dir, force, run, charts, sink, cache)
-        finally:
-            charts.close()
+    _dates(since, until)
+    config = ReplayConfig(paths, policy_file, out_dir, force, since, until, prices_path,
+                          cache_dir, not no_cache, workers, engine, ray_address,
+                          fidelity_threshold)  # fmt: skip
+    with _progress(not as_json) as progress, _no_calls_told(as_json):
+        run = replay_run(config, progress)
+    report = run.report
     if as_json:
-        _print_json(replay_json(report, str(out_dir)))
+        _print_json(replay_json(report, str(run.out_dir)))
     else:
         _echo(replay_text(report))
         _echo(
-            f"wrote {printable(out_dir)}/ (summary, sessions, calls, breaks .parquet; run.json; "
-            "charts)"
+            f"wrote {printable(run.out_dir)}/ (summary, sessions, calls, breaks .parquet; "
+            "run.json; charts)"
         )
     base = report.baseline.cost_usd
     checks = [
@@ -788,36 +642,23 @@ def sweep(
       mcsim sweep ~/.claude/projects --policy claude-code --name claude-code \\
         --grid cached_microcompact.keep_recent=1..10 --grid ttl=5m,1h
     """
-    from mcsim.accounting.prices import load_table
-    from mcsim.outputs.replay_tables import run_record
-    from mcsim.outputs.sweep_tables import sweep_json, sweep_text, write_sweep_outputs
-    from mcsim.replay.presets import resolve_policy
-    from mcsim.replay.scenario import baseline, load_policy_file
-    from mcsim.replay.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
+    from mcsim.outputs.runs import SweepConfig, sweep_run
+    from mcsim.outputs.sweep_tables import sweep_json, sweep_text
 
-    dates = _dates(since, until)
-    source = resolve_policy(policy_file)
-    scenarios = load_policy_file(source.path)
-    label = f"preset {source.preset}" if source.preset else str(source.path)
-    base = pick_policy(scenarios, policy_name, label)
-    variants = build_variants(base, [parse_axis(g) for g in grids])
-    prices = load_table(prices_path)
-    cache = _cache_folder(no_cache, cache_dir)
-    out_dir = _run_dir(out_dir, source.path, force, paths, cache)
-    runs = [baseline(), *(v.scenario for v in variants)]
-    report = _replayed(paths, runs, prices, dates, cache, workers, as_json, "sweep",
-                       (engine, ray_address), keep_rows=False)  # fmt: skip
-    results = outcomes(report, variants)
-    rec = recommend(results, max_risk / 100)
-    options = {"policy": base.name, "grid": list(grids), "max_risk_pct": max_risk}
-    run = run_record(report, list(paths), source.path, options, source.preset, with_verdict=False)
-    run["recommendation"] = sweep_json(report, results, rec, str(out_dir))["recommendation"]
-    write_sweep_outputs(report, results, rec, out_dir, force, run)
+    _dates(since, until)
+    config = SweepConfig(paths, policy_file, out_dir, force, since, until, prices_path,
+                         cache_dir, not no_cache, workers, engine, ray_address, grids,
+                         policy_name, max_risk / 100)  # fmt: skip
+    with _progress(not as_json) as progress, _no_calls_told(as_json):
+        run = sweep_run(config, progress)
+    report, results, rec = run.report, run.results, run.recommendation
     if as_json:
-        _print_json(sweep_json(report, results, rec, str(out_dir)))
+        _print_json(sweep_json(report, results, rec, str(run.out_dir)))
     else:
         _echo(sweep_text(report, results, rec))
-        _echo(f"wrote {printable(out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)")
+        _echo(
+            f"wrote {printable(run.out_dir)}/ (sweep.parquet, savings_curve.png, risk_tradeoff.png)"
+        )
     if fail_under_savings is not None or fail_over_risk is not None:
         if rec.best is None:
             raise McsimError(f"no recommendation to gate on: {rec.reason}")
@@ -932,7 +773,7 @@ def convert(
                 "skipped"
             )
     if not report.sessions:
-        raise _no_calls(stats, "convert")
+        raise NoCallsError(stats, "convert")
 
 
 @cli.group()
@@ -1044,10 +885,7 @@ def policies(as_json: bool, show: str | None) -> None:
 
 
 def main() -> None:
-    # A replay unpickles and builds millions of small objects that are never cyclic garbage;
-    # with the default thresholds the collector kept rescanning them (about a tenth of a
-    # warm replay's time, measured). Fewer collections, as mypy does.
-    gc.set_threshold(200_000, 30, 30)
+    tune()  # before any command imports polars
     STOP.install()
     try:
         cli(prog_name="mcsim")  # exits by itself, unless stopped

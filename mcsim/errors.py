@@ -5,6 +5,8 @@ The CLI turns these into one-line messages and exit codes; the library never pri
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class McsimError(Exception):
     """Base class for every error mcsim raises on purpose."""
@@ -37,3 +39,24 @@ class OutputExistsError(UsageError):
 class OutputRefusedError(UsageError):
     """The output directory may not be used: a folder mcsim did not write, one holding inputs,
     a home or current directory, a file, or a place where nothing can be created."""
+
+
+class NoCallsError(McsimError):
+    """An input in which not a single API call could be read (every command's error for it);
+    `stats` (mcsim.ingest.pipeline.LoadStats) says what was read and skipped."""
+
+    def __init__(self, stats: Any, what: str) -> None:
+        why = ""
+        if stats.files_skipped_by_project:
+            why = (
+                f"; --project matched no project (the {stats.files_skipped_by_project} files "
+                "found belong to others)"
+            )
+        elif not stats.files:
+            why = "; no transcript file (*.jsonl) was found there"
+        super().__init__(
+            f"no API calls could be read from the input ({stats.files} files, "
+            f"{stats.skips.lines_read} lines read, {stats.skips.total} skipped); nothing to "
+            f"{what}{why}"
+        )
+        self.stats = stats

@@ -9,8 +9,11 @@ does I/O or knows about any transcript format.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import add, attrgetter
+from typing import Any, NamedTuple
 
 
 class ItemKind(StrEnum):
@@ -25,6 +28,24 @@ class ItemKind(StrEnum):
     ATTACHMENT = "attachment"
 
 
+class ToolClass(StrEnum):
+    """What a tool does, whatever a harness calls it (`Bash`, `shell`, `exec_command`: shell).
+
+    Policy tool lists name a class as `class:<value>` beside tool names, so one policy file
+    prunes every harness alike. Each loader gives its own tools their class (MCP tools are
+    `other`); docs/policy-files.md has the table.
+    """
+
+    READ = "read"  # returns a file's content
+    SEARCH = "search"  # finds files or lines: grep, glob, a directory listing
+    SHELL = "shell"  # runs a command (or reads a running command's output)
+    WEB = "web"  # fetches a page or searches the web
+    EDIT = "edit"  # writes or edits files
+    PLAN = "plan"  # the agent's own plan or todo list
+    INTERACTION = "interaction"  # asks the user
+    OTHER = "other"  # sub-agents, MCP tools, anything else
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     """One block added to the conversation before a call.
@@ -35,6 +56,7 @@ class Item:
     `tokens` is a token count the recording gave instead of (or beside) the text (the
     interchange format lets a harness share sizes without content): replay uses it as it is
     rather than estimating one from the text or the size.
+    `tool_class` is set on tool uses and results: what the tool does (ToolClass).
     """
 
     kind: ItemKind
@@ -44,6 +66,55 @@ class Item:
     tool_use_id: str | None = None
     is_error: bool = False
     tokens: int | None = None
+    tool_class: ToolClass | None = None
+
+
+class Tokens(NamedTuple):
+    """Token counts by kind, as billed: the one type of every token vector (a call's usage,
+    a policy's totals over a session or a run, a group's sums). Its arithmetic and its
+    serialisation come from its fields (`_fields`, `_asdict`, `_make`): a kind added here is
+    summed, written and read everywhere."""
+
+    input_tokens: int = 0  # uncached input (after the last cache breakpoint)
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: tuple[int, ...]) -> Tokens:  # type: ignore[override]
+        """Kind by kind (a tuple's + would join them)."""
+        return Tokens._make(map(add, self, other))
+
+    @classmethod
+    def total(cls, usages: Iterable[Any]) -> Tokens:
+        """The sum of calls' usage (anything with the fields: Usage, CalCall, Tokens), kind by
+        kind, one pass per kind in C."""
+        listed = usages if isinstance(usages, list) else list(usages)
+        return cls._make(sum(map(kind, listed)) for kind in _USAGE_KINDS)
+
+    @classmethod
+    def of(cls, call: Any) -> Tokens:
+        """The counts of anything that has them by name (a Usage, a calibrated call)."""
+        return cls._make(kind(call) for kind in _USAGE_KINDS)
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the model read: uncached input, cache writes and cache reads."""
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        """Token-weighted: the share of prompt tokens that were cache reads."""
+        prompt = self.prompt_tokens
+        return self.cache_read_tokens / prompt if prompt else 0.0
+
+
+_USAGE_KINDS = tuple(attrgetter(name) for name in Tokens._fields)
+NO_TOKENS = Tokens()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +147,11 @@ class Usage:
     def prompt_tokens(self) -> int:
         """Everything the model read: uncached input, cache writes and cache reads."""
         return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+    @property
+    def tokens(self) -> Tokens:
+        return Tokens(self.input_tokens, self.cache_write_5m_tokens, self.cache_write_1h_tokens,
+                      self.cache_read_tokens, self.output_tokens)  # fmt: skip
 
 
 class CompactionKind(StrEnum):

@@ -169,7 +169,8 @@ def give_back_memory() -> None:
 
     Freed memory stays in the process otherwise: replaying 2 GB, each batch of rows a run
     writes (outputs/rows_sink.py) left about 2 MB more resident than the one before, though
-    nothing of it was alive (issue 13). Takes about a millisecond."""
+    nothing of it was alive, and memory must not grow with the corpus
+    (docs/design.md#performance). Takes about a millisecond."""
     try:
         libc = ctypes.CDLL(None)
         trim = libc.malloc_trim

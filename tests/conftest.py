@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import markdown
 import pytest
 from click.testing import CliRunner
 
@@ -96,3 +97,17 @@ def signed_copy(source: Path, target: Path) -> None:
     data = source.read_bytes()
     start = 8 + 32  # the magic, then the signature (disk_cache.py)
     target.write_bytes(data[:8] + signature(target.name, data[start:]) + data[start:])
+
+
+def heading_ids(page: Path) -> set[str]:
+    """The ids mkdocs gives a docs page's headings (the toc extension, as mkdocs.yml sets it):
+    what may follow `#` in a link to the page."""
+    md = markdown.Markdown(extensions=["toc", "tables"])
+    md.convert(page.read_text())
+
+    def walk(tokens: list[dict[str, Any]]) -> Iterator[str]:
+        for token in tokens:
+            yield str(token["id"])
+            yield from walk(token["children"])
+
+    return set(walk(md.toc_tokens))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mcsim.ingest.loaders.tool_classes import EVERY_HARNESS, tool_class
 from mcsim.model import ItemKind, ThreadKind
 from mcsim.replay.calibrate import CalCall, CalThread, ReadClass, Segment
 
@@ -15,19 +16,22 @@ OUTPUT = 100
 def result(
     tokens: int, tool: str = "Read", tool_id: str = "t", resource: str | None = None
 ) -> Segment:
-    return Segment(ItemKind.TOOL_RESULT, tokens, tool, tool_id, resource=resource)
+    kind = tool_class(tool, EVERY_HARNESS)
+    return Segment(ItemKind.TOOL_RESULT, tokens, tool, tool_id, resource=resource, tool_class=kind)
 
 
 def use(resource: str, tool: str = "Read", tokens: int = 50) -> Segment:
     """The tool call that precedes a result (what it touched is `resource`)."""
-    return Segment(ItemKind.TOOL_USE, tokens, tool, "u", resource=resource)
+    kind = tool_class(tool, EVERY_HARNESS)
+    return Segment(ItemKind.TOOL_USE, tokens, tool, "u", resource=resource, tool_class=kind)
 
 
 def tool_call(tool: str, input_tokens: int, result_tokens: int) -> list[Segment]:
     """A tool_use and its result, paired by tool_use_id as the API pairs them."""
+    kind = tool_class(tool, EVERY_HARNESS)
     return [
-        Segment(ItemKind.TOOL_USE, input_tokens, tool, "c"),
-        Segment(ItemKind.TOOL_RESULT, result_tokens, tool, "c"),
+        Segment(ItemKind.TOOL_USE, input_tokens, tool, "c", tool_class=kind),
+        Segment(ItemKind.TOOL_RESULT, result_tokens, tool, "c", tool_class=kind),
     ]
 
 
@@ -62,9 +66,7 @@ def thread(
         for s in segments:
             k = seen[s.kind, s.tool_use_id] = seen.get((s.kind, s.tool_use_id), -1) + 1
             tool_id = f"{s.tool_use_id}{i}-{k}"
-            numbered.append(
-                Segment(s.kind, s.tokens, s.tool_name, tool_id, s.turn, resource=s.resource)
-            )
+            numbered.append(s._replace(tool_use_id=tool_id, is_error=False))
         prompt = (head if i == 0 else prompt_prev) + sum(s.tokens for s in numbered)
         if i == 0:
             read, cls = 0, ReadClass.FIRST

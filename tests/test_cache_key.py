@@ -21,7 +21,7 @@ from conftest import CORPUS
 
 from mcsim.cli import cli
 from mcsim.ingest import cache_key
-from mcsim.ingest.calls_cache import _CALLS
+from mcsim.ingest.calls_cache import _CALLS, CALLS_FORMAT
 from mcsim.ingest.discovery import discover
 from mcsim.ingest.disk_cache import (
     BAD_SIGNATURE,
@@ -74,7 +74,7 @@ def forge(fake_entry: Path, real: Path, cache: Path, sign: Any) -> Path:
     stamp: anyone can compute them, from the paths and a stat) and its files rewritten for the
     real unit, then `sign`ed (a plain sha256, as entries carried; or the key's signature)."""
     (unit,) = plan_units(discover([str(real)], None).files)
-    name, stamp = unit_keys(unit, "mcsim-calls/1")
+    name, stamp = unit_keys(unit, CALLS_FORMAT)
     data = fake_entry.read_bytes()
     kind_version, payload = data[HEAD : HEAD + 3], data[HEAD + 11 :]
     doc = orjson.loads(payload)
@@ -158,7 +158,7 @@ def test_the_key_file_is_made_once_and_is_the_users_alone(config: Path, tmp_path
 MAKE_KEY = """
 import sys
 from mcsim.ingest import cache_key
-from mcsim.ingest.calls_cache import _CALLS
+from mcsim.ingest.calls_cache import _CALLS, CALLS_FORMAT
 sys.stdin.readline()  # every process started: they race for the file
 print(cache_key.load().decode())
 """

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+from matplotlib.colors import to_rgb
 
-from mcsim.outputs.charts import CHARTS, ChartData, _wrapped, add_calls, draw_all, savings_data
+from mcsim.accounting.breaks import BreakCause
+from mcsim.outputs import charts
+from mcsim.outputs.charts import (
+    CAUSE_LOOKS,
+    CHARTS,
+    ChartData,
+    _wrapped,
+    add_calls,
+    break_timeline,
+    context_size,
+    cumulative_cost,
+    draw_all,
+    savings_data,
+)
+from mcsim.replay.results import PolicyTotals
 from mcsim.replay.rows import INT_COLUMNS, RowsTable, SessionRows
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import parse_policies
 
 POLICIES = ["recorded", "baseline", "p", "q"]
@@ -22,15 +40,22 @@ def session(
     """One session, one thread; per policy (prompt tokens, cost, {call: break cause})."""
     s = SessionRows(sid, "proj", [("main", "main", len(times))])
     for policy in POLICIES:
-        prompts, costs, causes = runs[policy]
         s.start_run(policy)
-        ints = [list(range(len(times))), prompts] + [[0] * len(times)] * (len(INT_COLUMNS) - 2)
-        broke = [i in causes for i in range(len(times))]
-        bools = [[False] * len(times), [False] * len(times), broke]
-        s.add(ints, [times, costs], bools, ["m"] * len(times), ["5m"] * len(times),
-              sorted(causes.items()))  # fmt: skip
+        add_thread(s, times, *runs[policy])
     s.seal()
     return s
+
+
+def add_thread(
+    s: SessionRows, times: list[float], prompts: list[int], costs: list[float],
+    causes: dict[int, str],
+) -> None:  # fmt: skip
+    """One thread's calls of the current run."""
+    ints = [list(range(len(times))), prompts] + [[0] * len(times)] * (len(INT_COLUMNS) - 2)
+    broke = [i in causes for i in range(len(times))]
+    bools = [[False] * len(times), [False] * len(times), broke]
+    s.add(ints, [times, costs], bools, ["m"] * len(times), ["5m"] * len(times),
+          sorted(causes.items()))  # fmt: skip
 
 
 def rows() -> RowsTable:
@@ -183,3 +208,141 @@ def test_a_chart_that_fails_in_a_child_of_the_chart_process_fails_the_request(
     finally:
         charts.close()
     assert png_size(tmp_path / first)  # the first, drawn by the chart process itself
+
+
+def figure(monkeypatch: pytest.MonkeyPatch, draw: Callable[[ChartData, Path], None],
+           data: ChartData) -> Any:  # fmt: skip
+    """The figure a chart drew, caught before it is saved and closed."""
+    caught = []
+    monkeypatch.setattr(charts, "save", lambda plt, fig, path, tight=True: caught.append(fig))
+    draw(data, Path("unused.png"))
+    (fig,) = caught
+    return fig
+
+
+def test_every_break_cause_has_a_look_of_its_own() -> None:
+    assert list(CAUSE_LOOKS) == list(BreakCause)
+    assert len({look.colour for look in CAUSE_LOOKS.values()}) == len(BreakCause)
+    assert len({look.marker for look in CAUSE_LOOKS.values()}) == len(BreakCause)
+
+
+def cause_looks(monkeypatch: pytest.MonkeyPatch, causes: list[str]) -> dict[str, Any]:
+    """The break timeline of a run with a break of each of CAUSES: the legend's entries, and
+    each cause's colour and marker (its path's vertices) as drawn."""
+    data = ChartData(["recorded", "p"], sessions=1)
+    data.breaks = {cause: (np.array([0.5]), np.array([1])) for cause in causes}
+    ax = figure(monkeypatch, break_timeline, data).axes[0]
+    looks: dict[str, Any] = {}
+    for dots in ax.collections:
+        cause = dots.get_label().split(" ")[0]
+        looks[cause] = (to_rgb(dots.get_facecolor()[0]), dots.get_paths()[0].vertices.tolist())
+    looks["legend"] = [t.get_text() for t in ax.get_legend().get_texts()]
+    return looks
+
+
+def test_a_break_cause_has_the_same_look_in_every_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Colours handed out in order of appearance made ttl_expired the second colour in a run
+    with a policy_clearing break and the fourth in one with three other causes before it."""
+    one = cause_looks(monkeypatch, ["ttl_expired", "policy_clearing"])
+    other = cause_looks(
+        monkeypatch, ["unknown", "prefix_changed", "compaction", "ttl_expired", "model_switch"]
+    )
+    assert one["ttl_expired"] == other["ttl_expired"]
+    assert one["ttl_expired"][0] == to_rgb(CAUSE_LOOKS[BreakCause.TTL_EXPIRED].colour)
+    assert one["policy_clearing"][0] == to_rgb(CAUSE_LOOKS[BreakCause.POLICY_CLEARING].colour)
+    colours = {cause: look[0] for cause, look in other.items() if cause != "legend"}
+    assert len(set(colours.values())) == 5
+    markers = {str(look[1]) for cause, look in other.items() if cause != "legend"}
+    assert len(markers) == 5
+    # Only the causes present, in one fixed order.
+    assert one["legend"] == ["ttl_expired (1)", "policy_clearing (1)"]
+    assert other["legend"] == ["ttl_expired (1)", "compaction (1)", "model_switch (1)",
+                               "prefix_changed (1)", "unknown (1)"]  # fmt: skip
+
+
+def test_a_break_cause_the_code_does_not_know_fails_rather_than_vanishes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match="gremlins"):
+        cause_looks(monkeypatch, ["ttl_expired", "gremlins"])
+
+
+def with_subagent(cleared: bool = True) -> RowsTable:
+    """One session: the main thread's calls at t = 100, 200, 400 (100k, 110k, 120k tokens), a
+    sub-agent's at t = 250, 300 (13k, 14k); q's sub-agent sends 5k and 6k (unless not
+    `cleared`)."""
+    s = SessionRows("s", "proj", [("main", "main", 3), ("agent-a", "subagent", 2)])
+    for policy in POLICIES:
+        s.start_run(policy)
+        add_thread(s, [100.0, 200.0, 400.0], [100_000, 110_000, 120_000], [1.0] * 3, {})
+        sub = [5_000, 6_000] if policy == "q" and cleared else [13_000, 14_000]
+        add_thread(s, [250.0, 300.0], sub, [0.1, 0.1], {})
+    s.seal()
+    return RowsTable([s], POLICIES)
+
+
+def test_the_context_line_holds_only_main_thread_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = ChartData(POLICIES)
+    add_calls(data, with_subagent())
+    # In time order: main, main, sub-agent, sub-agent, main: x 0-4. The cost counts them all.
+    assert list(data.cumulative_cost["q"][0]) == [0, 1, 2, 3, 4]
+    for name in POLICIES:
+        xs, ys = data.prompt_k[name]
+        assert list(xs) == [0, 1, 4] and list(ys) == [100.0, 110.0, 120.0]
+    assert [list(v) for v in data.apart_prompt_k["p"]] == [[2, 3], [13.0, 14.0]]
+    assert [list(v) for v in data.apart_prompt_k["q"]] == [[2, 3], [5.0, 6.0]]
+    top, below = figure(monkeypatch, context_size, data).axes
+    assert [list(line.get_xdata()) for line in top.lines] == [[0, 1, 4]] * 3  # not recorded
+    assert all(min(line.get_ydata()) == 100.0 for line in top.lines)  # no zigzag down to 13k
+    # Below, apart: the sub-agent's calls as dots, each policy in its look of the line above.
+    assert [line.get_linestyle() for line in below.lines] == ["None"] * 3
+    assert [list(line.get_ydata()) for line in below.lines] == [[13.0, 14.0]] * 2 + [[5.0, 6.0]]
+    looks = [(line.get_color(), line.get_marker()) for line in top.lines]
+    assert [(line.get_color(), line.get_marker()) for line in below.lines] == looks
+    assert below.get_title().endswith("each policy in its look above")
+
+
+def test_sub_agent_calls_the_same_under_every_policy_are_drawn_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Drawn per policy, only the last policy's dots would show, as if the others had none.
+    data = ChartData(POLICIES)
+    add_calls(data, with_subagent(cleared=False))
+    below = figure(monkeypatch, context_size, data).axes[1]
+    assert [list(line.get_xdata()) for line in below.lines] == [[2, 3]]
+    assert below.lines[0].get_color() == "dimgrey"
+    assert below.get_title().endswith("the same under every policy")
+
+
+def test_a_thinned_context_line_keeps_the_thread_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(charts, "_MAX_POINTS", 2)  # 5 calls: every 2nd, x 0, 2, 4
+    data = ChartData(POLICIES)
+    add_calls(data, with_subagent())
+    assert [list(v) for v in data.prompt_k["q"]] == [[0, 4], [100.0, 120.0]]
+    assert [list(v) for v in data.apart_prompt_k["q"]] == [[2], [5.0]]
+    assert list(data.cumulative_cost["q"][0]) == [0, 2, 4]
+
+
+def test_a_run_without_sub_agents_has_one_context_panel(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = ChartData(POLICIES)
+    add_calls(data, rows())
+    assert len(figure(monkeypatch, context_size, data).axes) == 1
+
+
+@pytest.mark.parametrize("draw", [cumulative_cost, context_size, break_timeline])
+@pytest.mark.parametrize("sessions", [1, 45])
+def test_calls_and_sessions_are_counted_on_whole_numbers(
+    monkeypatch: pytest.MonkeyPatch, draw: Callable[[ChartData, Path], None], sessions: int
+) -> None:
+    """matplotlib's own ticks put 5 calls at 0.0, 0.5, 1.0, ... (a Codex run's 2 calls at 0.2,
+    0.4, ...); more than 40 sessions are not numbered one by one on the break timeline."""
+    data = ChartData(POLICIES)
+    add_calls(data, with_subagent())
+    data.sessions = sessions
+    fig = figure(monkeypatch, draw, data)
+    fig.canvas.draw()
+    bottom = fig.axes[-1]  # the context chart's two panels share their x axis and its ticks
+    assert all(list(ax.get_xticks()) == list(bottom.get_xticks()) for ax in fig.axes)
+    low, high = bottom.get_xlim()
+    labels = [t.get_text() for t in bottom.get_xticklabels() if low <= t.get_position()[0] <= high]
+    assert labels and all(label.isdigit() for label in labels), labels

@@ -10,11 +10,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
-import markdown
-from conftest import REPO
+from conftest import REPO, heading_ids
 
 from mcsim.cli import cli
 
@@ -79,19 +77,6 @@ def test_every_command_and_option_is_on_its_commands_page() -> None:
         assert _mentions(pages["index.md"], option), option
 
 
-def _anchors(path: Path) -> set[str]:
-    """The ids mkdocs gives the page's headings (the toc extension, as mkdocs.yml sets it)."""
-    md = markdown.Markdown(extensions=["toc", "tables"])
-    md.convert(path.read_text())
-
-    def walk(tokens: list[dict[str, Any]]) -> Iterator[str]:
-        for token in tokens:
-            yield str(token["id"])
-            yield from walk(token["children"])
-
-    return set(walk(md.toc_tokens))
-
-
 def test_readme_links_resolve() -> None:
     text = (REPO / "README.md").read_text()
     links = re.findall(r"\]\(([^)\s]+)\)", text)
@@ -103,7 +88,7 @@ def test_readme_links_resolve() -> None:
         path, _, anchor = link.partition("#")
         assert (REPO / path).is_file(), link
         if anchor:
-            assert anchor in _anchors(REPO / path), link
+            assert anchor in heading_ids(REPO / path), link
 
 
 def test_readme_stays_scannable() -> None:

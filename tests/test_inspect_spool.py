@@ -1,5 +1,6 @@
-"""`inspect`'s records on disk (issue 13): the spool is used, removed whatever happens, and
-changes nothing of what inspect shows or writes."""
+"""`inspect`'s records on disk, so memory does not grow with the corpus
+(docs/design.md#performance): the spool is used, removed whatever happens, and changes nothing
+of what inspect shows or writes."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def test_text_is_kept_only_on_request(tmp_path: Path) -> None:
     assert lean.calls[0].items[0].chars == full.calls[0].items[0].chars == 3
 
 
-# ---------------------------------------------------------------- fast paths (issue 14)
+# ------------------------- fast paths: inspect as fast as ccusage (docs/design.md#performance)
 
 
 def _general_walk(thread: Any) -> list[int]:

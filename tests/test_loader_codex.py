@@ -389,3 +389,92 @@ def test_a_model_that_is_not_a_name_is_a_bad_field(tmp_path: Path, model: object
     bad = stats.skips.examples[0]  # type: ignore[attr-defined]
     assert (bad.line, bad.reason) == (2, "bad_field")
     assert bad.detail.startswith("payload.model: not a model name (a non-empty string)")
+
+
+def test_two_forks_with_equal_new_calls_keep_both(tmp_path: Path) -> None:
+    """Two forks of one session each copy its three calls and make one new call with the
+    same counts: 3 + 1 + 1 = 5 calls, not 4. A copy is a call of the history a fork carries
+    (its source's), not any call with equal counts."""
+    usage = [(1000, 0, 100), (2000, 500, 100), (3000, 1000, 100)]
+    totals = [(1000, 0, 100), (3000, 500, 200), (6000, 1500, 300)]
+    source = [meta(0, "P"), turn(1, "gpt-5")]
+    for n, (u, tot) in enumerate(zip(usage, totals, strict=True)):
+        source += [
+            message(10 + 20 * n, "user", f"do {n}"),
+            token_count(15 + 20 * n, counts(*tot), counts(*u)),
+        ]
+    write(tmp_path / "rollout-2026-01-01T00-00-00-P.jsonl", source)
+    for n, fork in enumerate(("F1", "F2")):
+        write(
+            tmp_path / f"rollout-2026-01-01T00-1{n}-00-{fork}.jsonl",
+            [
+                meta(600 + 60 * n, fork, forked_from_id="P"),
+                *source,  # the source's lines, its session_meta included
+                message(610 + 60 * n, "user", "again"),
+                token_count(615 + 60 * n, counts(10000, 4500, 377), counts(4000, 3000, 77)),
+            ],
+        )
+    sessions, stats = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
+    assert {s.session_id: len(s.calls) for s in sessions} == {"P": 3, "F1": 1, "F2": 1}
+    # each fork's own call: 4000 - 3000 = 1000 uncached, 3000 read, 77 out
+    for fork in ("F1", "F2"):
+        (own,) = next(s for s in sessions if s.session_id == fork).calls
+        assert own.usage == plain(1000, 3000, 77)
+    copied = {e.file.rsplit("-", 1)[1]: e.detail for e in stats.skips.examples}  # type: ignore[attr-defined]
+    assert copied == {
+        "F1.jsonl": "3 calls copied from another rollout",
+        "F2.jsonl": "3 calls copied from another rollout",
+    }
+
+
+def test_forks_of_a_missing_source_share_its_history_once(tmp_path: Path) -> None:
+    """Without the source's rollout, a fork's copies cannot be told by their source: the
+    second fork's copies of the history the first already held are counted once."""
+    history = [
+        meta(0, "P"),
+        turn(1, "gpt-5"),
+        message(2, "user", "a"),
+        token_count(3, counts(1000, 0, 10)),
+    ]
+    for n, fork in enumerate(("F1", "F2")):
+        write(
+            tmp_path / f"rollout-2026-01-01T00-1{n}-00-{fork}.jsonl",
+            [
+                meta(600, fork, forked_from_id="P"),
+                *history,
+                message(610, "user", f"new {n}"),
+                token_count(615, counts(3000 + n, 1000, 20), counts(2000 + n, 1000, 10)),
+            ],
+        )
+    sessions, _ = load_sessions([str(tmp_path)], detail=Detail.SIZES, workers=1)
+    # F1 holds the shared call and its own; F2 only its own: 3 calls
+    assert {s.session_id: len(s.calls) for s in sessions} == {"F1": 2, "F2": 1}
+
+
+def test_times_that_run_backwards_are_clamped_and_noted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "rollout-a.jsonl",
+        [
+            meta(0, "S"),
+            turn(0, "gpt-5"),
+            message(10, "user", "a"),
+            token_count(20, counts(100, 0, 10)),
+            message(5, "user", "b"),  # the clock was set back 15 s
+            token_count(8, counts(300, 100, 20), counts(200, 100, 10)),
+            message(40, "user", "c"),  # written after its token_count's time
+            token_count(30, counts(600, 300, 30), counts(300, 200, 10)),
+        ],
+    )
+    calls, stats = calls_of(path)
+    # call 2 sent at 5 and counted at 8, before call 1's token_count at 20: taken as at 20;
+    # call 3's request at 40 is after its token_count at 30: taken as at 30
+    assert [(c.request_s - T0, c.timestamp_s - T0) for c in calls] == [
+        (10.0, 20.0),
+        (20.0, 20.0),
+        (30.0, 30.0),
+    ]
+    assert stats.skips.notes == {"time_clamped": 2}  # type: ignore[attr-defined]
+    assert [(e.line, e.detail) for e in stats.skips.examples] == [  # type: ignore[attr-defined]
+        (6, "sent 15.000 s before the previous call's token_count: taken as sent then"),
+        (8, "request 10.000 s after its token_count: taken as it"),
+    ]

@@ -1,7 +1,7 @@
-"""Each mechanism as documented (DOMAIN.md §2, §3.1, §5), on small threads whose numbers are
-worked out by hand in the comments: when a cache edit takes effect and what it bills, the
-rolling window of cached microcompact, how each mechanism measures time, and pruning the
-recording already did."""
+"""Each mechanism as documented (docs/domain.md: the pruning policies, cache mechanics, the
+cache-break detector), on small threads whose numbers are worked out by hand in the comments:
+when a cache edit takes effect and what it bills, the rolling window of cached microcompact,
+how each mechanism measures time, and pruning the recording already did."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +22,11 @@ from conftest import REPO, SAMPLES
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
+from mcsim.ingest.loaders.tool_classes import CLAUDE_CODE, CODEX, tool_class
+from mcsim.model import ItemKind, ToolClass
+from mcsim.replay.policies import LiveSegment, class_key, is_compactable
 from mcsim.replay.presets import UnknownPresetError, preset_names, resolve_policy
+from mcsim.replay.scenario import Scenario, load_policy_file
 
 PRESETS = REPO / "mcsim" / "replay" / "presets"
 EXAMPLES = REPO / "policies"
@@ -261,3 +266,52 @@ def test_a_missing_policies_path_points_to_its_preset(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         f"Error: --policy {missing}: no such file; the preset all ships with mcsim: --policy all"
     )
+
+
+# Claude Code's compactable list (docs/domain.md#what-can-be-cleared; PowerShell is its second
+# shell tool)
+CLAUDE_CODE_LIST = {
+    "Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
+}  # fmt: skip
+# Codex's tools of those kinds: shell commands (and their polls), files read, searches,
+# patches, web searches
+CODEX_LIKE_IT = {
+    "shell", "shell_command", "exec_command", "write_stdin", "local_shell", "local_shell_call",
+    "container.exec", "exec", "read_file", "view_image", "grep_files", "list_dir",
+    "web_search", "web_search_call", "apply_patch",
+}  # fmt: skip
+
+
+def _compactable(scenario: Scenario, table: Mapping[str, ToolClass]) -> set[str]:
+    out = set()
+    for name, kind in table.items():
+        seg = LiveSegment(0, 0, ItemKind.TOOL_RESULT, 1, name, "t", 0, class_key=class_key(kind))
+        if is_compactable(seg, scenario.compactable_tools, scenario.exclude_tools):
+            out.add(name)
+    return out
+
+
+@pytest.mark.parametrize(("preset", "policy"), [("claude-code", "claude-code"),
+                                                ("all", "claude-code"), ("all", "claude-code-1h"),
+                                                ("ttl-1h", "claude-code-1h")])  # fmt: skip
+def test_claude_code_presets_clear_its_list_exactly_and_codex_alike(
+    preset: str, policy: str
+) -> None:
+    """Written by class, the presets that mirror Claude Code clear exactly its list on its own
+    transcripts (outputs unchanged), and the same kinds of tools in Codex's."""
+    scenarios = load_policy_file(resolve_policy(preset).path)
+    (found,) = [s for s in scenarios if s.name == policy]
+    assert _compactable(found, CLAUDE_CODE) == CLAUDE_CODE_LIST
+    assert _compactable(found, CODEX) == CODEX_LIKE_IT
+    assert "mcp__github__get_issue" not in _compactable(
+        found, {"mcp__github__get_issue": tool_class("mcp__github__get_issue", CODEX)}
+    )
+
+
+def test_claude_codes_api_setup_is_written_by_class() -> None:
+    """claude-code-api: inputs of the re-runnable tools cleared, edits' results kept, by class."""
+    scenarios = load_policy_file(resolve_policy("anthropic-api").path)
+    (api,) = [s for s in scenarios if s.name == "claude-code-api"]
+    first, second = (dict(layer.values) for layer in api.layers)
+    assert first["clear_tool_inputs"] == ("class:shell", "class:search", "class:read", "class:web")
+    assert second["exclude_tools"] == ("class:edit",)

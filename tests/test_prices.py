@@ -1,4 +1,5 @@
-"""Price table: family matching, each rule of DOMAIN.md §3.2, overrides and LiteLLM import."""
+"""Price table: family matching, each rule of docs/domain.md#prices, overrides and LiteLLM
+import."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_model_ids_match_by_family(model_id: str, expected: tuple[str, str] | No
 
 @pytest.mark.parametrize(
     ("model_id", "rates"),
-    [  # input, 5m write, 1h write, read, output (DOMAIN.md §3.2)
+    [  # input, 5m write, 1h write, read, output (docs/domain.md#prices)
         ("claude-opus-4-6", (5, 6.25, 10, 0.5, 25)),
         ("claude-opus-4-1", (15, 18.75, 30, 1.5, 75)),
         ("claude-3-opus-20240229", (15, 18.75, 30, 1.5, 75)),

@@ -325,3 +325,38 @@ def test_bad_litellm_openai_rows_are_refused_in_one_line(
     with pytest.raises(PriceTableError) as err:
         load_table(path)
     assert str(err.value) == f"{path}: {message}"
+
+
+def _rates_text(rates: dict[str, float]) -> str:
+    """Rates as docs/counting.md writes them: input / cached / output, the write rate when it
+    is not the input rate, the 1-hour write when it is not the 5-minute one."""
+    text = f"{rates['input']:g} / {rates['cache_read']:g} / {rates['output']:g}"
+    if rates["cache_write_5m"] != rates["input"]:
+        text += f", write {rates['cache_write_5m']:g}"
+    if rates["cache_write_1h"] != rates["cache_write_5m"]:
+        text += f" (1h: {rates['cache_write_1h']:g})"
+    return text
+
+
+def test_the_docs_say_where_every_openai_price_comes_from() -> None:
+    """docs/counting.md's table of OpenAI prices is the shipped file's, row for row, and names a
+    source for each."""
+    shipped = json.loads(
+        (Path(__file__).parents[1] / "mcsim/accounting/prices/openai.json").read_text()
+    )
+    text = (Path(__file__).parents[1] / "docs/counting.md").read_text()
+    section = text.split("### OpenAI prices: where each comes from", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, tuple[str, str, str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0] not in ("model", "---"):
+            for model in cells[0].split(", "):
+                assert model not in documented, model
+                documented[model] = (cells[1], cells[2], cells[3])
+    expected = {}
+    for row in shipped["models"]:
+        long = row.get("long_context", [{}])[0]
+        for model in row["models"]:
+            expected[model] = (_rates_text(row), _rates_text(long) if long else "")
+    assert {m: d[:2] for m, d in documented.items()} == expected
+    assert all(d[2] for d in documented.values())  # every row names its source

@@ -1,12 +1,17 @@
-"""Re-fetch risk: a cleared result whose file or command the agent used again is a hazard."""
+"""Re-fetch risk: a cleared result whose file or command the agent used again is a hazard;
+one whose tool cannot be keyed is not assessed (never counted as safe)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from simthreads import result, text, thread, use
 
 from mcsim.accounting.prices import default_table
-from mcsim.replay.refetch import resource_of
+from mcsim.ingest.loaders.tool_classes import EVERY_HARNESS, tool_class
+from mcsim.model import Item, ItemKind
+from mcsim.replay.refetch import ResourceKeys, command_keys, keys_of
 from mcsim.replay.scenario import Layer, Scenario
 from mcsim.replay.simulate import simulate_thread
 
@@ -48,16 +53,98 @@ def test_never_touched_again_is_no_hazard() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tool", "args", "key"),
+    ("tool", "args", "keys"),
     [
-        ("Read", '{"file_path": "/src/a.py", "limit": 40}', "file:/src/a.py"),
-        ("Edit", '{"file_path": "/src/a.py", "old_string": "x"}', "file:/src/a.py"),
-        ("Bash", '{"command": " pytest -q "}', "cmd:pytest -q"),
-        ("Grep", '{"pattern": "cache", "path": "src"}', "grep:cache|src"),
-        ("WebFetch", '{"url": "https://x.org"}', "url:https://x.org"),
-        ("mcp__gh__issue", '{"n": 1}', None),
-        ("Read", "not json", None),
+        ("Read", '{"file_path": "/src/a.py", "limit": 40}', ("file:/src/a.py",)),
+        ("Edit", '{"file_path": "/src/a.py", "old_string": "x"}', ("file:/src/a.py",)),
+        ("Bash", '{"command": " pytest -q "}', ("cmd:pytest -q",)),
+        ("Grep", '{"pattern": "cache", "path": "src"}', ("grep:cache|src",)),
+        ("WebFetch", '{"url": "https://x.org"}', ("url:https://x.org",)),
+        ("mcp__gh__issue", '{"n": 1}', ()),
+        ("Read", "not json", ()),
+        ("TodoWrite", '{"todos": []}', ()),  # a plan: nothing to fetch again
+        ("BashOutput", '{"bash_id": "b1"}', ()),  # a background command's output so far
+        # Codex: the same file read with sed in the session's cwd and patched, relative
+        (
+            "shell",
+            '{"command": ["bash", "-lc", "sed -n \'1,160p\' README.md"], "workdir": "/r"}',
+            ("file:README.md",),
+        ),
+        ("exec_command", '{"cmd": "cat /r/src/a.ts", "workdir": "/r"}', ("file:src/a.ts",)),
+        ("shell_command", '{"command": "rg -n todo src", "workdir": "/r"}', ("grep:todo|src|",)),
+        ("apply_patch", "*** Begin Patch\n*** Update File: src/a.ts\n@@\n-a\n+b\n*** End Patch",
+         ("file:src/a.ts",)),
+        ("apply_patch", '{"input": "*** Begin Patch\\n*** Add File: b.py\\n+x\\n"}',
+         ("file:b.py",)),
+        ("local_shell_call",
+         '{"type": "exec", "command": ["ls", "-la", "docs"], "working_directory": "/r"}',
+         ("ls:docs",)),
+        ("web_search_call", '{"type": "search", "query": "polars"}', ("search:polars",)),
+        ("update_plan", '{"plan": []}', ()),
+        ("request_user_input", '{"questions": []}', ()),
+    ],
+)  # fmt: skip
+def test_resource_keys(tool: str, args: str, keys: tuple[str, ...]) -> None:
+    assert keys_of(tool, tool_class(tool, EVERY_HARNESS), args) == keys
+
+
+@pytest.mark.parametrize(
+    ("command", "keys"),
+    [
+        ("ls", ("ls:.",)),
+        ("rg --files -g 'AGENTS.md'", ("glob:|.|AGENTS.md",)),
+        ("nl -ba README.md", ("file:README.md",)),
+        ("head -n 40 a.py && tail -20 b.py", ("file:a.py", "file:b.py")),
+        ("cd src && cat x.ts", ("file:src/x.ts",)),
+        # the sed after the pipe reads the pipe; 2>/dev/null is no file
+        ("nl -ba src/a.ts | sed -n '90,108p' 2>/dev/null", ("file:src/a.ts",)),
+        ("sed -n 1p < f.txt", ("file:f.txt",)),
+        ("grep -n 'def x' a.py", ("grep:def x|a.py|",)),
+        ("git diff | grep -n x", ("cmd:git diff | grep -n x",)),  # grep reads the pipe
+        ("find src -name '*.py'", ("find:src|-name *.py",)),
+        ("npm test", ("cmd:npm test",)),
+        ("git status && cat a", ("file:a", "cmd:git status && cat a")),
+        ('echo "unbalanced', ('cmd:echo "unbalanced',)),
     ],
 )
-def test_resource_keys(tool: str, args: str, key: str | None) -> None:
-    assert resource_of(tool, args) == key
+def test_shell_command_keys(command: str, keys: tuple[str, ...]) -> None:
+    assert command_keys(command, "/repo") == keys
+
+
+def _item(kind: ItemKind, tool: str, call_id: str, text: str) -> Item:
+    return Item(kind, len(text), text, tool, call_id, tool_class=tool_class(tool, EVERY_HARNESS))
+
+
+def test_write_stdin_results_carry_their_commands_keys() -> None:
+    """Codex's exec_command returns after a second with a session id; write_stdin polls the
+    rest of the output: its result is that command's output, and the poll is no new use."""
+    keys = ResourceKeys()
+    cmd = json.dumps({"cmd": "sed -n '1,220p' src/a.ts", "workdir": "/r"})
+    running = "Chunk ID: a1\nWall time: 1.0 seconds\nProcess running with session ID 48230\n"
+    poll = json.dumps({"session_id": 48230, "chars": "", "yield_time_ms": 1000})
+    other = json.dumps({"session_id": 7, "chars": ""})
+    assert keys.of(_item(ItemKind.TOOL_USE, "exec_command", "c1", cmd)) == ("file:src/a.ts",)
+    assert keys.of(_item(ItemKind.TOOL_RESULT, "exec_command", "c1", running)) == ("file:src/a.ts",)
+    assert keys.of(_item(ItemKind.TOOL_USE, "write_stdin", "c2", poll)) == ()
+    assert keys.of(_item(ItemKind.TOOL_RESULT, "write_stdin", "c2", "1: x")) == ("file:src/a.ts",)
+    # a poll of a session mcsim never saw start: not assessed
+    assert keys.of(_item(ItemKind.TOOL_USE, "write_stdin", "c3", other)) == ()
+    assert keys.of(_item(ItemKind.TOOL_RESULT, "write_stdin", "c3", "y")) == ()
+
+
+def test_results_that_cannot_be_keyed_are_not_assessed() -> None:
+    """keep_last_n n=1 clears a Read of a (edited later: a hazard), a TodoWrite (no keys: not
+    assessed) and Reads of c and d (never used again): 1 hazard of 3 assessed, 1 not
+    assessed."""
+    s = [
+        (0.0, [text(1_000)]),
+        (10.0, [use("file:a"), result(5_000, "Read", resource="file:a")]),
+        (10.0, [result(3_000, "TodoWrite")]),
+        (10.0, [use("file:c"), result(5_000, "Read", resource="file:c")]),
+        (10.0, [use("file:d"), result(5_000, "Read", resource="file:d")]),
+        (10.0, [use("file:a", "Edit"), result(100, "Edit", resource="file:a")]),
+    ]
+    sim = simulate_thread(thread(s), KEEP_1, default_table())
+    assert sim.cleared_results == 4  # a, the plan, c, d (each cleared once its successor came)
+    assert sim.unassessed_results == 1
+    assert [h.resource for h in sim.hazards] == ["file:a"]

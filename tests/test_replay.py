@@ -130,7 +130,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
     ]
     summary = pl.read_parquet(out / "summary.parquet")
     assert summary["policy"].to_list()[:2] == ["recorded", "baseline"]
-    assert summary["schema_version"].unique().to_list() == [5]
+    assert summary["schema_version"].unique().to_list() == [6]
     calls = pl.read_parquet(out / "calls.parquet")
     per_policy = calls.group_by("policy").agg(pl.col("cost_usd").sum(), pl.len())
     cost = dict(zip(per_policy["policy"], per_policy["cost_usd"], strict=True))
@@ -393,16 +393,22 @@ def test_savings_of_equal_costs_summed_in_another_order_are_zero() -> None:
     assert savings_pct(5.0, 0.0) == 0.0
 
 
-def test_token_totals_merge_adds_every_field() -> None:
-    # merge spells its fields out (speed): a field added without its line would be dropped
-    from dataclasses import fields
+def test_tokens_add_and_total_every_kind() -> None:
+    """One vector type for every token count: added kind by kind (not joined, as tuples are),
+    summed over calls' usage, and the PolicyTotals of a run merged by it."""
+    from mcsim.model import Tokens, Usage
+    from mcsim.replay.results import PolicyTotals
 
-    from mcsim.accounting.recorded import TokenTotals
-
-    names = [f.name for f in fields(TokenTotals)]
-    total = TokenTotals(**{n: 10 ** (i + 1) for i, n in enumerate(names)})
-    total.merge(TokenTotals(**{n: i + 1 for i, n in enumerate(names)}))
-    assert [getattr(total, n) for n in names] == [10 ** (i + 1) + i + 1 for i in range(len(names))]
+    n = len(Tokens._fields)
+    a = Tokens._make(10 ** (i + 1) for i in range(n))
+    b = Tokens._make(i + 1 for i in range(n))
+    assert list(a + b) == [10 ** (i + 1) + i + 1 for i in range(n)]
+    usages = [Usage(*b), Usage(*a)]
+    assert Tokens.total(usages) == a + b == Tokens.total([a, b])
+    assert usages[1].tokens == a and a.prompt_tokens == 10 + 100 + 1000 + 10000
+    run = PolicyTotals("p", tokens=a)
+    run.merge(PolicyTotals("p", tokens=b))
+    assert run.tokens == a + b
 
 
 def test_one_session_over_the_fidelity_threshold_reads_in_the_singular(

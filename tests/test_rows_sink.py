@@ -1,5 +1,6 @@
-"""The replay's rows written as the sessions arrive (issue 13): the same tables and charts as
-from rows held in memory, and no session keeps its rows once they are written."""
+"""The replay's rows written as the sessions arrive, so memory does not grow with the corpus
+(docs/design.md#performance): the same tables and charts as from rows held in memory, and no
+session keeps its rows once they are written."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
-from mcsim.replay.run import RECORDED, ReplayReport, SessionReplay, run_replay
+from mcsim.replay.results import SessionReplay
+from mcsim.replay.run import RECORDED, ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
 
 SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
@@ -97,9 +99,11 @@ def test_tables_and_chart_lines_equal_the_in_memory_ones(
     assert got.same_cost == expected.same_cost and got.same_prompt == expected.same_prompt
     for name in NAMES:
         for mine, theirs in ((got.cumulative_cost, expected.cumulative_cost),
-                             (got.prompt_k, expected.prompt_k)):  # fmt: skip
+                             (got.prompt_k, expected.prompt_k),
+                             (got.apart_prompt_k, expected.apart_prompt_k)):  # fmt: skip
             assert list(mine[name][0]) == list(theirs[name][0])
             np.testing.assert_array_equal(mine[name][1], theirs[name][1])
+    assert len(got.apart_prompt_k[RECORDED][0]) > 0  # the corpus has sub-agents
     assert sorted(got.breaks) == sorted(expected.breaks) and got.breaks
     for cause, (xs, policy_rows) in expected.breaks.items():
         np.testing.assert_array_equal(got.breaks[cause][0], xs)

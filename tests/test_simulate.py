@@ -13,8 +13,17 @@ from hypothesis import strategies as st
 from simthreads import INPUT, result, text, thinking, thread, tool_call, use
 
 from mcsim.accounting.prices import default_table, price_usage
-from mcsim.replay.policies import is_compactable
-from mcsim.replay.scenario import DEFAULT_COMPACTABLE, Layer, Scenario, baseline, load_policy_file
+from mcsim.ingest.loaders.tool_classes import EVERY_HARNESS, tool_class
+from mcsim.model import ItemKind
+from mcsim.replay.policies import LiveSegment, class_key, is_compactable
+from mcsim.replay.scenario import (
+    CLAUDE_CODE_LEFT_OUT,
+    DEFAULT_COMPACTABLE,
+    Layer,
+    Scenario,
+    baseline,
+    load_policy_file,
+)
 from mcsim.replay.simulate import PreparedThread, SimThread, simulate_thread
 
 PRICES = default_table()
@@ -54,12 +63,12 @@ def test_every_call_masking_costs_more_and_cache_edits_cost_less() -> None:
     # reads 0 + 11,000 + 16,000 + 7 x 10,000; writes 20,991 + 11,005..11,053 (step 8).
     masked = simulate_thread(t, scenario("keep_last_n", n=2), PRICES)
     assert totals(masked) == (97_000, 98_194, pytest.approx(0.4124175))
-    # cached_microcompact trigger 3 keep 1 (a rolling window, DOMAIN.md §2.2): at call 4 four
-    # results are registered (> 3), so r1..r3 (15,000 tokens) are deleted; from then on each
-    # call's new result pushes the previous one out (r4 at call 5, ..., r8 at call 9). Each
-    # edit takes effect on the call that carries it: its prompt is 16,000 (head + text + the
-    # newest result), its read is the cached 26,000 (call 4) or 16,000 (later) less the
-    # deleted, i.e. 11,000, and it writes the new result as without pruning:
+    # cached_microcompact trigger 3 keep 1 (a rolling window, docs/domain.md#cached-microcompact):
+    # at call 4 four results are registered (> 3), so r1..r3 (15,000 tokens) are deleted; from
+    # then on each call's new result pushes the previous one out (r4 at call 5, ..., r8 at
+    # call 9). Each edit takes effect on the call that carries it: its prompt is 16,000 (head +
+    # text + the newest result), its read is the cached 26,000 (call 4) or 16,000 (later) less
+    # the deleted, i.e. 11,000, and it writes the new result as without pruning:
     # reads 0 + 11,000 + 16,000 + 21,000 + 6 x 11,000 = 114,000; writes 10,997 + 9 x 4,997;
     # cost (30 x 3 + 55,970 x 3.75 + 114,000 x 0.30 + 1,000 x 15) / 1e6 = 0.2591775.
     edits = simulate_thread(
@@ -349,14 +358,27 @@ def test_thinking_recorded_as_a_signature_only_is_left_alone_but_its_turn_counts
     assert [c.newly_cleared_tokens for c in sim.calls] == [0, 0, 0, 2_000, 0]
 
 
+def _seg(tool: str) -> LiveSegment:
+    kind = class_key(tool_class(tool, EVERY_HARNESS))
+    return LiveSegment(0, 0, ItemKind.TOOL_RESULT, 10, tool, "t", 0, class_key=kind)
+
+
 def test_only_claude_codes_shell_tools_count_as_bash() -> None:
-    allowed = frozenset(DEFAULT_COMPACTABLE)
-    assert is_compactable("Bash", allowed, frozenset())
-    assert is_compactable("PowerShell", allowed, frozenset())
+    """Claude Code's list by class, less the tools of those classes it leaves out (the
+    claude-code preset's settings), is its list: Bash and PowerShell, not BashOutput."""
+    allowed, left_out = frozenset(DEFAULT_COMPACTABLE), frozenset(CLAUDE_CODE_LEFT_OUT)
+    assert is_compactable(_seg("Bash"), allowed, left_out)
+    assert is_compactable(_seg("PowerShell"), allowed, left_out)
     for tool in ("BashOutput", "KillShell", "KillBash", "Bashful"):
-        assert not is_compactable(tool, allowed, frozenset()), tool
-    assert not is_compactable("PowerShell", frozenset({"Read"}), frozenset())
-    assert not is_compactable("PowerShell", allowed, frozenset({"PowerShell"}))
+        assert not is_compactable(_seg(tool), allowed, left_out), tool
+    # by class alone, a background command's output is shell output; an unknown tool is other
+    assert is_compactable(_seg("BashOutput"), allowed, frozenset())
+    assert not is_compactable(_seg("Bashful"), allowed, frozenset())
+    # the name rule of Claude Code's list: PowerShell counts as Bash
+    assert is_compactable(_seg("PowerShell"), frozenset({"Bash"}), frozenset())
+    assert not is_compactable(_seg("PowerShell"), frozenset({"Read"}), frozenset())
+    assert not is_compactable(_seg("PowerShell"), allowed, frozenset({"PowerShell"}))
+    assert not is_compactable(_seg("PowerShell"), allowed, frozenset({"class:shell"}))
     # Time-based microcompact after a 2-hour gap, keep 1: of these results only Bash (1,000),
     # PowerShell (4,000) and the newest Bash are compactable; the first two go, net of 9
     # placeholder tokens each: 991 + 3,991. (Taking every "Bash*" tool, as before, would
@@ -365,7 +387,10 @@ def test_only_claude_codes_shell_tools_count_as_bash() -> None:
     steps = [(0.0, [text(1_000)])]
     steps += [(10.0, [result(1_000 * (k + 1), tool)]) for k, tool in enumerate(tools)]
     steps.append((7_200.0, [text(100)]))
-    sim = simulate_thread(thread(steps), scenario("time_based_microcompact", keep_recent=1), PRICES)
+    claude_code = replace(
+        scenario("time_based_microcompact", keep_recent=1), exclude_tools=left_out
+    )
+    sim = simulate_thread(thread(steps), claude_code, PRICES)
     assert sim.calls[-1].newly_cleared_tokens == 991 + 3_991
 
 

@@ -16,7 +16,8 @@ from conftest import REPO, SAMPLES
 
 from mcsim.cli import cli
 from mcsim.outputs.sweep_tables import risk_tradeoff, savings_curve
-from mcsim.replay.run import PolicyTotals, ReplayReport, SessionReplay
+from mcsim.replay.results import PolicyTotals, SessionReplay
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import baseline, load_policy_file, parse_policies
 from mcsim.replay.sweep import (
     GridError,
@@ -572,6 +573,57 @@ def test_savings_curve_over_text_values_keeps_the_groups_intervals_apart(
     assert [round(x) for x in bars[0]] == [0, 1]  # each near its value's tick
 
 
+def _two_keys() -> list[Outcome]:
+    """`--grid keep_recent=1,2 --grid ttl=5m,1h`, re-fetch risks 30% to 34%."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    swept = (Swept("keep_recent", "int", 1), Swept("ttl", "str"))
+    results = []
+    for (k, ttl), hazards in zip(itertools.product([1, 2], ["5m", "1h"]), [30, 32, 33, 34],
+                                 strict=True):  # fmt: skip
+        variant = Variant((("keep_recent", k), ("ttl", ttl)), stack, swept, (k, ttl))
+        totals = PolicyTotals(variant.name, cleared_results=100, refetch_hazards=hazards)
+        net = 5.0 + k - (ttl == "1h")
+        draws = np.array([net - 1, net, net, net + 1])
+        spread = Spread(sessions=4, resamples=4, seed=0)
+        results.append(Outcome(variant, totals, net + 1, net, net - 1, net + 1, draws, spread))
+    return results
+
+
+def test_risk_tradeoff_keys_each_group_and_starts_the_risk_axis_at_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """All variants were one blue "variant"; and risks of 30% to 34% spread over the whole
+    width, as if they were far apart."""
+    results = _two_keys()
+    ax = _drawn(monkeypatch, risk_tradeoff, results, recommend(results, max_risk=0.5))
+    key = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert key[:2] == ["variant: ttl=5m", "variant: ttl=1h"]
+    groups = {dots.get_label(): dots for dots in ax.collections}
+    five, hour = groups["variant: ttl=5m"], groups["variant: ttl=1h"]
+    assert [list(xy) for xy in five.get_offsets()] == [[30.0, 6.0], [33.0, 7.0]]
+    assert [list(xy) for xy in hour.get_offsets()] == [[32.0, 5.0], [34.0, 6.0]]
+    assert list(five.get_facecolor()[0]) != list(hour.get_facecolor()[0])
+    assert five.get_paths()[0].vertices.tolist() != hour.get_paths()[0].vertices.tolist()
+    low, high = ax.get_xlim()
+    assert low <= 0 and high >= 34
+    assert (34 - 30) / (high - low) < 0.15  # four points of risk look like four points
+
+
+def test_a_group_looks_the_same_on_both_sweep_charts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.colors import to_rgb
+
+    results = _two_keys()
+    rec = recommend(results, max_risk=0.5)
+    curve = _drawn(monkeypatch, savings_curve, results, rec)
+    risk = _drawn(monkeypatch, risk_tradeoff, results, rec)
+    dots = {d.get_label(): to_rgb(d.get_facecolor()[0]) for d in risk.collections
+            if d.get_label().startswith("variant")}  # fmt: skip
+    lines = {line.get_label(): to_rgb(line.get_color()) for line in curve.get_lines()}
+    for ttl in ("5m", "1h"):
+        assert lines[f"ttl={ttl}: as simulated"] == dots[f"variant: ttl={ttl}"]
+    assert lines["ttl=5m: as simulated"] != lines["ttl=1h: as simulated"]
+
+
 def test_the_table_names_variants_by_the_keys_last_part_when_that_tells_them_apart(
     tmp_path: Path,
 ) -> None:
@@ -749,3 +801,15 @@ def test_resamples_drawn_in_chunks_are_the_draws_of_one_call(
             assert (
                 resample_counts(sessions, resamples, 3) == at_once(sessions, resamples, 3)
             ).all()
+
+
+def test_savings_curve_draws_an_estimate_just_outside_its_collapsed_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every session saving alike collapses the interval onto the estimate, and the last bits
+    of two sums can put the estimate outside it: matplotlib refused the negative error bar
+    ("'yerr' must not contain negative values") and the sweep ended in a traceback."""
+    results = [_keep(k, 5.0, [5.0] * 4, 1, 5.0 + 1e-14, 5.0 + 2e-14) for k in (1, 2, 3)]
+    results.append(_keep(4, 5.0, [5.0] * 4, 1, 5.0 - 2e-14, 5.0 - 1e-14))
+    ax = _drawn(monkeypatch, savings_curve, results, recommend(results, max_risk=0.5))
+    assert ax.get_lines()  # drawn

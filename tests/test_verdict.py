@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from mcsim.cli import cli
-from mcsim.replay.run import PolicyTotals, ReplayReport, SessionReplay
+from mcsim.replay.results import PolicyTotals, SessionReplay
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import Scenario, baseline, parse_policies
 from mcsim.replay.verdict import verdict, weigh
 
@@ -201,3 +202,19 @@ def test_a_policy_that_costs_more_or_clears_nothing_is_said_so() -> None:
     )
     only = ReplayReport([baseline(), Scenario("baseline:ttl=1h", baseline().layers, "1h")])
     assert verdict(only).text == "verdict: no policy to weigh (only baselines ran)"
+
+
+def test_a_policy_whose_risk_no_result_could_assess_is_not_weighed_as_safe() -> None:
+    """Task, MCP or other tools whose results mcsim cannot key: the risk is unknown, not 0%.
+    "b" saves the most, but nothing it cleared could be assessed."""
+    report = _report({"a": [(9.0, 0.0, 10, 2, 0.0)] * 3, "b": [(8.0, 0.0, 10, 0, 0.0)] * 3})
+    report.policies["b"].refetch_unassessed = 30  # all 30 of its cleared results
+    v = verdict(report)
+    assert v.best is not None and v.best.variant.name == "a"
+    assert v.text.endswith("; not weighed, re-fetch risk not assessed: b")
+    alone = _report({"b": [(8.0, 0.0, 10, 0, 0.0)] * 3})
+    alone.policies["b"].refetch_unassessed = 30
+    assert verdict(alone).text == (
+        "verdict: no policy keeps re-fetch risk at or under 50% that it can assess: no "
+        "policy's cleared results could be checked"
+    )

@@ -1,15 +1,15 @@
 """The cache-break detector: Claude Code's rule, plus a named cause for every break.
 
 Per thread, each call's cache read is compared with the previous call's: a drop of more than
-5% and more than 2,000 tokens is a break (DOMAIN.md §5). Claude Code is told about its own
-cache edits (notifyCacheDeletion) and does not report the drop that follows as a break; mcsim
-does the same: such a drop gets the cause `cache_edit` and is counted apart (`is_break` is
-false). A drop that has another reason on the same call keeps that reason (a TTL that ran
-out, a compaction, a model switch). A client-side rewrite (a pruning policy that edits old
-messages) really breaks the prefix: mcsim reports it as an *expected* break (cause
-`policy_clearing`), like a compaction (which resets Claude Code's baseline), so their cost
-stays visible, and names a cause for every unexpected one. The same function serves recorded
-and simulated runs, so their break counts are comparable.
+5% and more than 2,000 tokens is a break (docs/domain.md#the-cache-break-detector). Claude
+Code is told about its own cache edits (notifyCacheDeletion) and does not report the drop
+that follows as a break; mcsim does the same: such a drop gets the cause `cache_edit` and is
+counted apart (`is_break` is false). A drop that has another reason on the same call keeps
+that reason (a TTL that ran out, a compaction, a model switch). A client-side rewrite (a
+pruning policy that edits old messages) really breaks the prefix: mcsim reports it as an
+*expected* break (cause `policy_clearing`), like a compaction (which resets Claude Code's
+baseline), so their cost stays visible, and names a cause for every unexpected one. The same
+function serves recorded and simulated runs, so their break counts are comparable.
 
 Time is measured from request to request (`timestamp_s` of an observation is when the request
 was sent): the cache TTL runs from the start of a request, and at a gap equal to the TTL the

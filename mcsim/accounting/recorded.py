@@ -28,7 +28,16 @@ from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.ingest.spool import Spool, Spooled
-from mcsim.model import Call, CompactionKind, Session, SourceRef, ThreadKind, Usage
+from mcsim.model import (
+    NO_TOKENS,
+    Call,
+    CompactionKind,
+    Session,
+    SourceRef,
+    ThreadKind,
+    Tokens,
+    Usage,
+)
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0, "24h": 86400.0}  # 24h: OpenAI extended retention
 
@@ -100,48 +109,6 @@ def recorded_ttl(usage: Usage, previous: str | None) -> str:
 
 
 @dataclass
-class TokenTotals:
-    """Token sums by kind."""
-
-    input_tokens: int = 0
-    cache_write_5m_tokens: int = 0
-    cache_write_1h_tokens: int = 0
-    cache_read_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.cache_write_5m_tokens += usage.cache_write_5m_tokens
-        self.cache_write_1h_tokens += usage.cache_write_1h_tokens
-        self.cache_read_tokens += usage.cache_read_tokens
-        self.output_tokens += usage.output_tokens
-
-    def merge(self, other: TokenTotals) -> None:
-        # Spelled out: a loop over the fields with getattr/setattr took three times as long,
-        # and a replay merges one per session and policy (7,700 on the 506 MB replica).
-        self.input_tokens += other.input_tokens
-        self.cache_write_5m_tokens += other.cache_write_5m_tokens
-        self.cache_write_1h_tokens += other.cache_write_1h_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.output_tokens += other.output_tokens
-
-    @property
-    def prompt_tokens(self) -> int:
-        return (
-            self.input_tokens
-            + self.cache_write_5m_tokens
-            + self.cache_write_1h_tokens
-            + self.cache_read_tokens
-        )
-
-    @property
-    def cache_hit_ratio(self) -> float:
-        """Token-weighted: the share of prompt tokens that were cache reads."""
-        prompt = self.prompt_tokens
-        return self.cache_read_tokens / prompt if prompt else 0.0
-
-
-@dataclass
 class UsageGroup:
     """Usage summed over the calls sharing a key (a day, a model, a session...)."""
 
@@ -149,7 +116,7 @@ class UsageGroup:
     project: str = ""  # the session's project, for `session` groups only
     calls: int = 0
     sessions: int = 0  # how many sessions have calls in the group
-    tokens: TokenTotals = field(default_factory=TokenTotals)
+    tokens: Tokens = NO_TOKENS
     cost_usd: float = 0.0  # priced calls only; see unpriced_calls
     unpriced_calls: int = 0
     _sums: ExactSums | None = field(
@@ -158,7 +125,7 @@ class UsageGroup:
 
     def add_call(self, usage: Usage, cost: CallCost | None) -> None:
         self.calls += 1
-        self.tokens.add(usage)
+        self.tokens += usage.tokens
         if cost is None:
             self.unpriced_calls += 1
         else:
@@ -167,7 +134,7 @@ class UsageGroup:
     def merge(self, other: UsageGroup) -> None:
         self.calls += other.calls
         self.sessions += other.sessions
-        self.tokens.merge(other.tokens)
+        self.tokens += other.tokens
         self._sums = self._sums or ExactSums()
         self.cost_usd = self._sums.add("cost_usd", self.cost_usd, other.cost_usd)
         self.unpriced_calls += other.unpriced_calls
@@ -215,7 +182,7 @@ class SessionSummary:
     calls: int
     threads: int
     models: tuple[str, ...]
-    tokens: TokenTotals
+    tokens: Tokens
     cost_usd: float  # priced calls only; see unpriced_calls
     unpriced_calls: int
     cache_breaks: int
@@ -244,7 +211,6 @@ def analyse_session(
     """
     records: list[CallRecord] = []
     breaks: list[BreakRecord] = []
-    tokens = TokenTotals()
     cost = 0.0
     unpriced: Counter[str] = Counter()
     compactions = prunes = cache_edit_drops = 0
@@ -272,7 +238,6 @@ def analyse_session(
         found = {b.call_index: b for b in drops}
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
-            tokens.add(call.usage)
             models.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
                 call.usage, price
             )
@@ -326,7 +291,7 @@ def analyse_session(
         calls=sum(len(t.calls) for t in session.threads),
         threads=len(session.threads),
         models=tuple(sorted(models)),
-        tokens=tokens,
+        tokens=Tokens.total(c.usage for t in session.threads for c in t.calls),
         cost_usd=cost,
         unpriced_calls=sum(unpriced.values()),
         cache_breaks=len(breaks),
@@ -452,7 +417,7 @@ def _periods(calls: list[CallRecord], by: str, tz: tzinfo) -> Periods:
             periods[key] = (UsageGroup(key, sessions=1), array("d"))
         group, costs = periods[key]
         group.calls += 1
-        group.tokens.add(r.call.usage)
+        group.tokens += r.call.usage.tokens
         if r.cost is None:
             group.unpriced_calls += 1
         else:  # added in the report's order, by `_merged`
@@ -472,7 +437,7 @@ class InspectReport:
     sessions: Sequence[SessionSummary] = field(default_factory=list)
     calls: Sequence[CallRecord] = field(default_factory=list)
     breaks: Sequence[BreakRecord] = field(default_factory=list)
-    tokens: TokenTotals = field(default_factory=TokenTotals)
+    tokens: Tokens = NO_TOKENS
     cost_usd: float = 0.0
     unpriced_calls: int = 0
     unpriced_models: Counter[str] = field(default_factory=Counter)
@@ -503,7 +468,7 @@ class InspectReport:
         self.records.add(analysis, periods)
         self.call_count += analysis.summary.calls
         self.break_causes.update(b.cache_break.cause.value for b in analysis.breaks)
-        self.tokens.merge(analysis.summary.tokens)
+        self.tokens += analysis.summary.tokens
         self.cost_usd = self._sums.add("cost_usd", self.cost_usd, analysis.summary.cost_usd)
         self.unpriced_calls += analysis.summary.unpriced_calls
         self.unpriced_models.update(dict(analysis.summary.unpriced_models))
@@ -632,8 +597,7 @@ def group_usage(report: InspectReport, by: str, tz: tzinfo) -> list[UsageGroup]:
 
 
 def _of_session(s: SessionSummary, project: str = "") -> UsageGroup:
-    tokens = replace(s.tokens)  # a copy: groups are added to
-    return UsageGroup(s.session_id, project, s.calls, 1, tokens, s.cost_usd, s.unpriced_calls)
+    return UsageGroup(s.session_id, project, s.calls, 1, s.tokens, s.cost_usd, s.unpriced_calls)
 
 
 def _by_time(calls: Iterable[CallRecord], by: str, tz: tzinfo) -> list[UsageGroup]:

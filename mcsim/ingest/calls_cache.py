@@ -51,7 +51,7 @@ from mcsim.model import (
     Usage,
 )
 
-CALLS_VERSION = 1
+CALLS_VERSION = 2  # 2: Codex fork copies by lineage; interchange times clamped
 CALLS_FORMAT = f"mcsim-calls/{CALLS_VERSION}"
 _CALLS = Kind(3, CALLS_VERSION)
 

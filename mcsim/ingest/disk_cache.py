@@ -53,7 +53,6 @@ from typing import Any, NamedTuple, TypeVar
 import orjson
 from platformdirs import user_cache_dir
 
-from mcsim import __version__
 from mcsim.errors import UsageError
 from mcsim.ingest import cache_key
 from mcsim.ingest.loaders import LoadUnit
@@ -61,6 +60,7 @@ from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.storage import ObjectPath, content_tag, filesystem, first_line, is_url
 from mcsim.model import Skip, SkipReport
 from mcsim.text import from_fs
+from mcsim.version import __version__
 
 # The high byte and the line ending catch a file mangled as text, as PNG's signature does.
 _MAGIC = b"\x89mcsim\r\n"

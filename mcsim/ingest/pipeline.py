@@ -26,9 +26,11 @@ import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from mcsim.errors import UsageError
 from mcsim.ingest.discovery import discover
 from mcsim.ingest.engines import Engine, LocalEngine
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader, plan_units
@@ -37,6 +39,19 @@ from mcsim.processes import STOP
 from mcsim.text import from_fs
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+def day_range(since: datetime | None, until: datetime | None) -> tuple[float | None, float | None]:
+    """--since and --until as the `since_s` and `until_s` every load takes: the first moment
+    of the one day and the last of the other, in seconds (UTC)."""
+    if since and until and since > until:
+        raise UsageError("--since is after --until")
+    start = None if since is None else since.replace(tzinfo=UTC).timestamp()
+    # In seconds, not dates: the day after 9999-12-31 is past what a date can hold.
+    end = None if until is None else until.replace(tzinfo=UTC).timestamp() + 86_400 - 1e-6
+    return start, end
+
+
 CallKey = tuple[str, str | None]
 T = TypeVar("T")
 

@@ -1,14 +1,15 @@
 """The calls a run has counted, to count each call once across units (pipeline.py).
 
 A dict of 64-bit call digests took about 100 bytes a call in the driver (one int object for
-the key, one for the value, the slot): 7 MB per GB of transcripts, growing with the corpus
-(issue 13). Here the newest calls stay in a dict of at most `BUFFER`; older ones move into
-sorted numpy arrays, 16 bytes a call, merged like a log-structured tree (a run absorbs the
-next one once that is as large), so at most log2(calls / BUFFER) runs are searched. A corpus
-under BUFFER calls (about 900 MB of Claude Code transcripts) never imports numpy, which costs
-a run 0.16 to 0.55 s of CPU (2-core machine, quiet to loaded: a tenth of a warm `inspect` of
-the 523 MB replica, whose 38,000 calls passed the previous buffer of 32,768); the dict holds
-at most about 7 MB (measured with tracemalloc: 7.3 MB for 65,535 calls).
+the key, one for the value, the slot): 7 MB per GB of transcripts, growing with the corpus,
+which memory must not do (docs/design.md#performance). Here the newest calls stay in a dict of
+at most `BUFFER`; older ones move into sorted numpy arrays, 16 bytes a call, merged like a
+log-structured tree (a run absorbs the next one once that is as large), so at most
+log2(calls / BUFFER) runs are searched. A corpus under BUFFER calls (about 900 MB of Claude
+Code transcripts) never imports numpy, which costs a run 0.16 to 0.55 s of CPU (2-core
+machine, quiet to loaded: a tenth of a warm `inspect` of the 523 MB replica, whose 38,000
+calls passed the previous buffer of 32,768); the dict holds at most about 7 MB (measured with
+tracemalloc: 7.3 MB for 65,535 calls).
 """
 
 from __future__ import annotations

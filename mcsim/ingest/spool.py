@@ -1,10 +1,11 @@
-"""Records a run would otherwise hold until its end, pickled to a file on disk (issue 13).
+"""Records a run would otherwise hold until its end, pickled to a file on disk.
 
 A replay's rows (outputs/rows_sink.py) and inspect's sessions, breaks and calls
-(accounting/recorded.py) arrive a session at a time but are written out at the end, in an
-order known only then. Held in memory they made the driver grow with the corpus; a `Spool`
-appends each record to a file in its own temporary folder and keeps only where it is, and
-`Spooled` reads them back, in any order, as a sequence.
+(accounting/recorded.py) arrive a session at a time but are written out at the end, in an order
+known only then. Held in memory they made the driver grow with the corpus, which memory must
+not do (docs/design.md#performance); a `Spool` appends each record to a file in its own
+temporary folder and keeps only where it is, and `Spooled` reads them back, in any order, as a
+sequence.
 
 A run holds a lock on its spool folder (flock on the folder itself) while it lives; the kernel
 releases it when the run ends, however it ends. A run killed with SIGKILL cannot remove its

@@ -19,9 +19,11 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from mcsim.accounting.breaks import BreakCause
 from mcsim.accounting.recorded import savings_pct
+from mcsim.model import ThreadKind
 from mcsim.processes import STOP, Parent, end_with
 from mcsim.replay.rows import RowsTable
 from mcsim.replay.run import RECORDED, ReplayReport
@@ -38,6 +40,26 @@ _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab
 # dozens of lines share all three.
 _DASHES: tuple[Any, ...] = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (2, 3)))
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+class Look(NamedTuple):
+    colour: str
+    marker: str
+
+
+# One look per break cause, the same on every chart of every run (colours handed out in order
+# of appearance made red mean prefix_changed in one run and ttl_expired in another), listed
+# in this order in a legend. The colours are Okabe and Ito's palette, told apart with the
+# common colour blindnesses, and each cause has a marker of its own, told apart in grey too.
+CAUSE_LOOKS: dict[BreakCause, Look] = {
+    BreakCause.TTL_EXPIRED: Look("#0072B2", "o"),  # blue
+    BreakCause.COMPACTION: Look("#009E73", "D"),  # bluish green
+    BreakCause.MODEL_SWITCH: Look("#CC79A7", "v"),  # reddish purple
+    BreakCause.POLICY_CLEARING: Look("#E69F00", "s"),  # orange
+    BreakCause.CACHE_EDIT: Look("#56B4E9", "P"),  # sky blue
+    BreakCause.PREFIX_CHANGED: Look("#D55E00", "^"),  # vermillion
+    BreakCause.UNKNOWN: Look("#000000", "X"),  # black
+}
 
 
 def pyplot() -> Any:
@@ -65,7 +87,11 @@ class ChartData:
 
     names: list[str]  # the recording, then every scenario, in order
     cumulative_cost: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> (x, y)
+    # The prompt (thousand tokens) of the main thread's calls, and apart, of the other
+    # threads' (sub-agents, compaction): a sub-agent's prompt of 13k between main calls of
+    # 100k made one line zigzag between two conversations.
     prompt_k: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    apart_prompt_k: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     # Groups of names whose whole series are equal (each group in `names` order, 2+ names).
     same_cost: list[list[str]] = field(default_factory=list)
     same_prompt: list[list[str]] = field(default_factory=list)
@@ -154,7 +180,7 @@ def add_calls(data: ChartData, rows: RowsTable) -> None:
 class CallLines:
     """The per-call part of `ChartData` (lines, session boundaries, coinciding lines, breaks),
     built from batches of whole sessions given in start order: a `RowsSink` hands over each
-    batch it writes, so the driver never holds every call's row (issue 13: reading the
+    batch it writes, so the driver never holds every call's row (reading the
     written calls table back grew the driver by about 20 MB per GB of transcripts). A line
     keeps only its thinned points, and a hash of its whole series to find the lines that
     coincide; `calls` (rows per policy over all batches) fixes the thinning step up front.
@@ -169,7 +195,10 @@ class CallLines:
         self.boundaries: list[int] = []
         self._carry = [0.0 for _ in self.policies]  # each line's cumulative cost so far
         self._cost: list[list[Any]] = [[] for _ in self.policies]
-        self._prompt: list[list[Any]] = [[] for _ in self.policies]
+        self._prompt: list[list[Any]] = [[] for _ in self.policies]  # main thread's calls
+        self._apart: list[list[Any]] = [[] for _ in self.policies]  # other threads' calls
+        self._main_x: list[Any] = []  # the x of the thinned points, main thread's and others'
+        self._apart_x: list[Any] = []
         self._cost_hash = [hashlib.blake2b() for _ in self.policies]
         self._prompt_hash = [hashlib.blake2b() for _ in self.policies]
         self._breaks: dict[str, list[list[Any]]] = {}  # cause -> per policy, its breaks' x
@@ -187,7 +216,12 @@ class CallLines:
         if self.done:  # the batch's first session begins a new one
             self.boundaries.append(self.done)
         self.boundaries.extend((np.flatnonzero(np.diff(session)) + 1 + self.done).tolist())
-        picked = slice((-self.done) % self.step, n, self.step)  # the thinned points' rows
+        picked = np.arange((-self.done) % self.step, n, self.step)  # the thinned points' rows
+        main_kind = np.array([k == ThreadKind.MAIN for k in rows.values["thread_kind"]])
+        on_main = main_kind[rows.codes["thread_kind"][:n][order]][picked]
+        main, apart = picked[on_main], picked[~on_main]
+        self._main_x.append(main + self.done)
+        self._apart_x.append(apart + self.done)
         for index in range(len(self.policies)):
             part = rows.policy_slice(index)
             # The carry goes first, so every sum is added in the order of one whole series.
@@ -195,9 +229,10 @@ class CallLines:
             cumulative = np.nancumsum(costs)[1:]
             self._carry[index] = float(cumulative[-1])
             prompts = rows.numbers["prompt_tokens"][part][order] / 1000
-            # Copies: a slice is a view, which would keep the whole batch's series alive.
-            self._cost[index].append(cumulative[picked].copy())
-            self._prompt[index].append(prompts[picked].copy())
+            # Indexed by arrays: copies (a view would keep the whole batch's series alive).
+            self._cost[index].append(cumulative[picked])
+            self._prompt[index].append(prompts[main])
+            self._apart[index].append(prompts[apart])
             self._cost_hash[index].update(cumulative.tobytes())
             self._prompt_hash[index].update(prompts.tobytes())
         # Where each call of a policy falls on the break timeline's x.
@@ -231,9 +266,11 @@ class CallLines:
         data.sessions = self.sessions
         data.boundaries = list(self.boundaries)
         x = range(0, self.calls, self.step)
+        main_x, apart_x = _joined(np, self._main_x), _joined(np, self._apart_x)
         for index, name in enumerate(self.policies):
             data.cumulative_cost[name] = (x, _joined(np, self._cost[index]))
-            data.prompt_k[name] = (x, _joined(np, self._prompt[index]))
+            data.prompt_k[name] = (main_x, _joined(np, self._prompt[index]))
+            data.apart_prompt_k[name] = (apart_x, _joined(np, self._apart[index]))
         data.same_cost = _same(self.policies, self._cost_hash)
         # Not drawn: the baseline's prompt is the recorded prompt.
         drawn = [i for i, name in enumerate(self.policies) if name != RECORDED]
@@ -316,14 +353,31 @@ def _coincide_note(groups: list[list[str]]) -> str | None:
     return "\n".join(["identical lines:", *parts])
 
 
+def integer_ticks(axis: Any) -> None:
+    """Ticks on whole numbers only, for an axis that counts (calls, sessions): matplotlib's
+    own put a run of 2 calls at 0.0, 0.2, 0.4, ... 1.0."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins="auto", integer=True))
+
+
+def _look(names: list[str], name: str) -> dict[str, Any]:
+    """A policy's colour, dash pattern and marker: by its place among all the run's names, so
+    the same on every chart, whichever lines a chart leaves out."""
+    i = names.index(name)
+    if name == RECORDED:
+        return {"color": "black", "linestyle": "-", "marker": _MARKERS[i % len(_MARKERS)]}
+    return {"color": _COLOURS[i % len(_COLOURS)], "linestyle": _DASHES[i % len(_DASHES)],
+            "marker": _MARKERS[i % len(_MARKERS)]}  # fmt: skip
+
+
 def _lines(
     ax: Any, series: dict[str, tuple[Any, Any]], names: list[str], groups: list[list[str]],
     label: Any,
 ) -> None:  # fmt: skip
-    """One line per name, each with its own colour, dash pattern and markers (staggered along
-    the line), so lines drawn on top of each other stay told apart; a line identical to an
-    earlier one says which in its label. A policy's style follows its place among all the
-    run's names, so it is the same on every chart, whichever lines a chart leaves out."""
+    """One line per name, each in its `_look` with its markers staggered along the line, so
+    lines drawn on top of each other stay told apart; a line identical to an earlier one says
+    which in its label."""
     same = {n: g[0] for g in groups for n in g[1:]}
     drawn = [n for n in names if n in series]
     for name in drawn:
@@ -331,29 +385,30 @@ def _lines(
         xs, ys = series[name]
         text = label(name, ys) + (f" (= {_label(same[name])})" if name in same else "")
         step = max(1, len(ys) // 10)
-        style: dict[str, Any] = {"label": _wrapped(text), "linewidth": 1.3,
-                                 "marker": _MARKERS[i % len(_MARKERS)], "markersize": 4,
-                                 "markevery": (i * step // max(1, len(names)), step)}  # fmt: skip
-        if name == RECORDED:
-            style.update(color="black", linewidth=2.2, linestyle="-")
-        else:
-            style.update(color=_COLOURS[i % len(_COLOURS)], linestyle=_DASHES[i % len(_DASHES)])
-        ax.plot(xs, ys, **style)
+        ax.plot(xs, ys, label=_wrapped(text), markersize=4,
+                linewidth=2.2 if name == RECORDED else 1.3,
+                markevery=(i * step // max(1, len(names)), step),
+                **_look(names, name))  # fmt: skip
 
 
 def _finish_lines(
     plt: Any, fig: Any, ax: Any, data: ChartData, path: Path, title: str, ylabel: str,
-    groups: list[list[str]],
+    groups: list[list[str]], below: Any = None,
 ) -> None:  # fmt: skip
-    """Session boundaries, titles and a legend beside the axes (long names wrap), then save."""
-    if data.boundaries:
-        ax.vlines([b - 0.5 for b in data.boundaries], 0, 1, transform=ax.get_xaxis_transform(),
-                  colors="grey", linewidth=0.6, alpha=0.6)  # fmt: skip
+    """Session boundaries, titles and a legend beside the axes (long names wrap), then save;
+    the x axis (calls, on whole numbers) is labelled on `below`, a panel sharing it, if any."""
     where = "; grey lines: session boundaries" if data.boundaries else ""
+    for axes in (ax, below) if below is not None else (ax,):
+        if data.boundaries:
+            axes.vlines([b - 0.5 for b in data.boundaries], 0, 1, colors="grey", alpha=0.6,
+                        transform=axes.get_xaxis_transform(), linewidth=0.6)  # fmt: skip
+        axes.grid(alpha=0.3)
+    integer_ticks(ax.xaxis)  # shared with `below`'s
     ax.set_title(title)
-    ax.set_xlabel(f"API call (sessions laid end to end in start order{where})")
+    (ax if below is None else below).set_xlabel(
+        f"API call (sessions laid end to end in start order{where})"
+    )
     ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
     if ax.lines:
         legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                            title=_coincide_note(groups), title_fontsize=8)  # fmt: skip
@@ -373,14 +428,38 @@ def cumulative_cost(data: ChartData, path: Path) -> None:
 
 
 def context_size(data: ChartData, path: Path) -> None:
+    """The main thread's prompt on each of its calls, a line per policy; the calls of the
+    other threads (sub-agents, compaction), each its own conversation, as dots in a panel
+    below, sharing the x axis: at their place among the calls, never joined to the main line."""
+    import numpy as np
+
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(12, 5.5))
-    # The recording's line is left out (the baseline's prompt is the recorded one): `_lines`
-    # draws only the names with a series, each in its style of the cost chart.
+    # The recording is left out (the baseline's prompt is the recorded one): `_lines` draws
+    # only the names with a series, each in its look of the cost chart.
     prompts = {n: xy for n, xy in data.prompt_k.items() if n != RECORDED}
+    apart = {n: xy for n, xy in data.apart_prompt_k.items() if n != RECORDED and len(xy[1])}
+    below = None
+    if apart:
+        fig, (ax, below) = plt.subplots(2, 1, sharex=True, figsize=(12, 7.5),
+                                        height_ratios=(3, 1.4))  # fmt: skip
+        dots = {"linestyle": "none", "markersize": 3, "alpha": 0.6}
+        xs, first = next(iter(apart.values()))
+        same = all(np.array_equal(ys, first) for _, ys in apart.values())
+        if same:  # drawn per policy, the last policy's dots would hide the others'
+            below.plot(xs, first, color="dimgrey", marker="o", **dots)
+        else:
+            for name, (_, ys) in apart.items():  # every policy has the same calls: same x
+                below.plot(xs, ys, **{**_look(data.names, name), **dots})
+        whose = "the same under every policy" if same else "each policy in its look above"
+        below.set_title("calls of sub-agents (and compaction), each its own conversation, so "
+                        f"dots, not a line: {whose}", fontsize=9)  # fmt: skip
+        below.set_ylabel("prompt size\n(thousand tokens)")
+    else:
+        fig, ax = plt.subplots(figsize=(12, 5.5))
     _lines(ax, prompts, data.names, data.same_prompt, lambda name, ys: name)
-    _finish_lines(plt, fig, ax, data, path, "Context size sent on each call, per policy",
-                  "prompt size (thousand tokens)", data.same_prompt)  # fmt: skip
+    _finish_lines(plt, fig, ax, data, path, "Context size sent on each call of the main thread, "
+                  "per policy", "main thread's prompt (thousand tokens)", data.same_prompt,
+                  below)  # fmt: skip
 
 
 def savings(data: ChartData, path: Path) -> None:
@@ -434,17 +513,18 @@ def break_timeline(data: ChartData, path: Path) -> None:
     if data.sessions <= _MAX_BANDS:
         for s in range(1, data.sessions, 2):
             ax.axvspan(s, s + 1, color="grey", alpha=0.1, linewidth=0)
-    for i, (cause, (xs, rows)) in enumerate(sorted(data.breaks.items())):
+    for cause in sorted(map(BreakCause, data.breaks), key=list(CAUSE_LOOKS).index):
+        xs, rows = data.breaks[cause]
+        look = CAUSE_LOOKS[cause]
         ax.scatter(xs, rows, label=f"{cause} ({len(xs)})", s=20, alpha=0.8, linewidths=0,
-                   color=_COLOURS[i % len(_COLOURS)],
-                   marker=_MARKERS[i % len(_MARKERS)])  # fmt: skip
+                   color=look.colour, marker=look.marker)  # fmt: skip
     ax.set_yticks(range(len(names)), [_wrapped(n) for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     if data.sessions <= 40:  # numbered at their stripes' middles
         ax.set_xticks([s + 0.5 for s in range(data.sessions)],
                       [str(s + 1) for s in range(data.sessions)])  # fmt: skip
     else:
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        integer_ticks(ax.xaxis)
     ax.set_xlim(0, max(1, data.sessions))
     ax.set_title("Cache breaks by policy and cause, session by session")
     ax.set_xlabel("session (in start order; within each stripe, its calls in order)")

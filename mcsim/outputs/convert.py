@@ -135,6 +135,7 @@ def _item_line(thread_id: str, item: Item) -> dict[str, Any]:
         "kind": item.kind.value,
         "tool_name": item.tool_name,
         "tool_use_id": item.tool_use_id,
+        "tool_class": item.tool_class,
         "text": item.text,
         "tokens": item.tokens,
     }

@@ -1,7 +1,8 @@
 """The tables of `mcsim inspect --out`: sessions, calls and breaks of the recording.
 
 Each table is written a batch of rows at a time (a part file each, streamed into one table),
-so writing holds one batch, never every call's row (issue 13).
+so writing holds one batch, never every call's row: memory must not grow with the corpus
+(docs/design.md#performance).
 """
 
 from __future__ import annotations

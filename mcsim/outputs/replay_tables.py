@@ -26,7 +26,8 @@ from mcsim.outputs.rows_sink import (
 )
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_dataset, write_parquet
-from mcsim.replay.run import RECORDED, PolicyTotals, ReplayReport
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import RECORDED, ReplayReport
 from mcsim.replay.scenario import BASELINE, cache_settings, is_baseline
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "cache_breaks": "int", "cache_edit_drops": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
-    "refetch_risk": "float", "refetch_cost_usd": "float", "net_savings_vs_baseline_pct": "float",
+    "refetch_unassessed": "int", "refetch_risk": "float", "refetch_cost_usd": "float",
+    "net_savings_vs_baseline_pct": "float",
     "net_savings_low_pct": "float", "net_savings_high_pct": "float",
     "net_savings_if_edits_reread_pct": "float", "verdict": "bool",
     "fidelity_overall_error": "float",
@@ -70,14 +72,27 @@ def _unexpected(t: PolicyTotals) -> int:
 
 
 def _refetch_fields(t: PolicyTotals, baseline_usd: float) -> dict[str, Any]:
-    """The re-fetch risk of a policy, and its savings with the re-fetches paid."""
+    """The re-fetch risk of a policy (null when no cleared result could be assessed), and its
+    savings with the re-fetches paid."""
     return {
         "cleared_results": t.cleared_results,
         "refetch_hazards": t.refetch_hazards,
-        "refetch_risk": t.refetch_risk,
+        "refetch_unassessed": t.refetch_unassessed,
+        "refetch_risk": t.refetch_risk if t.refetch_known else None,
         "refetch_cost_usd": t.refetch_cost_usd,
         "net_savings_vs_baseline_pct": _pct(t.net_cost_usd, baseline_usd),
     }
+
+
+def risk_text(t: PolicyTotals) -> str:
+    """Re-fetch risk as the summary prints it: hazards of the assessed cleared results, and
+    how many were not assessed (their tools' calls have no resource keys: refetch.py)."""
+    if not t.cleared_results:
+        return ""
+    if not t.refetch_known:
+        return f"unknown ({t.cleared_results} not assessed)"
+    text = f"{t.refetch_hazards}/{t.refetch_assessed} ({100 * t.refetch_risk:.0f}%)"
+    return text + (f", {t.refetch_unassessed} not assessed" if t.refetch_unassessed else "")
 
 
 def _policy_rows(report: ReplayReport) -> list[tuple[str, str, PolicyTotals]]:
@@ -415,9 +430,7 @@ def replay_text(report: ReplayReport) -> str:
                 f"{_pct(t.cost_usd, base):+.2f}%" if ours else "",
                 f"{saved['net_saved_usd']:.4f}" if ours else "",
                 f"{_pct(t.net_cost_usd, base):+.2f}%" if ours else "",
-                f"{t.refetch_hazards}/{t.cleared_results} ({100 * t.refetch_risk:.0f}%)"
-                if t.cleared_results
-                else "",
+                risk_text(t),
                 f"{t.cleared_tokens:,}",
                 f"{100 * t.tokens.cache_hit_ratio:.1f}",
                 str(t.cache_breaks),

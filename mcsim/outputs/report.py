@@ -38,7 +38,8 @@ CHART_MAX_BYTES = 64 * 1024 * 1024
 CHART_CAPTIONS = {
     "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
     "savings.png": "Savings by policy, against no pruning and against the recorded spend.",
-    "context_size.png": "Context (prompt) size sent on each call under each policy.",
+    "context_size.png": "Context (prompt) size sent on each main-thread call under each "
+    "policy; sub-agents' calls below.",
     "break_timeline.png": "When the prompt cache broke, by policy and cause.",
     "savings_curve.png": "Savings over the swept parameter (solid: as simulated; dashed: "
     "net of re-fetches).",
@@ -225,16 +226,24 @@ def _charts(run_dir: Path, sections: list[Section]) -> dict[str, bytes]:
     return charts
 
 
+# A null re-fetch risk: no cleared result could be assessed (mcsim.replay.refetch).
+UNKNOWN_RISK = -1.0
+
+
+def _risk(value: float) -> str:
+    return "unknown" if value < 0 else f"{100 * value:.0f}%"
+
+
 # The columns the report shows, with the value a null reads as (its type is the column's).
 _POLICY_COLUMNS: dict[str, object] = {
     "policy": "", "cost_usd": 0.0, "refetch_cost_usd": 0.0, "savings_vs_baseline_pct": 0.0,
     "net_savings_vs_baseline_pct": 0.0, "cleared_tokens": 0, "cleared_results": 0,
-    "refetch_risk": 0.0, "cache_hit_ratio": 0.0, "cache_breaks": 0,
+    "refetch_risk": UNKNOWN_RISK, "cache_hit_ratio": 0.0, "cache_breaks": 0,
 }  # fmt: skip
 _SWEEP_COLUMNS: dict[str, object] = {
     "level": "", "variant": "", "recommended": False, "cost_usd": 0.0,
     "savings_vs_baseline_pct": 0.0, "net_savings_vs_baseline_pct": 0.0, "cleared_tokens": 0,
-    "refetch_risk": 0.0, "cache_breaks": 0,
+    "refetch_risk": UNKNOWN_RISK, "cache_breaks": 0,
 }  # fmt: skip
 
 
@@ -404,7 +413,7 @@ def _policy_section(summary: Any, run: Fields) -> Section:
                 "" if is_recorded else f"{r['savings_vs_baseline_pct']:+.1f}%",
                 "" if is_recorded else f"{r['net_savings_vs_baseline_pct']:+.1f}%",
                 f"{r['cleared_tokens']:,}",
-                f"{100 * r['refetch_risk']:.0f}%" if r["cleared_results"] else "",
+                _risk(r["refetch_risk"]) if r["cleared_results"] else "",
                 f"{100 * r['cache_hit_ratio']:.1f}%",
                 str(r["cache_breaks"]),
             ]
@@ -480,7 +489,7 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
             f"{r['savings_vs_baseline_pct']:+.1f}%",
             f"{r['net_savings_vs_baseline_pct']:+.1f}%",
             f"{r['cleared_tokens']:,}",
-            f"{100 * r['refetch_risk']:.0f}%",
+            _risk(r["refetch_risk"]),
             str(r["cache_breaks"]),
         ]
         for r in variants.iter_rows(named=True)

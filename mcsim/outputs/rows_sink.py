@@ -1,7 +1,8 @@
-"""A replay's per-call and break rows, written to disk as the sessions arrive (issue 13).
+"""A replay's per-call and break rows, written to disk as the sessions arrive.
 
 Kept in the report until the end, every session's rows made the driver grow with the corpus
-(about 150 MB per GB of transcripts). `RowsSink` is handed each session's result by
+(about 150 MB per GB of transcripts), which memory must not do (docs/design.md#performance).
+`RowsSink` is handed each session's result by
 `run_replay(sink=...)`: it appends the session's rows to a spool file in its own temporary
 folder and drops them from the result. `finish` then reads them back a batch of sessions at a
 time, in the documented order (calls: session in start order, thread and call; breaks and
@@ -36,8 +37,8 @@ from mcsim.outputs.tables import (
     write_part,
 )
 from mcsim.processes import give_back_memory
+from mcsim.replay.results import BREAK_COLUMNS, SessionReplay, shed_totals
 from mcsim.replay.rows import RowsTable, SessionRows
-from mcsim.replay.run import BREAK_COLUMNS, SessionReplay, shed_totals
 
 REPLAY_CALLS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",

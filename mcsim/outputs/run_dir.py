@@ -25,7 +25,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
-from mcsim import __version__
 from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
@@ -33,6 +32,7 @@ from mcsim.ingest.pipeline import LoadStats
 from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
 from mcsim.outputs.tables import PART_FILE, PARTITION_KEY
 from mcsim.processes import STOP
+from mcsim.version import __version__
 
 RUN_FORMAT = "mcsim-run/1"  # run.json's "format": how --force knows mcsim wrote a folder
 # Every name mcsim writes into a run directory: `inspect --out`, `replay` (its charts are
@@ -128,7 +128,8 @@ def json_bytes(doc: dict[str, Any]) -> bytes:
 class Each(Generic[T]):
     """`fn` of each item of `items`, made only as it is written (`json_stream`): a document
     listing every session or break then holds them once, not three times (its dicts, their
-    rounded copy, the text), which grew the driver by about 12 MB per GB (issue 13)."""
+    rounded copy, the text), which grew the driver by about 12 MB per GB, and memory must not
+    grow with the corpus (docs/design.md#performance)."""
 
     def __init__(self, items: Sequence[T], fn: Callable[[T], Any]) -> None:
         self.items = items
@@ -288,6 +289,27 @@ def _root(path: Path) -> Path:
     parts = path.parts
     plain = next((i for i, part in enumerate(parts) if _PATTERN.search(part)), len(parts))
     return path if plain == len(parts) else type(path)(*parts[:plain])
+
+
+def checked_out_dir(
+    out_dir: Path, force: bool, paths: Sequence[str], cache: Path | None = None
+) -> Path:
+    """`--out` with `~` expanded, as PATHS are (a shell leaves `--out=~` and a quoted `~` as
+    they are), checked before any work (`check_out_dir`)."""
+    out_dir = out_dir.expanduser()
+    check_out_dir(out_dir, force, input_paths(paths), cache)
+    return out_dir
+
+
+def cache_folder(use_cache: bool, cache_dir: Path | None) -> Path | None:
+    """The cache's folder or prefix (None: no cache), checked before any work."""
+    from mcsim.ingest.disk_cache import check_cache_dir, default_cache_dir
+
+    if not use_cache:
+        return None
+    folder = cache_dir or default_cache_dir()
+    check_cache_dir(folder)
+    return folder
 
 
 def check_out_dir(

@@ -19,7 +19,8 @@ from mcsim.accounting.recorded import savings_pct
 from mcsim.outputs.replay_tables import CACHE_EDIT_NOTE, baseline_json
 from mcsim.outputs.run_dir import write_json, write_run_dir
 from mcsim.outputs.tables import frame, write_parquet
-from mcsim.replay.run import PolicyTotals, ReplayReport
+from mcsim.replay.results import PolicyTotals
+from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import BASELINE
 from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
 from mcsim.text import counted, printable
@@ -41,7 +42,8 @@ SWEEP_SCHEMA: dict[str, str] = {
     "cache_breaks": "int",
     "cleared_results": "int",
     "refetch_hazards": "int",
-    "refetch_risk": "float",
+    "refetch_unassessed": "int",
+    "refetch_risk": "float",  # null: no cleared result could be assessed (refetch.py)
     "refetch_cost_usd": "float",
     "recommended": "bool",
     "net_saved_usd": "float",
@@ -118,7 +120,8 @@ def _row(
         "cache_breaks": t.cache_breaks,
         "cleared_results": t.cleared_results,
         "refetch_hazards": t.refetch_hazards,
-        "refetch_risk": t.refetch_risk,
+        "refetch_unassessed": t.refetch_unassessed,
+        "refetch_risk": t.refetch_risk if t.refetch_known else None,
         "refetch_cost_usd": t.refetch_cost_usd,
         "recommended": variant.name == best,
         "net_savings_low_pct": None,
@@ -129,22 +132,41 @@ def _row(
 
 _pct = savings_pct
 
+# A group's colour and marker, the same on both sweep charts: Okabe and Ito's colour-blind-safe
+# palette without its vermillion (the recommended variant is circled in red) and its yellow
+# (faint on white). The markers cycle at another length: no two of 42 groups look alike.
+_GROUP_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#000000")
+_GROUP_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
-def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
-    """Savings over the first swept parameter, one line per value of the second."""
-    from mcsim.outputs.charts import finish, pyplot
 
-    plt = pyplot()
-    first = results[0].variant.params
-    x_key = first[0][0]
-    group_key = first[1][0] if len(first) > 1 else None
+def _group_of(o: Outcome) -> str:
+    """The variant's group: its values of every swept key but the first (`ttl=1h`), which
+    the savings curve draws as a line over the first; "" when one key is swept."""
+    return ", ".join(f"{k}={v}" for k, v in o.variant.params[1:])
 
-    def group_of(o: Outcome) -> str:  # the legend's prefix of the group's lines
-        return f"{group_key}={dict(o.variant.params)[group_key]}: " if group_key else ""
 
+def _groups(results: Sequence[Outcome]) -> dict[str, list[Outcome]]:
+    """The variants by `_group_of`, in the order tried."""
     groups: dict[str, list[Outcome]] = {}
     for o in results:
-        groups.setdefault(group_of(o), []).append(o)
+        groups.setdefault(_group_of(o), []).append(o)
+    return groups
+
+
+def _group_look(index: int) -> dict[str, str]:
+    return {
+        "color": _GROUP_COLOURS[index % len(_GROUP_COLOURS)],
+        "marker": _GROUP_MARKERS[index % len(_GROUP_MARKERS)],
+    }
+
+
+def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
+    """Savings over the first swept parameter, one line per value of the others."""
+    from mcsim.outputs.charts import finish, integer_ticks, pyplot
+
+    plt = pyplot()
+    x_key = results[0].variant.params[0][0]
+    groups = _groups(results)
     fig, ax = plt.subplots(figsize=(12, 5.5))
     numeric = all(isinstance(dict(o.variant.params)[x_key], int | float) for o in results)
     values = sorted({float(dict(o.variant.params)[x_key]) for o in results}) if numeric else []
@@ -161,22 +183,26 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     # Each group's intervals a little apart, so the error bars of two groups do not overlap.
     step = min((b - a for a, b in itertools.pairwise(values)), default=1.0) * 0.1
     shifts: dict[str, float] = {}
-    for g, (label, members) in enumerate(groups.items()):
+    for g, (group, members) in enumerate(groups.items()):
+        label = f"{group}: " if group else ""  # the legend's prefix of the group's lines
         xs = [place(dict(o.variant.params)[x_key]) for o in members]
         line = ax.plot(
-            xs, [o.savings_pct for o in members], marker="o", label=f"{label}as simulated"
+            xs, [o.savings_pct for o in members], label=f"{label}as simulated", **_group_look(g)
         )
         shift = (g - (len(groups) - 1) / 2) * step
-        shifts[label] = shift
+        shifts[group] = shift
         net = [o.net_savings_pct for o in members]
         spread = not any(math.isnan(o.low_pct) for o in members)
         ax.errorbar(
             [x + shift for x in xs],
             net,
-            # The 95% bootstrap interval over sessions, when there is one.
+            # The 95% bootstrap interval over sessions, when there is one. A percentile
+            # interval need not hold the estimate (a ratio of sums over every session): when
+            # every session saves alike it collapses onto it, and the last bits of two sums
+            # put it outside; matplotlib refuses a negative bar, so that side is drawn empty.
             yerr=[
-                [n - o.low_pct for n, o in zip(net, members, strict=True)],
-                [o.high_pct - n for n, o in zip(net, members, strict=True)],
+                [max(n - o.low_pct, 0.0) for n, o in zip(net, members, strict=True)],
+                [max(o.high_pct - n, 0.0) for n, o in zip(net, members, strict=True)],
             ]
             if spread
             else None,
@@ -187,7 +213,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
             label=f"{label}net of re-fetches" + (" (95% interval)" if spread else ""),
         )
     if rec.best is not None:
-        x = place(dict(rec.best.variant.params)[x_key]) + shifts[group_of(rec.best)]
+        x = place(dict(rec.best.variant.params)[x_key]) + shifts[_group_of(rec.best)]
         _mark(ax, x, rec.best)
     if not numeric:
         ax.set_xticks(range(len(places)), list(places))
@@ -197,9 +223,7 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         if len(values) <= 15:
             ax.set_xticks(values, [f"{v:g}" for v in values])
         else:
-            from matplotlib.ticker import MaxNLocator
-
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            integer_ticks(ax.xaxis)
     ax.axhline(0, color="black", linewidth=0.8)
     finish(plt, fig, ax, path, f"Savings vs no pruning over {x_key}", x_key,
            "savings (% of the no-pruning cost)", legend_outside=True)  # fmt: skip
@@ -225,9 +249,11 @@ _MAX_NUMBERED = 12
 
 
 def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -> None:
-    """Net savings against re-fetch risk, every variant a point, the Pareto front joined. The
-    front's points are numbered, and the key right of the axes names them: names written
-    beside the points overlapped each other and the points whenever two variants were close."""
+    """Net savings against re-fetch risk, every variant a point in its group's look (as on the
+    savings curve, named in the key), the Pareto front joined. The front's points are
+    numbered, and the key below the axes names them: names written beside the points
+    overlapped each other and the points whenever two variants were close. The risk axis
+    starts at 0: risks of 37% to 39% spread over the whole width looked far apart."""
     from mcsim.outputs.charts import finish, pyplot
 
     front = pareto_front(results)
@@ -244,18 +270,22 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     plt = pyplot()
     # Taller by the key's lines, which sit below the axes: the axes keep their height.
     fig, ax = plt.subplots(figsize=(12, 5.5 + 0.18 * (3 + len(numbered))))
-    ax.scatter(
-        [100 * o.totals.refetch_risk for o in results],
-        [o.net_savings_pct for o in results],
-        color="tab:blue",
-        alpha=0.6,
-        label="variant",
-    )
+    for g, (group, members) in enumerate(_groups(results).items()):
+        ax.scatter(
+            [100 * o.totals.refetch_risk for o in members],
+            [o.net_savings_pct for o in members],
+            alpha=0.7,
+            label=f"variant: {group}" if group else "variant",
+            **_group_look(g),
+        )
     ax.plot(
         [100 * o.totals.refetch_risk for o in front],
         [o.net_savings_pct for o in front],
-        color="tab:orange",
+        color="dimgrey",  # ringed, not filled: the group's marker shows through
+        linewidth=1,
         marker="o",
+        markersize=11,
+        markerfacecolor="none",
         label="Pareto front (no variant is better on both)",
     )
     if rec.best is not None:
@@ -270,6 +300,7 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
         ax.plot([], [], linestyle="none",
                 label=f"{number}: {o.variant.name}" + (f" ({note})" if note else ""))  # fmt: skip
     ax.axhline(0, color="black", linewidth=0.8)
+    ax.axvline(0, color="black", linewidth=0.8)  # the risk axis starts at 0 (autoscaled to it)
     finish(plt, fig, ax, path, "Savings (net of re-fetches) vs re-fetch risk",
            "re-fetch risk (% of cleared results the agent needed again)",
            "net savings (% of the no-pruning cost)", legend_below=True)  # fmt: skip
@@ -304,8 +335,9 @@ def variant_json(o: Outcome, recorded_usd: float) -> dict[str, Any]:
         "net_savings_interval_pct": None if math.isnan(o.low_pct) else [o.low_pct, o.high_pct],
         "cleared_tokens": t.cleared_tokens,
         "cache_breaks": t.cache_breaks,
-        "refetch_risk": t.refetch_risk,
+        "refetch_risk": t.refetch_risk if t.refetch_known else None,
         "refetch_hazards": t.refetch_hazards,
+        "refetch_unassessed": t.refetch_unassessed,
         "refetch_cost_usd": t.refetch_cost_usd,
         "net_savings_if_edits_reread_pct": _or_none(o.reread_net_pct),
     }
@@ -401,7 +433,7 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
             f"{o.net_savings_pct:+.2f}%",
             "-" if math.isnan(o.low_pct) else f"{o.low_pct:+.2f}..{o.high_pct:+.2f}%",
             f"{o.totals.cleared_tokens:,}",
-            f"{100 * o.totals.refetch_risk:.0f}%",
+            f"{100 * o.totals.refetch_risk:.0f}%" if o.totals.refetch_known else "unknown",
             str(o.totals.cache_breaks),
             marks.get(o.variant.name, ""),
         ]

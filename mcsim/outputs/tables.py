@@ -25,7 +25,9 @@ from typing import Any
 # defaults set another TTL adds `baseline:ttl=1h`); summary.parquet gained cache, baseline,
 # saved_usd, net_saved_usd, the net savings interval, net_savings_if_edits_reread_pct and
 # verdict; sweep.parquet net_saved_usd and baseline.
-SCHEMA_VERSION = 5
+# 6 (2026-12-03): summary.parquet and sweep.parquet gained refetch_unassessed (cleared results
+# whose re-use cannot be told); refetch_risk is hazards over the assessed ones, null when none.
+SCHEMA_VERSION = 6
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,
 # then the baseline and the policy file's order), not its name. A name may hold characters a

@@ -11,10 +11,10 @@ from mcsim.accounting.recorded import (
     BreakRecord,
     InspectReport,
     SessionSummary,
-    TokenTotals,
     UsageGroup,
 )
 from mcsim.ingest.pipeline import LoadStats
+from mcsim.model import Tokens
 from mcsim.outputs.run_dir import Each
 from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, printable, terminal_width, width
 
@@ -28,14 +28,8 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _tokens_json(t: TokenTotals) -> dict[str, int]:
-    return {
-        "input_tokens": t.input_tokens,
-        "cache_write_5m_tokens": t.cache_write_5m_tokens,
-        "cache_write_1h_tokens": t.cache_write_1h_tokens,
-        "cache_read_tokens": t.cache_read_tokens,
-        "output_tokens": t.output_tokens,
-    }
+def _tokens_json(t: Tokens) -> dict[str, int]:
+    return t._asdict()
 
 
 def skip_examples_json(stats: LoadStats) -> list[dict[str, object]]:
@@ -264,7 +258,8 @@ def table_lines(
 ) -> Iterator[str]:
     """`table` of the rows `rows()` gives, a line at a time. Piped, the rows are made twice
     (once for the widths, once for the lines) and never held: a table of every session of
-    a large corpus grew the driver with it (issue 13). On a terminal, rich draws it whole."""
+    a large corpus grew the driver with it, and memory must not grow with the corpus
+    (docs/design.md#performance). On a terminal, rich draws it whole."""
     if terminal_width() is not None:
         yield from table(headers, list(rows()), right, key)
         return
@@ -365,7 +360,7 @@ def grouped_text(report: InspectReport, by: str, tz: str, rows: list[UsageGroup]
     headers = [title, "sessions", "calls", "input", "write 5m", "write 1h", "read", "output",
                "cost $", "hit %"]  # fmt: skip
 
-    def cells(key: str, sessions: int, calls: int, t: TokenTotals, cost: str) -> list[str]:
+    def cells(key: str, sessions: int, calls: int, t: Tokens, cost: str) -> list[str]:
         return [key, str(sessions), str(calls), _k(t.input_tokens), _k(t.cache_write_5m_tokens),
                 _k(t.cache_write_1h_tokens), _k(t.cache_read_tokens), _k(t.output_tokens), cost,
                 f"{100 * t.cache_hit_ratio:.1f}"]  # fmt: skip

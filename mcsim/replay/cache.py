@@ -1,4 +1,7 @@
-"""The prompt-cache model of one replayed thread (DOMAIN.md §3.1, DESIGN.md "The replay model").
+"""The prompt-cache model of one replayed thread.
+
+Anthropic's cache as documented is in docs/domain.md#cache-mechanics; why the replay anchors
+it on the recording, in docs/design.md#recorded-anchored-cache-simulation.
 
 The cache holds the previous call's whole prompt while it is alive. Each call refreshes it
 with its own TTL (5m, 1h, or the recorded one); the TTL runs from request to request, and at

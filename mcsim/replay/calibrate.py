@@ -29,14 +29,15 @@ from mcsim.accounting.prices import parse_model
 from mcsim.accounting.recorded import TTL_SECONDS, recorded_ttl
 from mcsim.model import Call, CompactionKind, ItemKind, Session, Thread, ThreadKind
 from mcsim.replay.providers import rules_for
-from mcsim.replay.refetch import resource_of
+from mcsim.replay.refetch import ResourceKeys
 from mcsim.replay.tokens import TokenEstimator
 
 # A prompt that shrank by more than the break detector's drop, with no compaction recorded:
 # the recording pruned (a microcompact that wrote no boundary line).
 PROMPT_SHRANK = "prompt_shrank"
 
-# A read within this many tokens of the previous prompt is a hit on all of it (DOMAIN.md §4.5).
+# A read within this many tokens of the previous prompt is a hit on all of it
+# (docs/domain.md#what-recorded-usage-shows).
 FULL_HIT_TOLERANCE = 20
 
 
@@ -60,7 +61,9 @@ class Segment(NamedTuple):
     tool_use_id: str | None = None
     turn: int = 0  # index of the user turn it belongs to
     is_error: bool = False
-    resource: str | None = None  # a hash of what its tool call touched (refetch.resource_of)
+    # What its tool call touched: hashes of its keys (refetch.ResourceKeys), space-separated
+    resource: str | None = None
+    tool_class: str | None = None  # what its tool does (model.ToolClass), for tool items
 
 
 class CalCall(NamedTuple):
@@ -201,7 +204,8 @@ class CalSession:
 
 @functools.lru_cache(maxsize=256)
 def thinking_in_prompt(model: str) -> bool:
-    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+ (DOMAIN.md §2.3)."""
+    """Earlier turns' thinking is only re-sent on Opus 4.5+ and Sonnet 4.6+
+    (docs/domain.md#clearing-thinking)."""
     parsed = parse_model(model)
     if parsed is None:
         return False
@@ -226,7 +230,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     turn = 0
     prev: Call | None = None
     prev_ttl: str | None = None
-    resources: dict[str, str | None] = {}  # tool_use_id -> what the call touched
+    resources = ResourceKeys()  # what each tool call touched
     for call in thread.calls:
         thinking = thinking_in_prompt(call.model)
         raw: list[Segment] = []
@@ -241,13 +245,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                 estimate = estimator.estimate(item.text)
             else:
                 estimate = _chars_estimate(item.chars)
-            resource = None
-            if item.kind is ItemKind.TOOL_USE:
-                resource = _hashed(resource_of(item.tool_name, item.text))
-                if item.tool_use_id:
-                    resources[item.tool_use_id] = resource
-            elif item.kind is ItemKind.TOOL_RESULT and item.tool_use_id:
-                resource = resources.get(item.tool_use_id)
+            resource = _hashed(resources.of(item))
             raw.append(
                 Segment(
                     item.kind,
@@ -257,6 +255,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
                     turn,
                     item.is_error,
                     resource,
+                    item.tool_class,
                 )
             )
         prompt = call.usage.prompt_tokens
@@ -327,12 +326,16 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
 
 
-def _hashed(resource: str | None) -> str | None:
-    """A resource as a hash: the simulation only compares resources, and calibrated sessions
-    are cached on disk, where a Bash command (a token in a curl header) must not be kept."""
-    if resource is None:
+def _hashed(keys: tuple[str, ...]) -> str | None:
+    """Resource keys as hashes, space-separated: the simulation only compares keys, and
+    calibrated sessions are cached on disk, where a Bash command (a token in a curl header)
+    must not be kept. None: no keys (not assessed)."""
+    if not keys:
         return None
-    return hashlib.blake2b(resource.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return " ".join(
+        hashlib.blake2b(k.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        for k in keys
+    )
 
 
 def _chars_estimate(chars: int) -> int:
@@ -361,10 +364,7 @@ def _scale(raw: list[Segment], target: int) -> list[Segment]:
     order = sorted(range(len(raw)), key=lambda i: sizes[i] - exact[i])
     for i in order[:short]:
         sizes[i] += 1
-    return [
-        Segment(s.kind, n, s.tool_name, s.tool_use_id, s.turn, s.is_error, s.resource)
-        for s, n in zip(raw, sizes, strict=True)
-    ]
+    return [Segment(s.kind, n, *s[2:]) for s, n in zip(raw, sizes, strict=True)]
 
 
 def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[ReadClass, int, int]:

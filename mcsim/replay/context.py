@@ -18,14 +18,16 @@ from typing import Any
 
 from mcsim.model import ItemKind, ThreadKind
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread
-from mcsim.replay.policies import Clearing, LiveSegment, Mode, View, is_compactable
-from mcsim.replay.scenario import DEFAULT_COMPACTABLE, Scenario
+from mcsim.replay.policies import Clearing, LiveSegment, Mode, View, class_key, is_compactable
+from mcsim.replay.scenario import CLAUDE_CODE_LEFT_OUT, DEFAULT_COMPACTABLE, Scenario
 
 # Only these are ever cleared; text and attachments are tracked by their size alone.
 _CLEARABLE = frozenset({ItemKind.TOOL_RESULT, ItemKind.TOOL_USE, ItemKind.THINKING})
 # Each is a message of its own (View.messages); the response before them is one more.
 _MESSAGES = frozenset({ItemKind.USER_TEXT, ItemKind.TOOL_RESULT})
-_CLAUDE_CODE = frozenset(DEFAULT_COMPACTABLE)  # the tools Claude Code's own pruning clears
+# The tools Claude Code's own pruning clears (and their kin in other harnesses)
+_CLAUDE_CODE = frozenset(DEFAULT_COMPACTABLE)
+_CLAUDE_CODE_LEFT_OUT = frozenset(CLAUDE_CODE_LEFT_OUT)
 
 
 def placeholder_tokens(text: str) -> int:
@@ -41,7 +43,7 @@ class PreparedThread:
         self.segments: list[list[LiveSegment]] = []  # per call: clearable items added before it
         self.results: list[list[LiveSegment]] = []  # per call: the tool results among them
         self.messages: list[int] = []  # per call: messages in the conversation (View.messages)
-        # resource -> calls (in order) whose items include a tool call touching it
+        # resource key -> calls (in order) whose items include a tool call touching it
         self.uses: dict[str, list[int]] = {}
         # per call: index of the next compaction after it (len(calls) if none)
         self.next_compaction: list[int] = []
@@ -78,10 +80,14 @@ class PreparedThread:
                             seg.turn,
                             start,
                             resource=seg.resource,
+                            class_key=class_key(seg.tool_class),
                         )
                     )
                     if kind is ItemKind.TOOL_USE and seg.resource:
-                        self.uses.setdefault(seg.resource, []).append(index)
+                        for key in seg.resource.split():
+                            uses = self.uses.setdefault(key, [])
+                            if not uses or uses[-1] != index:
+                                uses.append(index)
                 position += 1
                 start += seg.tokens
             start += call.adjustment_tokens
@@ -102,7 +108,7 @@ class PreparedThread:
         key = (allowed, excluded)
         if key not in self._compactable:
             self._compactable[key] = [
-                [s for s in results if is_compactable(s.tool_name, allowed, excluded)]
+                [s for s in results if is_compactable(s, allowed, excluded)]
                 for results in self.results
             ]
         return self._compactable[key]
@@ -255,7 +261,7 @@ class Context:
             seg = results[self.recorded_upto]
             if seg.call_index >= i:
                 break
-            if not seg.recorded and is_compactable(seg.tool_name, _CLAUDE_CODE, frozenset()):
+            if not seg.recorded and is_compactable(seg, _CLAUDE_CODE, _CLAUDE_CODE_LEFT_OUT):
                 if 2 * left < seg.tokens:
                     break
                 left -= seg.tokens

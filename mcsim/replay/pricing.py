@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mcsim.accounting.prices import ModelPrice, PriceTable, base_rates_up_to, rates_for
+from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalCall
 
 
@@ -46,16 +47,7 @@ class Pricer:
                 r = price.rates  # no long-context rule can apply, no multiplier
             else:
                 r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            out.append(
-                (
-                    fresh * r.input
-                    + w5 * r.cache_write_5m
-                    + w1 * r.cache_write_1h
-                    + read * r.cache_read
-                    + call.output_tokens * r.output
-                )
-                * 1e-6
-            )
+            out.append(r.usd(Tokens(fresh, w5, w1, read, call.output_tokens)))
         return out
 
     def reads_usd(
@@ -71,5 +63,5 @@ class Pricer:
             if price is None:
                 continue
             r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            total += extra * r.cache_read * 1e-6
+            total += r.usd(Tokens(cache_read_tokens=extra))
         return total

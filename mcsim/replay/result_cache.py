@@ -38,7 +38,6 @@ from typing import Any
 import orjson
 
 from mcsim.accounting.prices import PriceTable
-from mcsim.accounting.recorded import TokenTotals
 from mcsim.ingest.disk_cache import (
     INT,
     STR,
@@ -61,24 +60,19 @@ from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
 from mcsim.ingest.storage import ObjectPath
+from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
+from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.rows import SessionRows
-from mcsim.replay.run import BREAK_COLUMNS, PolicyTotals, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
-RESULTS_VERSION = 2  # 2: each session's content key (session_cache.content_key)
+# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed
+RESULTS_VERSION = 3
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
-_TOKEN_FIELDS = (
-    "input_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_read_tokens",
-    "output_tokens",
-)
 _COUNT_FIELDS = (
     "unpriced_calls",
     "cleared_tokens",
@@ -91,6 +85,7 @@ _COUNT_FIELDS = (
     "compactions_still_reached",
     "cleared_results",
     "refetch_hazards",
+    "refetch_unassessed",
     "acted_threads",
     "unavailable_edits",
 )
@@ -212,7 +207,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         floats += figures.values()
     return [
         t.name,
-        [getattr(t.tokens, f) for f in _TOKEN_FIELDS],
+        list(t.tokens),
         t.cost_usd,
         [getattr(t, f) for f in _COUNT_FIELDS],
         t.breaks_by_cause,
@@ -245,8 +240,9 @@ def _as_columns(records: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 def _session_row(done: Any, floats: list[float], blob: list[bytes]) -> list[Any]:
     start, files, digests, counts, r = done
     floats += (start, r.start_s, r.end_s)
-    floats += r.break_columns[5] if r.break_columns else ()
-    floats += r.break_columns[10] if r.break_columns else ()
+    if r.break_columns:  # (the float columns: when, and the gap before)
+        floats += r.break_columns[BREAK_COLUMNS.index("timestamp")]
+        floats += r.break_columns[BREAK_COLUMNS.index("gap_seconds")]
     return [
         start,
         list(files),
@@ -352,7 +348,7 @@ def _totals(row: Any) -> PolicyTotals:
         _plausible(figure.values())
     return PolicyTotals(
         _is(name, str),
-        TokenTotals(*_ints(tokens, len(_TOKEN_FIELDS))),
+        Tokens._make(_ints(tokens, len(Tokens._fields))),
         _float(cost),
         breaks_by_cause=_counter(causes),
         refetch_cost_usd=_float(refetch_cost),
@@ -417,20 +413,20 @@ def _session(
      breaks) = _list(row, 18)  # fmt: skip
     error, weight, fallbacks = _ints(fidelity, 3)
     result = SessionReplay(
-        _is(session_id, str),
-        _is(project, str),
-        _time(start_s),
-        _time(end_s),
-        _ints([calls])[0],
-        _totals(recorded),
-        [_totals(p) for p in _list(policies)],
-        error,
-        weight,
-        fallbacks,
-        tuple(strings(models)),
-        _counter(prunes),
-        _counter(providers),
-        _counter(ttls),
+        session_id=_is(session_id, str),
+        project=_is(project, str),
+        start_s=_time(start_s),
+        end_s=_time(end_s),
+        calls=_ints([calls])[0],
+        recorded=_totals(recorded),
+        policies=[_totals(p) for p in _list(policies)],
+        fidelity_error_tokens=error,
+        fidelity_weight_tokens=weight,
+        calibration_fallbacks=fallbacks,
+        models=tuple(strings(models)),
+        recorded_prunes=_counter(prunes),
+        providers=_counter(providers),
+        ttls=_counter(ttls),
         break_columns=_breaks(breaks),
     )
     totals = [result.recorded, *result.policies]

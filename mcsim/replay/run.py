@@ -16,15 +16,17 @@ from functools import partial
 from pathlib import Path
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
-from mcsim.accounting.prices import PriceTable, rates_for, total_usd
-from mcsim.accounting.recorded import TTL_SECONDS, ExactSums, TokenTotals, savings_pct
+from mcsim.accounting.prices import PriceTable, rates_for
+from mcsim.accounting.recorded import TTL_SECONDS, savings_pct
 from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
-from mcsim.model import CompactionKind
+from mcsim.model import CompactionKind, Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
 from mcsim.replay.policies import can_clear
+from mcsim.replay.result_cache import ResultCache
+from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay, keep_largest
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.scenario import BASELINE, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
@@ -32,104 +34,6 @@ from mcsim.replay.session_cache import CalibratedSource
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
 
 DEFAULT_FIDELITY_THRESHOLD = 0.05  # per-session error above which results are labelled
-
-BREAK_COLUMNS = (
-    "policy",
-    "session_id",
-    "project",
-    "thread_id",
-    "call_index",
-    "timestamp",
-    "model",
-    "previous_read_tokens",
-    "read_tokens",
-    "drop_tokens",
-    "gap_seconds",
-    "cause",
-    "expected",
-)
-
-
-@dataclass
-class PolicyTotals:
-    """One policy's totals over a session (or, summed, over a run)."""
-
-    name: str
-    tokens: TokenTotals = field(default_factory=TokenTotals)
-    cost_usd: float = 0.0
-    unpriced_calls: int = 0
-    cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
-    context_tokens: int = 0  # sum over calls of the prompt size
-    max_prompt_tokens: int = 0  # the largest prompt sent
-    calls: int = 0
-    cache_breaks: int = 0
-    breaks_by_cause: Counter[str] = field(default_factory=Counter)
-    cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
-    compactions: int = 0
-    compactions_still_reached: int = 0
-    cleared_results: int = 0
-    refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
-    refetch_cost_usd: float = 0.0
-    acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
-    unavailable_edits: int = 0  # cache edits decided where the provider's cache has none
-    # What the cost would be more if what cache edits deleted were still billed as cache
-    # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
-    edit_reread_usd: float = 0.0
-    # Per policy of the scenario that can clear: the largest of each of its figures over the
-    # threads it ran on (Policy.figures), for `idle_note`.
-    figures: list[dict[str, float]] = field(default_factory=list)
-    # The dollar figures as `merge` adds them: exactly, so a run's totals do not depend on the
-    # order its sessions arrive in (which follows file sizes).
-    _sums: ExactSums | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def refetch_risk(self) -> float:
-        """The share of cleared results the agent needed again."""
-        return self.refetch_hazards / self.cleared_results if self.cleared_results else 0.0
-
-    @property
-    def net_cost_usd(self) -> float:
-        """Cost with the estimated re-fetches added: the pessimistic end of the range."""
-        return self.cost_usd + self.refetch_cost_usd
-
-    def merge(self, other: PolicyTotals) -> None:
-        self.tokens.merge(other.tokens)
-        sums = self._sums = self._sums or ExactSums()
-        self.cost_usd = sums.add("cost_usd", self.cost_usd, other.cost_usd)
-        self.unpriced_calls += other.unpriced_calls
-        self.cleared_tokens += other.cleared_tokens
-        self.context_tokens += other.context_tokens
-        self.max_prompt_tokens = max(self.max_prompt_tokens, other.max_prompt_tokens)
-        self.calls += other.calls
-        self.cache_breaks += other.cache_breaks
-        if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
-            self.breaks_by_cause.update(other.breaks_by_cause)
-        self.cache_edit_drops += other.cache_edit_drops
-        self.compactions += other.compactions
-        self.compactions_still_reached += other.compactions_still_reached
-        self.cleared_results += other.cleared_results
-        self.refetch_hazards += other.refetch_hazards
-        self.refetch_cost_usd = sums.add(
-            "refetch_cost_usd", self.refetch_cost_usd, other.refetch_cost_usd
-        )
-        self.acted_threads += other.acted_threads
-        self.unavailable_edits += other.unavailable_edits
-        self.edit_reread_usd = sums.add(
-            "edit_reread_usd", self.edit_reread_usd, other.edit_reread_usd
-        )
-        _keep_largest(self.figures, other.figures)
-
-
-def _keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float]]) -> None:
-    """Fold one thread's (or total's) policy figures into `into`, keeping each largest."""
-    if not into:
-        into.extend(dict(f) for f in figures)
-        return
-    if not figures:  # from a thread (or a total of threads) the policies did not run on
-        return
-    for mine, theirs in zip(into, figures, strict=True):
-        for key, value in theirs.items():
-            mine[key] = max(mine.get(key, value), value)
 
 
 def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
@@ -146,58 +50,6 @@ def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
     return "; ".join(said)
 
 
-@dataclass
-class SessionReplay:
-    """Everything the replay of one session produced."""
-
-    session_id: str
-    project: str
-    start_s: float
-    end_s: float
-    calls: int
-    recorded: PolicyTotals
-    policies: list[PolicyTotals]  # in scenario order, the baseline first
-    fidelity_error_tokens: int
-    fidelity_weight_tokens: int
-    calibration_fallbacks: int
-    models: tuple[str, ...] = ()
-    # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
-    recorded_prunes: Counter[str] = field(default_factory=Counter)
-    providers: Counter[str] = field(default_factory=Counter)  # calls by recorded provider
-    ttls: Counter[str] = field(default_factory=Counter)  # calls by recorded cache TTL
-    # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
-    # build, to send between processes and to turn into tables than row tuples.
-    call_rows: SessionRows | None = None
-    break_columns: list[list[object]] = field(default_factory=list)
-    # Each run's cost with its re-fetches paid, in scenario order (set by ReplayReport.add,
-    # kept when the totals are shed): what the bootstrap intervals resample.
-    net_costs: list[float] = field(default_factory=list)
-    # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
-    # or where a local worker wrote it (rows_sink.RowsAt), and the calls its rows hold. Then
-    # call_rows and break_columns are empty.
-    packed_rows: tuple[bytes | tuple[str, int], int] | None = None
-
-    @property
-    def fidelity_error(self) -> float:
-        w = self.fidelity_weight_tokens
-        return self.fidelity_error_tokens / w if w else 0.0
-
-
-# What stands for a session's totals once a sink (mcsim.outputs.rows_sink) has written them
-# out: the report counted them as the session arrived, and nothing reads them again.
-TAKEN = PolicyTotals("(taken)")
-_NONE: Counter[str] = Counter()
-
-
-def shed_totals(result: SessionReplay) -> None:
-    """Drop what the report has already counted of `result` (its totals and tallies): a run
-    then keeps 0.9 KB per session instead of 6.3 KB (measured with the claude-code preset's
-    four scenarios; more scenarios, more saved) (issue 13)."""
-    result.recorded = TAKEN
-    result.policies = []
-    result.recorded_prunes = result.providers = result.ttls = _NONE
-
-
 def replay_session(
     session: CalSession, scenarios: Sequence[Scenario], prices: PriceTable, keep_rows: bool
 ) -> SessionReplay:
@@ -206,20 +58,20 @@ def replay_session(
     stamps = [c.timestamp_s for c in calls]
     recorded, recorded_threads = _recorded(session, prices)
     out = SessionReplay(
-        session.session_id,
-        session.project,
-        min(stamps),
-        max(stamps),
-        len(calls),
-        recorded,
-        [],
-        0,
-        0,
-        sum(c.fallback for c in calls),
-        tuple(sorted({c.model for c in calls})),
-        Counter(c.pruned for c in calls if c.pruned is not None),
-        Counter(c.provider for c in calls),
-        Counter(c.ttl for c in calls),
+        session_id=session.session_id,
+        project=session.project,
+        start_s=min(stamps),
+        end_s=max(stamps),
+        calls=len(calls),
+        recorded=recorded,
+        policies=[],
+        fidelity_error_tokens=0,
+        fidelity_weight_tokens=0,
+        calibration_fallbacks=sum(c.fallback for c in calls),
+        models=tuple(sorted({c.model for c in calls})),
+        recorded_prunes=Counter(c.pruned for c in calls if c.pruned is not None),
+        providers=Counter(c.provider for c in calls),
+        ttls=Counter(c.ttl for c in calls),
     )
     if keep_rows:
         out.call_rows = SessionRows(
@@ -302,13 +154,8 @@ def _recorded(
         totals.cache_edit_drops += edit_drops
         totals.breaks_by_cause.update(b.cause.value for b in found.values())
         costs: list[float | None] = []
-        t = totals.tokens
+        totals.tokens += Tokens.total(thread.calls)
         for call in thread.calls:
-            t.input_tokens += call.input_tokens
-            t.cache_write_5m_tokens += call.cache_write_5m_tokens
-            t.cache_write_1h_tokens += call.cache_write_1h_tokens
-            t.cache_read_tokens += call.cache_read_tokens
-            t.output_tokens += call.output_tokens
             prompt = call.prompt_tokens
             totals.context_tokens += prompt
             totals.max_prompt_tokens = max(totals.max_prompt_tokens, prompt)
@@ -318,14 +165,7 @@ def _recorded(
                 costs.append(None)
                 continue
             r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            cost = total_usd(
-                r,
-                call.input_tokens,
-                call.cache_write_5m_tokens,
-                call.cache_write_1h_tokens,
-                call.cache_read_tokens,
-                call.output_tokens,
-            )
+            cost = r.usd(Tokens.of(call))
             totals.cost_usd += cost
             costs.append(cost)
         totals.calls += len(thread.calls)
@@ -334,12 +174,7 @@ def _recorded(
 
 
 def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall]) -> None:
-    t = totals.tokens
-    t.input_tokens += sum(sim.input_tokens)
-    t.cache_write_5m_tokens += sum(sim.cache_write_5m_tokens)
-    t.cache_write_1h_tokens += sum(sim.cache_write_1h_tokens)
-    t.cache_read_tokens += sum(sim.cache_read_tokens)
-    t.output_tokens += sum(sim.output_tokens)
+    totals.tokens += Tokens._make(sum(getattr(sim, kind)) for kind in Tokens._fields)
     totals.calls += len(sim.prompt_tokens)
     totals.context_tokens += sum(sim.prompt_tokens)
     totals.max_prompt_tokens = max(totals.max_prompt_tokens, max(sim.prompt_tokens, default=0))
@@ -357,12 +192,13 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     totals.cache_edit_drops += len(sim.edit_drops)
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
+    totals.refetch_unassessed += sim.unassessed_results
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
     totals.unavailable_edits += sim.unavailable_edits
     totals.edit_reread_usd += sim.edit_reread_usd
     if sim.figures:
         totals.acted_threads += 1
-        _keep_largest(totals.figures, sim.figures)
+        keep_largest(totals.figures, sim.figures)
 
 
 def _compaction_threshold(call: CalCall, before: CalCall) -> int:
@@ -633,9 +469,6 @@ def run_replay(
     fn = partial(replay_session, scenarios=tuple(scenarios), prices=prices, keep_rows=keep_rows)
     memo = None
     if cache_dir is not None:
-        # (imported here: the result cache stores this module's results, so it imports it)
-        from mcsim.replay.result_cache import ResultCache
-
         memo = ResultCache.of(cache_dir, tuple(scenarios), prices, keep_rows)
     for result in map_sessions(
         paths,

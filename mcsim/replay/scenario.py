@@ -2,8 +2,8 @@
 
     defaults:                 # optional; every policy inherits and may override these
       ttl: recorded           # 5m | 1h | recorded
-      compactable_tools: [Read, Bash, Grep, Glob, WebSearch, WebFetch, Edit, Write]
-      exclude_tools: []
+      compactable_tools: [class:read, class:search, class:shell, class:web, class:edit]
+      exclude_tools: []       # tool names, or classes of tools (class:<class>)
       main_thread_only: true
     policies:
       - {name: claude-code, stack: [{kind: time_based_microcompact}, {kind: cached_microcompact}]}
@@ -15,6 +15,7 @@ Every error names the file, the policy and the key, and is raised before anythin
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,7 +26,8 @@ from yaml.nodes import Node, ScalarNode
 
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders.jsonl import read_input_file
-from mcsim.replay.policies import REGISTRY, Param, Policy, can_clear
+from mcsim.model import ToolClass
+from mcsim.replay.policies import CLASS_PREFIX, REGISTRY, Param, Policy, can_clear
 from mcsim.replay.providers import PROVIDERS, rules_for
 from mcsim.text import escaped, shown
 
@@ -35,12 +37,14 @@ RECORDED = "recorded"  # the recording's rows in every table: no policy may take
 NAME_MAX_CHARS = 200
 TTLS = ("5m", "1h", "24h", "recorded")
 PROVIDER_CHOICES = ("recorded", *PROVIDERS)
-# Claude Code's list (DOMAIN.md §2), then Codex CLI's tools of the same kinds (shell commands,
-# patches, web search): results that can be obtained again.
-DEFAULT_COMPACTABLE = (
-    "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write",
-    "shell", "shell_command", "exec_command", "local_shell_call", "apply_patch",
-    "web_search_call",
+# Claude Code's list (docs/domain.md#what-can-be-cleared: Read, Bash, Grep, Glob, WebSearch,
+# WebFetch, Edit, Write) by class, so every harness's tools of those kinds are in it: results
+# that can be obtained again. Claude Code's own tools of those classes that its list leaves
+# out are CLAUDE_CODE_LEFT_OUT (the presets that mirror Claude Code exclude them by name).
+DEFAULT_COMPACTABLE = ("class:read", "class:search", "class:shell", "class:web", "class:edit")
+CLAUDE_CODE_LEFT_OUT = (
+    "NotebookRead", "LS", "MultiEdit", "NotebookEdit",
+    "BashOutput", "KillShell", "KillBash", "TaskOutput", "TaskStop",
 )  # fmt: skip
 _SCENARIO_KEYS = ("ttl", "provider", "compactable_tools", "exclude_tools", "main_thread_only")
 
@@ -428,6 +432,7 @@ def check_value(param: Param, value: Any, where: str) -> Any:
         if bool in kinds and isinstance(value, bool):
             return value
         if list in kinds and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            check_classes(value, bad.removesuffix(": "))
             return tuple(value)
         words = [w for k in kinds for w in _SHAPES[k]]
         allowed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
@@ -453,7 +458,18 @@ def check_value(param: Param, value: Any, where: str) -> Any:
 
 
 # How check_value names the values a bool or tool-list parameter takes, in its errors.
+# (A tool list may name classes, `class:<class>`; check_classes checks them.)
 _SHAPES: dict[type, tuple[str, ...]] = {bool: ("true", "false"), list: ("a list of tool names",)}
+CLASS_NAMES = tuple(CLASS_PREFIX + c.value for c in ToolClass)
+
+
+def check_classes(tools: Iterable[str], where: str) -> None:
+    """Refuse a tool list entry that names a class mcsim does not know (`class:shel`)."""
+    for tool in tools:
+        if tool.startswith(CLASS_PREFIX) and tool not in CLASS_NAMES:
+            raise PolicyFileError(
+                f"{where}: {shown(tool)} is not a tool class (classes: {', '.join(CLASS_NAMES)})"
+            )
 
 
 def _api_count(param: Param, value: dict[Any, Any], bad: str) -> Any:
@@ -488,6 +504,7 @@ def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scena
         value = raw.get(key, getattr(base, key))
         if not isinstance(value, list | frozenset) or not all(isinstance(v, str) for v in value):
             raise PolicyFileError(f"{where}: key '{key}': must be a list of tool names")
+        check_classes(value, f"{where}: key '{key}'")
         tools[key] = frozenset(value)
     main_only = raw.get("main_thread_only", base.main_thread_only)
     if not isinstance(main_only, bool):

@@ -63,7 +63,7 @@ from mcsim.replay.calibrate import (
 )
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 10
+CACHE_VERSION = 11
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -155,7 +155,7 @@ _TTL: Column = {t: t for t in TTL_SECONDS}
 
 # In the field order of Segment, CalCall (with the count of its segments), CalThread (of its
 # calls), CalSession (its files, then the count of its threads).
-_SEGMENT_COLUMNS: Table = (_ITEM_KIND, INT, OPT_STR, OPT_STR, INT, BOOL, OPT_STR)
+_SEGMENT_COLUMNS: Table = (_ITEM_KIND, INT, OPT_STR, OPT_STR, INT, BOOL, OPT_STR, OPT_STR)
 _CALL_COLUMNS: Table = (
     *(STR, OPT_STR, FLOAT, STR, INT, INT, INT, INT, INT, OPT_STR, OPT_STR, _TTL),
     *(INT, INT, BOOL, OPT_INT, _READ_CLASS, INT, INT, BOOL, OPT_FLOAT, OPT_FLOAT),

@@ -1,44 +1,83 @@
-"""Replay one thread under a scenario, call by call: the policies decide, the context applies
-their clearings, the prompt cache serves the call, the price table prices it; at the end the
-break detector names the cause of every drop in reads.
+"""Replay one thread under a scenario, call by call, in three plain steps:
 
-Pure and deterministic: a calibrated thread, a scenario and a price table in; simulated calls
-and cache breaks out. The parts, each on one screen: `context.py` (what is in the prompt and
-what is cleared), `cache.py` (the prompt-cache model), `pricing.py`, and the detector in
-`mcsim.accounting.breaks`. Time as each mechanism sees it: the cache TTL runs from request to
-request (a request is sent with the last line written before its call); time-based pruning
-measures the idle time from the end of the previous response to the request.
+1. **decide** (`_Decider`): before each call the policies look at the replayed context and
+   may clear some of it; the context applies what they ask (`context.py`). The result is a
+   `Plans` entry per call: the prompt left, what was cleared, whether old messages were
+   rewritten or a cache edit was sent. Nothing here depends on the cache TTL.
+2. **serve** (`_serve`): the prompt cache reads and writes each planned prompt at its time
+   with its TTL (`cache.py`), and each call is priced (`pricing.py`).
+3. **detect**: the break detector (`mcsim.accounting.breaks`) names the cause of every drop
+   in reads, and the re-fetch hazards of what was cleared are found (`refetch.py`).
+
+Pure and deterministic: a calibrated thread, a scenario and a price table in; simulated
+calls and cache breaks out. Two speed-ups wrap those steps in `simulate_thread`, and change
+nothing in the result: a thread's decisions are kept per `Scenario.decision_key`, so a
+scenario that differs from one replayed before only in its TTL is only served again; and
+until the first clearing a replay is the unpruned one, so given that (`unpruned`) those calls
+are copied rather than served again. Time as each mechanism sees it: the cache TTL runs from
+request to request (a request is sent with the last line written before its call);
+time-based pruning measures the idle time from the end of the previous response to the
+request.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import or_
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
-from mcsim.model import ThreadKind, Usage
+from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
-from mcsim.replay.policies import Mode, Policy, can_clear
+from mcsim.replay.policies import Mode, can_clear
 from mcsim.replay.pricing import Pricer
 from mcsim.replay.providers import CacheRules, rules_for
 from mcsim.replay.scenario import Scenario
 
-__all__ = ["PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"]
+__all__ = ["Plans", "PreparedThread", "SimCall", "SimThread", "prunes", "simulate_thread"]
 
 _PARTIAL = ReadClass.PARTIAL
-Decision = tuple[bool, bool, int]  # (rewrote, cache-edited, tokens newly cleared)
-# One call as the policies leave it, whatever the TTL: prompt, tokens cleared so far, newly
-# cleared, rewrote, cache-edited, tokens its cache edit deleted from the cached copy, the
-# recorded fall-back read in replayed tokens, (a rewrite) the tokens before its first
-# change, and the tokens cache edits keep deleted from the cached copy (`edit_reread_usd`).
-_Row = tuple[int, int, int, bool, bool, int, int, int, int]
+
+
+class Plans(NamedTuple):
+    """What the policies leave of each call of a thread, whatever the TTL: one list per
+    quantity, one entry per call (the serving loop and the tables take columns)."""
+
+    prompt_tokens: list[int]  # the prompt sent: the recorded one less what is cleared
+    cleared_tokens: list[int]  # removed from the prompt so far
+    newly_cleared_tokens: list[int]  # removed by the decisions taken before the call
+    rewrote: list[bool]  # old messages were rewritten before the call (the prefix changes)
+    cache_edit: list[bool]  # the call carries a cache edit
+    deleted_tokens: list[int]  # what its cache edit deleted from the cached copy
+    fallback_read_tokens: list[int]  # the recording's fall-back read (ReadClass.PARTIAL)
+    unchanged_tokens: list[int]  # after a rewrite: the prompt before its first change
+    edit_deleted_tokens: list[int]  # what cache edits keep deleted (`edit_reread_usd`)
+
+    def since(self, call: int) -> Plans:
+        return Plans._make(column[call:] for column in self) if call else self
+
+    def first_change(self) -> int:
+        """The first call whose prompt differs from the unpruned replay's (or the count)."""
+        changed = map(or_, self.rewrote, self.cache_edit)
+        return next((i for i, change in enumerate(changed) if change), len(self.rewrote))
+
+
+def _no_plans() -> Plans:
+    return Plans._make([] for _ in Plans._fields)
+
+
+def unchanged_plans(columns: CallColumns) -> Plans:
+    """The plans of a thread nothing is cleared on: the recorded prompts."""
+    n = len(columns.prompt_tokens)
+    zeros, no = [0] * n, [False] * n
+    return Plans(columns.prompt_tokens, zeros, zeros, no, no, zeros, columns.partial_read,
+                 zeros, zeros)  # fmt: skip
 
 
 def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
@@ -108,6 +147,9 @@ class SimThread:
     breaks: tuple[CacheBreak, ...]
     hazards: tuple[Hazard, ...] = ()
     cleared_results: int = 0  # tool results the policy cleared
+    # ... of which the recording cannot tell whether they were needed again: their tool's
+    # calls have no resource keys (refetch.py); not assessed, neither hazards nor safe
+    unassessed_results: int = 0
     # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
     edit_drops: tuple[CacheBreak, ...] = ()
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
@@ -161,195 +203,70 @@ def simulate_thread(
     unpruned: SimThread | None = None,
 ) -> SimThread:
     """Replay one thread under a scenario. Pass the same `prepared` for every scenario of a
-    thread to build its items once (it is made here when not given).
+    thread to build its items once (it is made here when not given), and to share decisions
+    between scenarios that differ only in their TTL.
 
-    `unpruned`, when given, must be this thread's replay with no pruning under the same TTL.
-    Until a policy first clears something the replay is identical to it, so those calls are
-    copied from it rather than simulated again (and a thread no policy acts on is it).
+    `unpruned`, when given, must be this thread's replay with no pruning under the same TTL
+    and provider: the calls before the first clearing are copied from it, and a thread no
+    policy acts on is it.
     """
     if not prunes(thread, scenario):
         if unpruned is not None:
             return unpruned
-        policies = []
-    else:
-        policies = [p for p in scenario.build() if can_clear(type(p))]
-    if not policies:
-        return _Replay(thread, scenario, policies, prices, None, prepared, unpruned).run()
+        columns = prepared.columns if prepared is not None else CallColumns(thread.calls)
+        return _serve(thread, scenario, prices, None, columns)
     prepared = prepared or PreparedThread(thread)
-    key = scenario.decision_key
-    decided = prepared.decisions.get(key)
-    if decided is not None:
-        replay = _Replay(thread, scenario, policies, prices, None, prepared, unpruned)
-        return replay.replayed(decided)
-    prepared.reset()
-    context = Context(thread, scenario, prepared)
-    replay = _Replay(thread, scenario, policies, prices, context, prepared, unpruned)
-    sim = replay.run()
-    prepared.decisions[key] = replay.decided
-    return sim
+    decisions = prepared.decisions.get(scenario.decision_key)
+    if decisions is None:
+        decisions = _Decider(thread, scenario, prepared).decide()
+        prepared.decisions[scenario.decision_key] = decisions
+    return _serve(thread, scenario, prices, decisions, prepared.columns, prepared, unpruned)
 
 
 @dataclass(frozen=True, slots=True)
-class _Decided:
-    """What the policies decided on a thread, call by call, whatever the TTL: `_Row`s, the
-    tool results cleared, the policies' figures and the edits not made.
+class Decisions:
+    """What the policies decided on a thread, whatever the TTL: the plans, the tool results
+    cleared (with the call before which), the policies' figures and the cache edits decided
+    where the provider's cache has none."""
 
-    Kept per thread while its session replays, so a scenario that differs from one replayed
-    before only in its TTL (claude-code and claude-code-1h in policies/all.yaml) serves and
-    prices the same prompts under its own TTL without running the policies again (on the
-    506 MB replica of the bundled corpus: the policies' share of the replay, measured in
-    the commit that added this)."""
-
-    rows: list[_Row]  # every call's
+    plans: Plans
     cleared_log: list[tuple[Any, int]]
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
 
 
-class _Replay:
-    """One scenario's replay of one thread."""
+class _Decider:
+    """The policies of one scenario deciding, call by call, what one thread's context loses."""
 
-    def __init__(
-        self,
-        thread: CalThread,
-        scenario: Scenario,
-        policies: list[Policy],
-        prices: PriceTable,
-        context: Context | None,  # None: no policy runs here, nothing is tracked
-        prepared: PreparedThread | None,  # the thread's items (needed when policies act)
-        unpruned: SimThread | None = None,
-    ) -> None:
+    def __init__(self, thread: CalThread, scenario: Scenario, prepared: PreparedThread) -> None:
         self.thread = thread
-        self.prepared = prepared
-        self.policies = policies
-        self.prices = prices
-        self.context = context
-        self.unpruned = unpruned
-        self.cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
-        self.pricer = Pricer(prices)
-        self.columns = prepared.columns if prepared is not None else CallColumns(thread.calls)
-        self.sent = self.columns.request_s  # when each request was sent
-        self.done = self.columns.response_end_s  # ... and its response complete
-        self.edit_cached = 0  # what this call's cache edit deleted from the cached copy
-        self.unavailable_edits = 0  # cache edits the provider's cache cannot make, not made
-        self.kept = 0  # the prompt before the first change a rewrite made (`_before`)
-        self.fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
-        self.head = thread.head_tokens
-        self.decided: _Decided | None = None  # set by `run` when policies acted
+        self.policies = [p for p in scenario.build() if can_clear(type(p))]
+        prepared.reset()
+        self.context = Context(thread, scenario, prepared)
+        self.columns = prepared.columns
+        self.edits_possible = thread_rules(thread, scenario).cache_edits
+        self.unavailable_edits = 0  # cache edits decided where the cache has none
 
-    def run(self) -> SimThread:
-        calls = self.thread.calls
-        # Calls [0, same) are identical to the unpruned replay (nothing cleared yet): only the
-        # policies run there, and `decided` is their decision for call `same`.
-        same, decided = 0, None
-        if self.unpruned is not None:
-            same, decided = self._until_first_clearing()
-            if same:
-                self._resume_cache(same)
-        # The calls from `same` on: the policies decide and the context applies it, call by
-        # call; the cache then serves the prompts in order, and the calls are priced.
-        if self.context is None:  # no policy acts: the recorded prompts, nothing cleared
-            columns = self._as_recorded()
-        else:
-            rows = [self._call(same, decided)] if same < len(calls) else []
-            rows += [self._call(i, None) for i in range(same + 1, len(calls))]
-            self.decided = _Decided(
-                [*self._untouched(same), *rows],
-                self.context.cleared_log,
-                tuple(p.figures() for p in self.policies),
-                self.unavailable_edits,
-            )
-            columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(9)]
-        return self._served(same, [self._ttls(same), *columns], self.decided)
+    def decide(self) -> Decisions:
+        rows = [self._plan(i, call) for i, call in enumerate(self.thread.calls)]
+        plans = Plans._make(map(list, zip(*rows, strict=True))) if rows else _no_plans()
+        figures = tuple(p.figures() for p in self.policies)
+        return Decisions(plans, self.context.cleared_log, figures, self.unavailable_edits)
 
-    def replayed(self, decided: _Decided) -> SimThread:
-        """`run`, with the policies' decisions taken from the replay of a scenario that
-        differs from this one only in its TTL: the same prompts, served under this TTL."""
-        rows = decided.rows
-        same = 0
-        if self.unpruned is not None:  # as `run`: copied up to the first rewrite or edit
-            same = next((i for i, row in enumerate(rows) if row[3] or row[4]), len(rows))
-            if same:
-                self._resume_cache(same)
-        columns = [list(c) for c in zip(*rows[same:], strict=True)] or [[] for _ in range(9)]
-        self.unavailable_edits = decided.unavailable_edits
-        return self._served(same, [self._ttls(same), *columns], decided)
-
-    def _ttls(self, same: int) -> list[str]:
-        """The TTLs calls [same, ...) are sent with."""
-        fixed = self.fixed_ttl
-        return [fixed] * (len(self.thread.calls) - same) if fixed else self.columns.ttl[same:]
-
-    def _untouched(self, same: int) -> list[_Row]:
-        """`_call`'s rows for calls [0, same), where nothing is cleared."""
-        c = self.columns
-        return list(zip(c.prompt_tokens[:same], repeat(0), repeat(0), repeat(False),
-                        repeat(False), repeat(0), c.partial_read[:same], repeat(0),
-                        repeat(0)))  # fmt: skip
-
-    def _served(self, same: int, rows: list[list[Any]], decided: _Decided | None) -> SimThread:
-        """Calls [same, ...) as their TTLs and `_call`'s columns, served by the cache and
-        priced, after the copied calls [0, same)."""
-        calls = self.thread.calls
-        ttl, prompt, saved, newly, rewrote, edited, deleted, anchor, kept, edit_kept = rows
-        uncached, read, w5, w1 = self.cache.serve(
-            calls[same:], prompt, self.sent[same:], ttl, rewrote, deleted, anchor, kept
-        )
-        cost = self.pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
-        # (none before `same`: nothing was cleared there)
-        reread = self.pricer.reads_usd(calls[same:], prompt, edit_kept) if any(edit_kept) else 0.0
-        columns = [ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edited]
-        if same:
-            columns = [[*copied, *c] for copied, c in zip(self._copied(same), columns, strict=True)]
-        return self._thread(same, columns, decided, reread)
-
-    def _call(self, i: int, decided: Decision | None) -> _Row:
-        """The story of one call as the policies tell it: what they clear before it (or had
-        decided, for the first call that differs from the unpruned replay), the prompt that
-        is left, and what the cache must know of it (cache.py serves it, pricing.py bills
-        it)."""
-        call = self.thread.calls[i]
-        context = self.context
-        recorded_prompt = self.columns.prompt_tokens[i]
-        assert context is not None
-        rewrote, edited, newly = decided or self._before(i, call, recorded_prompt)
-        kept = self.kept if rewrote else 0  # set by `_before` for call i
-        saved = context.saved
-        prompt = recorded_prompt - saved
-        if prompt < self.head and prompt < recorded_prompt:  # estimates never clear the head
-            prompt = min(self.head, recorded_prompt)
-        anchor = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
-        deleted = self.edit_cached if edited else 0
-        return (prompt, saved, newly, rewrote, edited, deleted, anchor, kept, context.edit_saved)
-
-    def _as_recorded(self) -> list[list[Any]]:
-        """`_call`'s rows as columns, for a thread no policy acts on."""
-        calls = self.thread.calls
-        n = len(calls)
-        return [
-            self.columns.prompt_tokens,
-            [0] * n,
-            [0] * n,
-            [False] * n,
-            [False] * n,
-            [0] * n,
-            [c.read_anchor for c in calls],
-            [0] * n,
-            [0] * n,
-        ]
-
-    def _before(self, i: int, call: CalCall, recorded_prompt: int) -> Decision:
+    def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
         """Before call `i`: a compaction restarts the context, the call's items arrive, and
-        the policy stack decides. A rewrite or a cache edit takes effect on this call;
-        `edit_cached` is what its cache edits deleted from the cached copy."""
+        the policy stack decides; a rewrite or a cache edit takes effect on this call. The
+        call's entry of each `Plans` column, in their order (a plain tuple: a NamedTuple made
+        per call cost 5% of a replay)."""
         context = self.context
-        assert context is not None
         if call.compaction:
-            self._restart()
+            context.restart()
+            for policy in self.policies:
+                policy.reset()
         context.add(i)
+        recorded_prompt = self.columns.prompt_tokens[i]
         rewrote = edited = False
-        newly = 0
-        self.edit_cached = 0
+        newly = deleted = 0
         context.first_change = None
         view = context.view
         view.call_index = i
@@ -363,7 +280,7 @@ class _Replay:
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
-            if clearing.mode is Mode.CACHE_EDIT and not self.cache.rules.cache_edits:
+            if clearing.mode is Mode.CACHE_EDIT and not self.edits_possible:
                 self.unavailable_edits += 1  # this provider's cache cannot (providers/)
                 continue
             net, cached = context.apply(clearing, i)
@@ -375,122 +292,187 @@ class _Replay:
                     if other is not policy:
                         other.after_rewrite()
             else:
-                self.edit_cached += cached
+                deleted += cached
                 edited = True
+        saved = context.saved
+        prompt = recorded_prompt - saved
+        head = self.thread.head_tokens
+        if prompt < head and prompt < recorded_prompt:  # estimates never clear the head
+            prompt = min(head, recorded_prompt)
         first = context.first_change
         # What is left of the last prompt before the first change, in replayed tokens.
-        self.kept = context.to_replay(first) if first is not None else 0
-        return rewrote, edited, newly
+        unchanged = context.to_replay(first) if rewrote and first is not None else 0
+        fallback = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
+        return (prompt, saved, newly, rewrote, edited, deleted, fallback, unchanged,
+                context.edit_saved)  # fmt: skip
 
-    def _restart(self) -> None:
-        """A compaction: the old conversation is gone, and so is the policies' state."""
-        if self.context is not None:
-            self.context.restart()
-        for policy in self.policies:
-            policy.reset()
 
-    def _until_first_clearing(self) -> tuple[int, Decision | None]:
-        """Run only the policies until one clears: (that call's index, its decision), or
-        (the number of calls, None) when none ever does."""
-        calls, prompts = self.thread.calls, self.columns.prompt_tokens
-        for i, call in enumerate(calls):
-            decision = self._before(i, call, prompts[i])
-            if decision[0] or decision[1]:  # rewrote or cache-edited: from here on it differs
-                return i, decision
-        return len(calls), None
+def _serve(
+    thread: CalThread,
+    scenario: Scenario,
+    prices: PriceTable,
+    decisions: Decisions | None,
+    columns: CallColumns,
+    prepared: PreparedThread | None = None,
+    unpruned: SimThread | None = None,
+) -> SimThread:
+    """The planned calls (None: the recorded prompts, nothing cleared) served by the prompt
+    cache under the scenario's TTL, priced, and their breaks and hazards found; the calls
+    before the first change copied from `unpruned` when given."""
+    calls = thread.calls
+    plans = unchanged_plans(columns) if decisions is None else decisions.plans
+    fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
+    ttls = [fixed_ttl] * len(calls) if fixed_ttl else columns.ttl
+    cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
+    same = 0
+    if unpruned is not None and decisions is not None:
+        same = plans.first_change()
+        if same:
+            _resume(cache, calls, columns.request_s, same, fixed_ttl)
+    rest = plans.since(same)
+    prompt = rest.prompt_tokens
+    uncached, read, w5, w1 = cache.serve(
+        calls[same:], prompt, columns.request_s[same:], ttls[same:], rest.rewrote,
+        rest.deleted_tokens, rest.fallback_read_tokens, rest.unchanged_tokens,
+    )  # fmt: skip
+    pricer = Pricer(prices)
+    cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
+    kept = rest.edit_deleted_tokens
+    reread = pricer.reads_usd(calls[same:], prompt, kept) if any(kept) else 0.0
+    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost)
+    if same:
+        assert unpruned is not None
+        served = _Served.copied(unpruned, same).then(served)
+    return _thread(thread, columns, plans, served, decisions, prepared, prices, reread,
+                   unpruned if same else None, same)  # fmt: skip
 
-    def _resume_cache(self, same: int) -> None:
-        """The cache as the copied calls [0, same) left it."""
-        calls = self.thread.calls
-        cached = next(
-            (c.prompt_tokens for c in calls[same - 1 :: -1]
-             if c.prompt_tokens >= self.cache.rules.min_tokens(c.model)),
-            None,
-        )  # fmt: skip
-        last = calls[same - 1]
-        ttl = TTL_SECONDS[self.fixed_ttl or last.ttl]
-        self.cache.resume(cached, self.sent[same - 1], ttl, last.ttl)
 
-    def _copied(self, same: int) -> list[list[Any]]:
-        """The unpruned replay's calls [0, same), as columns in `_Row` order."""
-        ref = self.unpruned
-        assert ref is not None
-        columns = (
-            ref.ttl, ref.input_tokens, ref.cache_write_5m_tokens, ref.cache_write_1h_tokens,
-            ref.cache_read_tokens, ref.prompt_tokens, ref.cost_usd, ref.cleared_tokens,
-            ref.newly_cleared_tokens, ref.rewrote, ref.cache_edit,
-        )  # fmt: skip
-        return [column[:same] for column in columns]
+def _resume(
+    cache: PromptCache, calls: Sequence[CalCall], sent: list[float], same: int,
+    fixed_ttl: str | None,
+) -> None:  # fmt: skip
+    """The cache as the copied calls [0, same) left it: their last cacheable prompt."""
+    cached = next(
+        (c.prompt_tokens for c in calls[same - 1 :: -1]
+         if c.prompt_tokens >= cache.rules.min_tokens(c.model)),
+        None,
+    )  # fmt: skip
+    last = calls[same - 1]
+    cache.resume(cached, sent[same - 1], TTL_SECONDS[fixed_ttl or last.ttl], last.ttl)
 
-    def _thread(
-        self, same: int, columns: list[list[Any]], decided: _Decided | None, reread: float
-    ) -> SimThread:
-        """The replayed thread, with its breaks and re-fetch hazards (`decided`: what the
-        policies decided, None when none acts)."""
-        thread = self.thread
-        ttl, uncached, w5, w1, read, prompt, cost, saved, newly, rewrote, edit = columns
-        models, compactions = self.columns.model, self.columns.compaction
-        # The recording's own pruning is announced to the detector like a policy's.
-        rewrites = list(map(or_, rewrote, self.columns.microcompacted))
-        edits = list(map(or_, edit, self.columns.cache_deleted))
-        found = detect_breaks_columns(
-            self.sent, models, read, list(map(TTL_SECONDS.__getitem__, ttl)), compactions,
-            rewrites, edits, start=same,
-        )  # fmt: skip
-        copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
-        if same and self.unpruned is not None:
-            ref = self.unpruned
-            copied = [b for b in (*ref.breaks, *ref.edit_drops) if b.call_index < same]
-        drops = (*copied, *found)
-        return SimThread(
-            thread.thread_id,
-            thread.kind,
-            self.columns.timestamp_s,
-            models,
-            ttl,
-            uncached,
-            w5,
-            w1,
-            read,
-            self.columns.output_tokens,
-            prompt,
-            cost,
-            saved,
-            newly,
-            rewrote,
-            edit,
-            compactions,
-            tuple(b for b in drops if b.is_break),
-            tuple(self._hazards(decided.cleared_log, prompt, ttl)) if decided else (),
-            len(decided.cleared_log) if decided else 0,
-            tuple(b for b in drops if not b.is_break),
-            decided.figures if decided else tuple(p.figures() for p in self.policies),
-            self.unavailable_edits,
-            reread,
-        )
 
-    def _hazards(
-        self, cleared_log: list[tuple[Any, int]], prompts: list[int], ttls: list[str]
-    ) -> list[Hazard]:
-        """Cleared results whose resource was used again before the next compaction."""
-        prepared = self.prepared
-        assert prepared is not None
-        out = []
-        for seg, i in cleared_log:
-            resource = seg.resource
-            if resource is None:
-                continue
-            calls = prepared.uses.get(resource, [])
+class _Served(NamedTuple):
+    """Per call, as served and priced: TTL, uncached input, writes, reads, prompt, cost."""
+
+    ttl: list[str]
+    input_tokens: list[int]
+    cache_write_5m_tokens: list[int]
+    cache_write_1h_tokens: list[int]
+    cache_read_tokens: list[int]
+    prompt_tokens: list[int]
+    cost_usd: list[float | None]
+
+    @classmethod
+    def copied(cls, unpruned: SimThread, same: int) -> _Served:
+        """The unpruned replay's calls [0, same)."""
+        return cls._make(getattr(unpruned, name)[:same] for name in cls._fields)
+
+    def then(self, later: _Served) -> _Served:
+        pairs = cast(Iterable[tuple[list[Any], list[Any]]], zip(self, later, strict=True))
+        return _Served._make(a + b for a, b in pairs)
+
+
+def _thread(
+    thread: CalThread,
+    columns: CallColumns,
+    plans: Plans,
+    served: _Served,
+    decisions: Decisions | None,
+    prepared: PreparedThread | None,
+    prices: PriceTable,
+    reread: float,
+    unpruned: SimThread | None,
+    same: int,
+) -> SimThread:
+    """The replayed thread, with its breaks (the copied calls' from `unpruned`) and the
+    re-fetch hazards of what the policies cleared."""
+    rewrote, edited = plans.rewrote, plans.cache_edit
+    # The recording's own pruning is announced to the detector like a policy's.
+    found = detect_breaks_columns(
+        columns.request_s, columns.model, served.cache_read_tokens,
+        list(map(TTL_SECONDS.__getitem__, served.ttl)), columns.compaction,
+        list(map(or_, rewrote, columns.microcompacted)),
+        list(map(or_, edited, columns.cache_deleted)), start=same,
+    )  # fmt: skip
+    copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
+    if unpruned is not None:
+        copied = [b for b in (*unpruned.breaks, *unpruned.edit_drops) if b.call_index < same]
+    drops = (*copied, *found)
+    hazards: tuple[Hazard, ...] = ()
+    if decisions is not None and prepared is not None:
+        hazards = tuple(_hazards(thread, prepared, prices, decisions.cleared_log,
+                                 served.prompt_tokens, served.ttl))  # fmt: skip
+    return SimThread(
+        thread_id=thread.thread_id,
+        kind=thread.kind,
+        timestamp_s=columns.timestamp_s,
+        model=columns.model,
+        ttl=served.ttl,
+        input_tokens=served.input_tokens,
+        cache_write_5m_tokens=served.cache_write_5m_tokens,
+        cache_write_1h_tokens=served.cache_write_1h_tokens,
+        cache_read_tokens=served.cache_read_tokens,
+        output_tokens=columns.output_tokens,
+        prompt_tokens=served.prompt_tokens,
+        cost_usd=served.cost_usd,
+        cleared_tokens=plans.cleared_tokens,
+        newly_cleared_tokens=plans.newly_cleared_tokens,
+        rewrote=rewrote,
+        cache_edit=edited,
+        compaction=columns.compaction,
+        breaks=tuple(b for b in drops if b.is_break),
+        hazards=hazards,
+        cleared_results=len(decisions.cleared_log) if decisions else 0,
+        unassessed_results=(
+            sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
+        ),
+        edit_drops=tuple(b for b in drops if not b.is_break),
+        figures=decisions.figures if decisions else (),
+        unavailable_edits=decisions.unavailable_edits if decisions else 0,
+        edit_reread_usd=reread,
+    )
+
+
+def _hazards(
+    thread: CalThread,
+    prepared: PreparedThread,
+    prices: PriceTable,
+    cleared_log: list[tuple[Any, int]],
+    prompts: list[int],
+    ttls: list[str],
+) -> list[Hazard]:
+    """Cleared results whose resource was used again before the next compaction."""
+    out = []
+    for seg, i in cleared_log:
+        resource = seg.resource
+        if resource is None:
+            continue
+        # The first use after the clearing of any key the result has (a resource is the
+        # space-separated hashes of its keys: refetch.ResourceKeys)
+        j = prepared.next_compaction[i]
+        key = resource
+        for one in resource.split():
+            calls = prepared.uses.get(one, [])
             k = bisect.bisect_right(calls, i)
-            if k == len(calls) or calls[k] >= prepared.next_compaction[i]:
-                continue
-            j = calls[k]
-            price = self.prices.lookup(self.thread.calls[j].model)
-            cost = 0.0
-            if price is not None:
-                write = (
-                    price.rates.cache_write_1h if ttls[j] == "1h" else price.rates.cache_write_5m
-                )
-                cost = (seg.tokens * write + prompts[j] * price.rates.cache_read) * 1e-6
-            out.append(Hazard(i, seg.tool_name, resource, j, seg.tokens, cost))
-        return out
+            if k < len(calls) and calls[k] < j:
+                j, key = calls[k], one
+        if j >= prepared.next_compaction[i]:
+            continue
+        price = prices.lookup(thread.calls[j].model)
+        cost = 0.0
+        if price is not None:  # one call more: the result written again, the prompt read
+            written = {"cache_write_1h_tokens" if ttls[j] == "1h" else "cache_write_5m_tokens":
+                       seg.tokens}  # fmt: skip
+            cost = price.rates.usd(Tokens(cache_read_tokens=prompts[j], **written))
+        out.append(Hazard(i, seg.tool_name, key, j, seg.tokens, cost))
+    return out

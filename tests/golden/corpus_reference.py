@@ -1,7 +1,8 @@
 """Independent computation of the corpus reference figures (does not import mcsim).
 
 Run once; its output is committed as corpus_sessions.json and the tests compare mcsim with
-it. Rules, straight from DOMAIN.md §4.3, §5 and the corpus README: one call per
+it. Rules, straight from docs/domain.md#assistant-lines-and-api-calls,
+docs/domain.md#the-cache-break-detector and tests/data/corpus/README.md: one call per
 (message.id, requestId) across all files, `<synthetic>` lines skipped, input/cache fields from
 the first line, output = max over the call's lines, a call belongs to the sessionId written on
 its first line, 5-minute writes = cache_creation_input_tokens - the 1-hour split, list prices.
@@ -34,7 +35,7 @@ PRICES = {  # USD per Mtok: input, 5m write, 1h write, read, output
 
 
 def thread_of(path: str, line: dict, root_of: dict) -> str:
-    """The conversation a line belongs to (DOMAIN.md §4.1)."""
+    """The conversation a line belongs to (docs/domain.md#where-transcripts-live)."""
     if line.get("agentId"):
         return "agent-" + line["agentId"]
     name = os.path.basename(path)

@@ -33,12 +33,12 @@ import orjson
 
 from mcsim.errors import PriceTableError
 from mcsim.ingest.loaders.jsonl import read_input_file
-from mcsim.model import Usage
+from mcsim.model import Tokens, Usage
 from mcsim.text import escaped, shown
 
 FORMAT = "mcsim-prices/1"
-# The dearest list price is $75 per million tokens (Opus 4.1 output, DOMAIN.md §3.2), the
-# dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
+# The dearest list price is $75 per million tokens (Opus 4.1 output, docs/domain.md#prices),
+# the dearest Claude row of LiteLLM's file $82.50 (measured on v1.110.2). A ceiling over 100
 # times that holds any real price, yet refuses what is a slip and not a price: a per-million
 # price typed into LiteLLM's per-token field (3 for 3e-6) is $3,000,000 per million tokens.
 MAX_RATE = 10_000.0  # USD per million tokens
@@ -84,6 +84,23 @@ class Rates:
 
     def scaled(self, factor: float) -> Rates:
         return Rates(*(getattr(self, k) * factor for k in _RATE_KEYS))
+
+    def usd_by_kind(self, tokens: Tokens) -> tuple[float, float, float, float, float]:
+        """What each kind of a call's tokens costs at these rates, in `Tokens` order: the one
+        pricing formula (inspect, replay, sweep and re-fetches all use it)."""
+        per = 1e-6
+        return (
+            tokens.input_tokens * self.input * per,
+            tokens.cache_write_5m_tokens * self.cache_write_5m * per,
+            tokens.cache_write_1h_tokens * self.cache_write_1h * per,
+            tokens.cache_read_tokens * self.cache_read * per,
+            tokens.output_tokens * self.output * per,
+        )
+
+    def usd(self, tokens: Tokens) -> float:
+        """What a call's tokens cost at these rates: `usd_by_kind` summed, in its order."""
+        input_usd, write_5m, write_1h, read, output = self.usd_by_kind(tokens)
+        return input_usd + write_5m + write_1h + read + output
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,34 +276,11 @@ def rates_for(
     return rates, long_context
 
 
-def total_usd(
-    rates: Rates, input_tokens: int, write_5m: int, write_1h: int, read: int, output: int
-) -> float:
-    """A call's cost in USD, summed exactly as `CallCost.total_usd` sums `price_usage`'s parts
-    (the same floats), without building the objects."""
-    per = 1e-6
-    return (
-        input_tokens * rates.input * per
-        + write_5m * rates.cache_write_5m * per
-        + write_1h * rates.cache_write_1h * per
-        + read * rates.cache_read * per
-        + output * rates.output * per
-    )
-
-
 def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
     rates, long_context = rates_for(
         price, usage.prompt_tokens, timestamp_s, usage.speed, usage.inference_geo
     )
-    per = 1e-6
-    return CallCost(
-        usage.input_tokens * rates.input * per,
-        usage.cache_write_5m_tokens * rates.cache_write_5m * per,
-        usage.cache_write_1h_tokens * rates.cache_write_1h * per,
-        usage.cache_read_tokens * rates.cache_read * per,
-        usage.output_tokens * rates.output * per,
-        long_context,
-    )
+    return CallCost(*rates.usd_by_kind(usage.tokens), long_context=long_context)
 
 
 # ---------------------------------------------------------------- reading tables

@@ -1,7 +1,8 @@
 """Import LiteLLM's `model_prices_and_context_window.json` as a price table.
 
-An import format, not a source of truth (DOMAIN.md §3.2): its 1-hour write prices are wrong
-for several models, so the 1-hour rate is always Anthropic's documented 2x the input rate.
+An import format, not a source of truth (docs/domain.md#prices): its 1-hour write prices are
+wrong for several models, so the 1-hour rate is always Anthropic's documented 2x the input
+rate.
 Rows from the `anthropic` provider win over Bedrock, Vertex and other resellers of the same
 model, whose prices can differ.
 

@@ -1,12 +1,12 @@
 """Claude Code JSONL transcripts (every layout from 1.0.x to 2.1.x).
 
-Layouts (DOMAIN.md §4.1): `<project>/<sessionId>.jsonl` with inline sidechain lines (≤1.0.x),
-`<project>/agent-<id>.jsonl` beside the sessions (2.0.x) and
+Layouts (docs/domain.md#where-transcripts-live): `<project>/<sessionId>.jsonl` with inline
+sidechain lines (≤1.0.x), `<project>/agent-<id>.jsonl` beside the sessions (2.0.x) and
 `<project>/<sessionId>/subagents/agent-<id>.jsonl` (2.1.2+). A unit is one project folder:
 resumed sessions copy earlier history into a new file of the same project, so the copies and
 their originals meet inside one unit and are counted once.
 
-Rules applied here (DOMAIN.md §4.2-4.6):
+Rules applied here (docs/domain.md#claude-code-transcripts, docs/counting.md):
 * one API call per (message.id, requestId) across all files of the unit; input and cache
   fields from its first line, output = max over its lines; `<synthetic>` lines are not calls;
   a later line of a call whose input or cache counts differ from the first is noted
@@ -49,6 +49,7 @@ from mcsim.ingest.loaders.fields import (
     read_objects,
     token_count,
 )
+from mcsim.ingest.loaders.tool_classes import CLAUDE_CODE, tool_class
 from mcsim.model import (
     Call,
     Compaction,
@@ -499,15 +500,18 @@ class _LineReader:
                 json_text(block.get("input")),
                 tool_name=name,
                 tool_use_id=tool_id,
+                tool_class=tool_class(name, CLAUDE_CODE),
             )
         if btype == "tool_result":
             tool_id = _optional_str(block.get("tool_use_id"))
+            name = self.tool_names.get(tool_id) if tool_id else None
             return self._item(
                 ItemKind.TOOL_RESULT,
                 _tool_result_text(block.get("content")),
-                tool_name=self.tool_names.get(tool_id) if tool_id else None,
+                tool_name=name,
                 tool_use_id=tool_id,
                 is_error=block.get("is_error") is True,
+                tool_class=tool_class(name, CLAUDE_CODE),
             )
         if btype in ("image", "document"):
             return self._item(ItemKind.IMAGE, json_text(block.get("source")))

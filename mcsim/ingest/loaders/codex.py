@@ -1,6 +1,6 @@
 """OpenAI Codex CLI rollout files (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 
-Lines are `{timestamp, type, payload}` (DOMAIN.md §4.7; the format and its hazards as read
+Lines are `{timestamp, type, payload}` (docs/domain.md#other-agent-formats; its hazards as read
 from openai/codex are in the loader's test data notes). A unit is every rollout of one
 project (the session's cwd, or for a fork its first source's), so a fork, which copies its
 source's lines into a new file, meets its source inside one unit; sources are read before
@@ -29,8 +29,13 @@ Rules applied here:
   else its own id; before any, the file's absolute path. A fork's copy of its source's lines
   repeats the source's token_count payloads in order (its timestamps may be new), with or
   without the source's session_meta, so a copied call has the key of its original and is
-  counted once (noted as `forked_history`). The ordinal keeps apart calls whose counts are
-  equal (no totals recorded, or a call after a counter reset that repeats an earlier one);
+  counted once (noted as `forked_history`). A copy is a call that a session whose history
+  the rollout carries (its own, its source, a session whose session_meta line it copied)
+  holds too: two forks of one source that each make a new call with equal counts keep both
+  (their keys are equal, but neither fork carries the other's history). A fork whose source
+  is not among the files read takes any earlier call of the namespace for a copy. The
+  ordinal keeps apart calls whose counts are equal (no totals recorded, or a call after a
+  counter reset that repeats an earlier one);
 * a fork is read in its first source's unit (whatever its own cwd; its session keeps its own
   project), after its source (by the forked_from_id chain of the files' first lines, then by
   name), so the source keeps its calls and the fork gets only its own;
@@ -42,12 +47,15 @@ Rules applied here:
   is the model's own state, not text anyone reads, so it is left out), function, custom,
   local-shell and web-search calls are tool uses with their `call_id`, and their outputs
   tool results named after the matching call. Tool names stay Codex's own (`shell`,
-  `exec_command`, `apply_patch`, ...): a policy clears Codex tool results when its
-  `compactable_tools` name them. A call's items are the outputs written after the previous
+  `exec_command`, `apply_patch`, ...), each with its class (tool_classes.CODEX; a tool in an
+  `mcp__` namespace is other), so a policy that names classes clears Codex's results as it
+  clears Claude Code's. A call's items are the outputs written after the previous
   call's inputs (that call's response) plus the inputs since; when a token_count is missing,
   outputs followed by more input are part of the next call's prompt;
 * times: a call is at its token_count line; its request was sent at the last input line
-  before its first output line; it was done at the token_count;
+  before its first output line; it was done at the token_count. A request time after the
+  token_count is taken as the token_count, and a call sent before the previous call's
+  token_count (a clock set back) as sent then, each noted (`time_clamped`);
 * a `compacted` line or `context_compacted` event is a compaction on the next call; what came
   before it is summarised away, and the summary message is the next call's user text;
 * line types not listed above are later additions and are passed over; lines without the
@@ -76,6 +84,7 @@ from mcsim.ingest.loaders.fields import (
     token_count,
 )
 from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
+from mcsim.ingest.loaders.tool_classes import CODEX, tool_class
 from mcsim.model import (
     Call,
     Compaction,
@@ -87,6 +96,7 @@ from mcsim.model import (
     SourceRef,
     Thread,
     ThreadKind,
+    ToolClass,
     Usage,
 )
 from mcsim.text import from_fs
@@ -141,19 +151,29 @@ class _FileReader:
     name: str
     detail: Detail
     skips: SkipReport
-    seen: set[CallKey]  # calls of the unit so far (a fork's copies are skipped)
+    # The calls of the unit so far, each with the sessions whose rollouts hold it (its own
+    # and those that copied it): a fork's copies are the calls its sources hold.
+    recorded: dict[CallKey, set[str]]
     aliases: dict[str, str]  # session id -> the namespace its calls were keyed in
     # The namespace of the calls' keys: the latest session_meta's (_meta), else the file's
     # absolute path (a run may spell it relative or not; a cached unit is read either way).
     origin: str
     session_id: str | None = None
     ordinal: int = 0  # calls seen since the namespace began, copies included
+    # This rollout's session and every session whose history it carries: the source it was
+    # forked from and any whose session_meta line it copied. A call one of them recorded
+    # before is a copy; a call another fork of the same source recorded is not.
+    lineage: set[str] = field(default_factory=set)
+    # Forked from a rollout that is not among the files read: its copies cannot be told
+    # from its own calls by their source, so any call of the namespace read before is one.
+    source_missing: bool = False
     cwd: str | None = None
     model: str | None = None
     totals: tuple[int, ...] | None = None
     pending: _Pending = field(default_factory=_Pending)
     calls: list[Call] = field(default_factory=list)
-    tool_names: dict[str, str] = field(default_factory=dict)
+    tool_names: dict[str, tuple[str, ToolClass]] = field(default_factory=dict)  # by call_id
+    done_s: float | None = None  # the previous call's token_count
     copies: int = 0
 
     def line(self, obj: dict[str, Any], number: int) -> None:
@@ -193,7 +213,9 @@ class _FileReader:
             self.session_id = sid
             cwd = payload.get("cwd")
             self.cwd = cwd if isinstance(cwd, str) and cwd else None
+            self.source_missing = source is not None and source not in self.aliases
             self.aliases.setdefault(sid, origin)
+        self.lineage.update((sid, source) if source else (sid,))
         if origin != self.origin:
             self.origin, self.ordinal = origin, 0
 
@@ -259,12 +281,14 @@ class _FileReader:
         # or a call after a counter reset that repeats an earlier one); a copy keeps it.
         key = (f"codex:{self.origin}", f"{self.ordinal}|{totals}|{last}")
         self.ordinal += 1
-        if key in self.seen:
+        holders = self.recorded.setdefault(key, set())
+        copied = bool(holders) and (self.source_missing or not holders.isdisjoint(self.lineage))
+        holders.add(self.session_id or self.origin)
+        if copied:
             self.copies += 1
             self.pending.take()
             self.pending.compaction = None
             return
-        self.seen.add(key)
         model = self.model
         if model is None:
             model = UNKNOWN_MODEL
@@ -276,6 +300,7 @@ class _FileReader:
         compaction, pending.compaction = pending.compaction, None
         pending.sent_s = None
         items = pending.take()
+        timestamp_s, sent_s = self._consistent(timestamp_s, sent_s, number)
         self.calls.append(
             Call(
                 message_id=key[0],
@@ -286,11 +311,32 @@ class _FileReader:
                 items=tuple(items) if self.detail >= Detail.SIZES else (),
                 source=SourceRef(self.name, number),
                 compaction=compaction,
-                sent_s=sent_s if sent_s is not None and sent_s <= timestamp_s else timestamp_s,
+                sent_s=sent_s,
                 done_s=timestamp_s,
                 provider=PROVIDER,
             )
         )
+
+    def _consistent(self, stamp: float, sent: float | None, line: int) -> tuple[float, float]:
+        """A call's time and request time as they must have been, each change noted
+        (`time_clamped`): the request no later than the token_count, and neither before the
+        previous call's token_count (a clock set back)."""
+        problems = []
+        if sent is not None and sent > stamp:
+            problems.append(f"request {sent - stamp:,.3f} s after its token_count: taken as it")
+        if sent is None or sent > stamp:
+            sent = stamp
+        before = self.done_s
+        if before is not None and sent < before:
+            problems.append(
+                f"sent {before - sent:,.3f} s before the previous call's token_count: taken as "
+                "sent then"
+            )
+            stamp, sent = max(stamp, before), before
+        self.done_s = stamp
+        for problem in problems:
+            self.skips.note(self.name, line, "time_clamped", problem)
+        return stamp, sent
 
     # ---------------------------------------------------------------- items
 
@@ -324,19 +370,26 @@ class _FileReader:
             call_id = call_id if isinstance(call_id, str) and call_id else None
             name = payload.get("name")
             name = name if isinstance(name, str) and name else str(rtype)
+            namespace = payload.get("namespace")
+            mcp = isinstance(namespace, str) and namespace.startswith("mcp__")
+            what = ToolClass.OTHER if mcp else tool_class(name, CODEX)
             if call_id is not None:
-                self.tool_names[call_id] = name
+                self.tool_names[call_id] = (name, what)
             body = payload.get("arguments", payload.get("input", payload.get("action")))
             text = body if isinstance(body, str) else json_text(body)
-            return self._item(ItemKind.TOOL_USE, text, tool_name=name, tool_use_id=call_id)
+            return self._item(
+                ItemKind.TOOL_USE, text, tool_name=name, tool_use_id=call_id, tool_class=what
+            )
         if rtype in _TOOL_RESULTS:
             call_id = payload.get("call_id")
             call_id = call_id if isinstance(call_id, str) and call_id else None
+            used, what = self.tool_names.get(call_id or "", (None, ToolClass.OTHER))
             return self._item(
                 ItemKind.TOOL_RESULT,
                 _output_text(payload.get("output")),
-                tool_name=self.tool_names.get(call_id) if call_id else None,
+                tool_name=used,
                 tool_use_id=call_id,
+                tool_class=what,
             )
         return None  # ghost snapshots, tool search, images, ...: not counted as content
 
@@ -483,12 +536,12 @@ class CodexLoader:
 
     def load(self, unit: LoadUnit, detail: Detail) -> LoadResult:
         result = LoadResult()
-        seen: set[CallKey] = set()
+        recorded: dict[CallKey, set[str]] = {}
         aliases: dict[str, str] = {}
         for path in unit.files:
             name = from_fs(str(path))
             reader = _FileReader(
-                name, detail, result.skips, seen, aliases, from_fs(str(path.absolute()))
+                name, detail, result.skips, recorded, aliases, from_fs(str(path.absolute()))
             )
             for number, obj in read_objects(path, name, result.skips):
                 try:

@@ -1,25 +1,30 @@
 """mcsim's interchange format: one JSONL file per session that any harness can write.
 
-docs/interchange.md documents it for harness authors, and
-`interchange.schema.json` next to this module is its JSON Schema (draft 2020-12); this
-loader checks the same rules by hand (no schema library at run time). Version 1:
+docs/interchange.md documents it for harness authors, and `interchange.schema.json` next to
+this module is its JSON Schema (draft 2020-12) and the single source of its rules: every line
+is checked against it (mcsim.ingest.loaders.schema, no schema library at run time), so a line
+the schema accepts is read and one it refuses is skipped as a bad_field naming the path of
+the field at fault. Version 1:
 
 * line 1 is the header `{"type": "session", "format": "mcsim-interchange", "version": 1,
-  "session_id", "project", "cwd", "source_format", ...}`. A file whose first line is an
-  interchange line other than the header (thread, item, call, compaction, with a `thread` key)
-  is claimed all the same; a file with no header, a version this mcsim does not know (or the
-  string "1") or a bad session_id or project is not read: line 1 is one bad_field with the
-  reason, and the lines after it are counted as `file_not_read` (one example);
+  "session_id", "project", "cwd", "source_format", ...}` (version 1.0 is 1). A file whose first
+  line is an interchange line other than the header (thread, item, call, compaction, with a
+  `thread` key) is claimed all the same; a file with no header, a version this mcsim does not
+  know (or the string "1") or a header the schema refuses is not read: line 1 is one bad_field
+  with the reason, and the lines after it are counted as `file_not_read` (one example);
 * then, in conversation order: `thread` lines declare each thread (`kind` main, subagent or
   compact) before it is used; `item` lines are what was added to a thread's context;
   `compaction` lines are a compaction (kinds compact_boundary, compact_summary) or a pruning
   the recording shows (microcompact_boundary, cache_deletion) since the thread's last call;
   a `call` line is one billed API call and takes the items and compaction of its thread
   written since the thread's previous call;
-* times are ISO-8601 strings (UTC when no zone is given) or Unix seconds; token counts are
-  non-negative integers (usage's four required counts not null; cache_write_1h_tokens and
-  cache_deleted_tokens may be null: 0); an item's `tokens` wins over its text's estimate;
-  unknown keys are allowed (later minor additions), unknown line types are passed over.
+* what the schema cannot say is checked here: a thread is declared once, before a line names
+  it; a call written twice is read once; a tool item without a class takes the one mcsim
+  knows for its tool's name (tool_classes), else its tool_use's; and times that cannot be
+  true are taken as they must have been, each noted as `time_clamped` with file and line (as
+  the Codex loader does): a sent_at after the call's timestamp is the timestamp, a done_at
+  before it is the timestamp, and a call sent before its thread's previous call was done is
+  sent then (its timestamp and done_at moved up with it).
 A unit is every interchange file of one project (the header's `project`), so a call written
 twice (a session converted twice) is counted once. Every line that cannot be used is counted
 in the skip report with its file, line and the path of the field at fault.
@@ -36,16 +41,10 @@ from typing import Any
 import orjson
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
-from mcsim.ingest.loaders.fields import (
-    EARLIEST_S,
-    LATEST_S,
-    BadField,
-    file_size,
-    parse_timestamp,
-    read_objects,
-    token_count,
-)
+from mcsim.ingest.loaders.fields import BadField, file_size, read_objects
 from mcsim.ingest.loaders.jsonl import iter_lines, open_regular
+from mcsim.ingest.loaders.schema import compile_schema, json_type, shown
+from mcsim.ingest.loaders.tool_classes import EVERY_HARNESS, tool_class
 from mcsim.model import (
     Call,
     Compaction,
@@ -57,6 +56,7 @@ from mcsim.model import (
     SourceRef,
     Thread,
     ThreadKind,
+    ToolClass,
     Usage,
 )
 from mcsim.text import from_fs
@@ -64,144 +64,96 @@ from mcsim.text import from_fs
 FORMAT = "mcsim-interchange"
 VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("interchange.schema.json")
-PROVIDERS = ("anthropic", "openai")
-_JSON_TYPES = {
-    str: "a string",
-    float: "a number",
-    bool: "a boolean",
-    list: "a list",
-    dict: "an object",
-}
+_CHECK = compile_schema(orjson.loads(SCHEMA_FILE.read_bytes()))
 _LINE_TYPES = frozenset({b"thread", b"item", b"call", b"compaction"})
 # An item that gives neither text nor a size: its size from its token count, at the ratio
 # mcsim assumes whenever it only has sizes (mcsim.replay.calibrate._chars_estimate).
 CHARS_PER_TOKEN = 4
 _PRUNINGS = frozenset({CompactionKind.MICROCOMPACT, CompactionKind.CACHE_DELETION})
 _HEAD_LINE_BYTES = 1024 * 1024
-_USAGE_COUNTS = (
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-)
 CallKey = tuple[str, str | None]
+_UTC_LETTERS = str.maketrans("tz", "TZ")
 
 
-def _str(obj: dict[str, Any], key: str, where: str = "", *, required: bool = False) -> str | None:
-    """A string field: absent or null is None (or an error when `required`); "" is refused."""
-    value = obj.get(key)
-    if value is None:
-        if required:
-            raise BadField(where + key, "missing")
-        return None
+def parse_time(value: Any) -> float:
+    """A time the schema accepted: Unix seconds, or an RFC 3339 date-time (UTC when it has no
+    zone; `t` and `z` as `T` and `Z`)."""
     if not isinstance(value, str):
-        raise BadField(where + key, f"not a string ({type(value).__name__})")
-    if not value:
-        raise BadField(where + key, "empty")
-    return value
-
-
-def _bool(obj: dict[str, Any], key: str, where: str = "", default: bool = False) -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise BadField(where + key, f"not true or false ({type(value).__name__})")
-    return value
-
-
-def _time(obj: dict[str, Any], key: str, *, required: bool = False) -> float | None:
-    """A time: an ISO-8601 string or Unix seconds (a number)."""
-    value = obj.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not EARLIEST_S <= value < LATEST_S:  # 1970 to 2999, as for ISO times
-            raise BadField(key, "outside the years 1970 to 2999")
         return float(value)
-    return parse_timestamp(value, key)
+    moment = datetime.fromisoformat(value.translate(_UTC_LETTERS))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
-def _optional_count(obj: dict[str, Any], key: str) -> int | None:
-    """A token count at the top of a line: absent or null is None."""
-    if obj.get(key) is None:
-        return None
-    try:
-        return token_count(obj, key, "")
-    except BadField as exc:  # named ".key" by token_count: the path is the key itself
-        raise BadField(key, str(exc).split(": ", 1)[1]) from None
+def _time(obj: dict[str, Any], key: str) -> float | None:
+    value = obj.get(key)
+    return None if value is None else parse_time(value)
 
 
-def _enum(value: Any, kind: type[Any], key: str) -> Any:
-    if not isinstance(value, str):
-        raise BadField(
-            key, "missing" if value is None else f"not a string ({type(value).__name__})"
-        )
-    try:
-        return kind(value)
-    except ValueError:
-        known = ", ".join(k.value for k in kind)
-        raise BadField(key, f"unknown value {value[:40]!r} (one of {known})") from None
+def _count(obj: dict[str, Any], key: str) -> int | None:
+    """A count the schema accepted (1.0 is 1); absent or null is None."""
+    value = obj.get(key)
+    return None if value is None else int(value)
 
 
-def parse_usage(raw: Any) -> Usage:
-    """A call's `usage` object."""
-    if not isinstance(raw, dict):
-        raise BadField("usage", "missing" if raw is None else "not an object")
-    for key in _USAGE_COUNTS[:3] + _USAGE_COUNTS[4:]:  # the 1-hour writes may be left out
-        if raw.get(key) is None:  # as the schema says: required, and not null
-            raise BadField(f"usage.{key}", "missing" if key not in raw else "null, not a count")
-    counts = [token_count(raw, key, "usage") for key in _USAGE_COUNTS]
-    speed = _str(raw, "speed", "usage.")
-    geo = _str(raw, "inference_geo", "usage.")
+def parse_usage(raw: dict[str, Any]) -> Usage:
+    """A call's `usage` object, as the schema accepted it."""
     return Usage(
-        input_tokens=counts[0],
-        cache_write_5m_tokens=counts[2],
-        cache_write_1h_tokens=counts[3],
-        cache_read_tokens=counts[1],
-        output_tokens=counts[4],
-        has_ttl_split=_bool(raw, "ttl_split_recorded", "usage.", default=True),
-        split_mismatch=_bool(raw, "ttl_split_mismatch", "usage."),
-        speed=speed,
-        inference_geo=geo,
-        cache_deleted_tokens=token_count(raw, "cache_deleted_tokens", "usage"),
+        input_tokens=int(raw["input_tokens"]),
+        cache_write_5m_tokens=int(raw["cache_write_5m_tokens"]),
+        cache_write_1h_tokens=_count(raw, "cache_write_1h_tokens") or 0,
+        cache_read_tokens=int(raw["cache_read_tokens"]),
+        output_tokens=int(raw["output_tokens"]),
+        has_ttl_split=raw.get("ttl_split_recorded", True) is True,
+        split_mismatch=raw.get("ttl_split_mismatch") is True,
+        speed=raw.get("speed"),
+        inference_geo=raw.get("inference_geo"),
+        cache_deleted_tokens=_count(raw, "cache_deleted_tokens") or 0,
     )
 
 
-def parse_item(obj: dict[str, Any], detail: Detail) -> Item:
-    kind = _enum(obj.get("kind"), ItemKind, "kind")
+def parse_item(obj: dict[str, Any], detail: Detail, classes: dict[str, ToolClass]) -> Item:
+    """An item line, as the schema accepted it. A tool item's class: as written, else the one
+    mcsim knows for its tool's name, else its tool_use's (`classes`, by tool_use_id)."""
+    kind = ItemKind(obj["kind"])
     text = obj.get("text")
-    if text is not None and not isinstance(text, str):
-        raise BadField("text", f"not a string ({type(text).__name__})")
-    tokens = _optional_count(obj, "tokens")
-    chars = _optional_count(obj, "chars")
-    if text is None and tokens is None and chars is None:
-        raise BadField("text", "missing (an item gives its text, its tokens or its chars)")
+    tokens, chars = _count(obj, "tokens"), _count(obj, "chars")
     if chars is None:
         chars = len(text) if text is not None else CHARS_PER_TOKEN * (tokens or 0)
+    name, use_id = obj.get("tool_name"), obj.get("tool_use_id")
+    what: ToolClass | None = None
+    if kind in (ItemKind.TOOL_USE, ItemKind.TOOL_RESULT):
+        written = obj.get("tool_class")
+        if written is not None:
+            what = ToolClass(written)
+        elif name is not None:
+            what = tool_class(name, EVERY_HARNESS)
+        else:
+            what = classes.get(use_id or "", ToolClass.OTHER)
+        if kind is ItemKind.TOOL_USE and use_id is not None:
+            classes[use_id] = what
     return Item(
         kind,
         chars,
         text if detail >= Detail.TEXT else None,
-        tool_name=_str(obj, "tool_name"),
-        tool_use_id=_str(obj, "tool_use_id"),
-        is_error=_bool(obj, "is_error"),
+        tool_name=name,
+        tool_use_id=use_id,
+        is_error=obj.get("is_error") is True,
         tokens=tokens,
+        tool_class=what,
     )
 
 
 def parse_compaction(obj: dict[str, Any]) -> Compaction:
-    ids = obj.get("tool_use_ids", [])
-    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-        raise BadField("tool_use_ids", "not a list of strings")
+    """A compaction line, as the schema accepted it."""
     return Compaction(
-        _enum(obj.get("kind"), CompactionKind, "kind"),
+        CompactionKind(obj["kind"]),
         _time(obj, "timestamp"),
-        trigger=_str(obj, "trigger"),
-        pre_tokens=_optional_count(obj, "pre_tokens"),
-        tokens_saved=_optional_count(obj, "tokens_saved"),
-        tool_use_ids=tuple(ids),
+        trigger=obj.get("trigger"),
+        pre_tokens=_count(obj, "pre_tokens"),
+        tokens_saved=_count(obj, "tokens_saved"),
+        tool_use_ids=tuple(obj.get("tool_use_ids", ())),
     )
 
 
@@ -212,6 +164,7 @@ class _ThreadAcc:
     items: list[Item] = field(default_factory=list)
     compaction: Compaction | None = None
     pruned: Compaction | None = None
+    done_s: float | None = None  # when the thread's last call was done
 
 
 @dataclass(slots=True)
@@ -227,9 +180,9 @@ class _FileReader:
     refused: bool = False  # the header was refused: no later line is read
     unread: int = 0  # lines after a refused header
     first_unread: int = 0
+    classes: dict[str, ToolClass] = field(default_factory=dict)  # tool_use_id -> its class
 
     def line(self, obj: dict[str, Any], number: int) -> None:
-        kind = obj.get("type")
         if self.refused:
             self.unread += 1
             self.first_unread = self.first_unread or number
@@ -239,27 +192,25 @@ class _FileReader:
             self._header(obj, number)
             self.refused = False
             return
+        kind = obj.get("type")
         if kind == "session":
             raise BadField("type", "a second session header (one file holds one session)")
+        _CHECK(obj, "")
         if kind == "thread":
             self._thread(obj)
         elif kind in ("item", "call", "compaction"):
-            thread_id = _str(obj, "thread", required=True)
-            assert thread_id is not None
+            thread_id = obj["thread"]
             thread = self.threads.get(thread_id)
             if thread is None:
-                raise BadField("thread", f"{thread_id[:40]!r} is not declared by a thread line")
+                raise BadField("thread", f"{shown(thread_id)} is not declared by a thread line")
             if kind == "item":
+                item = parse_item(obj, self.detail, self.classes)
                 if self.detail >= Detail.SIZES:
-                    thread.items.append(parse_item(obj, self.detail))
-                else:
-                    parse_item(obj, self.detail)  # checked all the same
+                    thread.items.append(item)
             elif kind == "compaction":
                 self._compaction(thread, parse_compaction(obj), number)
             else:
                 self._call(thread, obj, number)
-        elif not isinstance(kind, str):
-            raise BadField("type", "missing" if kind is None else "not a string")
         # other types: added by a later minor version, nothing this mcsim uses
 
     def _header(self, obj: dict[str, Any], number: int) -> None:
@@ -273,28 +224,23 @@ class _FileReader:
         if obj.get("format") != FORMAT:
             raise BadField("format", f"not {FORMAT!r} in the session header; the file is not read")
         version = obj.get("version")
-        if isinstance(version, int) and not isinstance(version, bool):
-            if version != VERSION:
-                raise BadField(
-                    "version",
-                    f"{str(version)[:20]} is not a version this mcsim reads ({VERSION}); "
-                    "the file is not read",
-                )
-        else:
-            shown = orjson.dumps(version).decode()[:20] if version is not None else "missing"
-            kind = _JSON_TYPES.get(type(version), type(version).__name__)
+        found = json_type(version)
+        if found not in ("integer", "number"):
+            text = orjson.dumps(version).decode()[:20] if "version" in obj else "missing"
+            article = "an" if found[0] in "aeiou" else "a"
+            why = "missing" if "version" not in obj else f"{text} is {article} {found}"
+            raise BadField("version", f"{why}, not the integer {VERSION}; the file is not read")
+        if version != VERSION:
             raise BadField(
                 "version",
-                f"{shown} is {kind}, not the integer {VERSION}; the file is not read",
+                f"{shown(version)} is not a version this mcsim reads ({VERSION}); "
+                "the file is not read",
             )
         try:
-            _str(obj, "session_id", required=True)
-            _str(obj, "project", required=True)
-            _str(obj, "cwd")
+            _CHECK(obj, "")
         except BadField as exc:
-            raise BadField(
-                str(exc).split(": ", 1)[0], f"{str(exc).split(': ', 1)[1]}; the file is not read"
-            ) from None
+            key, why = str(exc).split(": ", 1)
+            raise BadField(key, f"{why}; the file is not read") from None
         self.header = obj
 
     def finish(self) -> None:
@@ -309,12 +255,10 @@ class _FileReader:
             self.skips.counts["file_not_read"] += self.unread - 1
 
     def _thread(self, obj: dict[str, Any]) -> None:
-        thread_id = _str(obj, "thread", required=True)
-        assert thread_id is not None
-        kind = _enum(obj.get("kind"), ThreadKind, "kind")
+        thread_id = obj["thread"]
         if thread_id in self.threads:
-            raise BadField("thread", f"{thread_id[:40]!r} is declared twice")
-        self.threads[thread_id] = _ThreadAcc(kind)
+            raise BadField("thread", f"{shown(thread_id)} is declared twice")
+        self.threads[thread_id] = _ThreadAcc(ThreadKind(obj["kind"]))
 
     def _compaction(self, thread: _ThreadAcc, compaction: Compaction, number: int) -> None:
         slot = "pruned" if compaction.kind in _PRUNINGS else "compaction"
@@ -326,43 +270,59 @@ class _FileReader:
         setattr(thread, slot, compaction)
 
     def _call(self, thread: _ThreadAcc, obj: dict[str, Any], number: int) -> None:
-        message_id = _str(obj, "id", required=True)
-        assert message_id is not None
-        request_id = _str(obj, "request_id")
-        model = _str(obj, "model", required=True)
-        assert model is not None
-        provider = _str(obj, "provider") or "anthropic"
-        if provider not in PROVIDERS:
-            raise BadField(
-                "provider", f"unknown value {provider[:40]!r} (one of {', '.join(PROVIDERS)})"
-            )
-        timestamp_s = _time(obj, "timestamp", required=True)
-        assert timestamp_s is not None
-        usage = parse_usage(obj.get("usage"))
-        sent_s = _time(obj, "sent_at")
-        done_s = _time(obj, "done_at")
-        key = (message_id, request_id)
+        key = (obj["id"], obj.get("request_id"))
         if key in self.seen:
             self.skips.add(self.name, number, "duplicate_call", "a call written before")
             return
         self.seen.add(key)
+        timestamp_s = parse_time(obj["timestamp"])
+        sent_s, done_s = _time(obj, "sent_at"), _time(obj, "done_at")
+        timestamp_s, sent_s, done_s = self._consistent(thread, timestamp_s, sent_s, done_s, number)
         thread.calls.append(
             Call(
-                message_id=message_id,
-                request_id=request_id,
+                message_id=key[0],
+                request_id=key[1],
                 timestamp_s=timestamp_s,
-                model=model,
-                usage=usage,
+                model=obj["model"],
+                usage=parse_usage(obj["usage"]),
                 items=tuple(thread.items),
                 source=SourceRef(self.name, number),
                 compaction=thread.compaction,
                 sent_s=sent_s,
                 done_s=done_s,
                 pruned=thread.pruned,
-                provider=provider,
+                provider=obj.get("provider", "anthropic"),
             )
         )
         thread.items, thread.compaction, thread.pruned = [], None, None
+
+    def _consistent(
+        self, thread: _ThreadAcc, stamp: float, sent: float | None, done: float | None, line: int
+    ) -> tuple[float, float | None, float | None]:
+        """A call's times as they must have been, each change noted (`time_clamped`): sent no
+        later than the timestamp, done no earlier, and sent no earlier than the thread's
+        previous call was done (the timestamp and done moved up with it)."""
+        problems = []
+        if sent is not None and sent > stamp:
+            problems.append(f"sent_at {sent - stamp:,.3f} s after the timestamp: taken as it")
+            sent = stamp
+        if done is not None and done < stamp:
+            problems.append(f"done_at {stamp - done:,.3f} s before the timestamp: taken as it")
+            done = stamp
+        before = thread.done_s
+        start = stamp if sent is None else sent
+        if before is not None and start < before:
+            problems.append(
+                f"sent {before - start:,.3f} s before the thread's previous call was done: "
+                "taken as sent then"
+            )
+            stamp = max(stamp, before)
+            sent = None if sent is None else before
+            done = None if done is None else max(done, before)
+        thread.done_s = stamp if done is None else done
+        for problem in problems:
+            self.skips.note(self.name, line, "time_clamped", problem)
+        return stamp, sent, done
 
     def session(self) -> Session | None:
         if self.header is None:
@@ -407,12 +367,7 @@ def format_time(seconds: float) -> str | float:
     """A time as the writer puts it: ISO-8601 in UTC when that reads back as the very same
     float, else Unix seconds (so a round trip is exact)."""
     text = datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
-    try:
-        if parse_timestamp(text) == seconds:
-            return text
-    except BadField:
-        pass
-    return seconds
+    return text if parse_time(text) == seconds else seconds
 
 
 class InterchangeLoader:

@@ -64,7 +64,9 @@ class LiveSegment:
     edited: bool = False
     recorded: bool = False  # the recording itself cleared it (it is not in the recorded prompt)
     saved: int = 0  # tokens its clearing (or deletion) removed from the prompt
-    resource: str | None = None  # what its tool call touched (refetch.resource_of)
+    resource: str | None = None  # what its tool call touched (calibrate.Segment.resource)
+    # `class:<its tool's class>` (CLASS_PREFIX): how tool lists name the class of its tool
+    class_key: str | None = None
 
 
 @dataclass(slots=True)
@@ -181,6 +183,22 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+# A tool list (compactable_tools, exclude_tools, clear_tool_inputs) names tools, and classes
+# of tools as `class:<class>` (mcsim.model.ToolClass): `class:shell` is Bash, shell,
+# exec_command, ... whatever the harness. A tool is in a list if its name or its class is.
+CLASS_PREFIX = "class:"
+
+
+def class_key(tool_class: str | None) -> str | None:
+    """How a tool list names a class: `class:shell`."""
+    return None if tool_class is None else CLASS_PREFIX + tool_class
+
+
+def listed(seg: LiveSegment, tools: frozenset[str] | tuple[str, ...]) -> bool:
+    """Whether a tool list names the segment's tool or its class."""
+    return seg.tool_name in tools or seg.class_key in tools
+
+
 # Claude Code's shell tools, which its compactable list takes in where ours says "Bash":
 # `SHELL_TOOL_NAMES = [BASH_TOOL_NAME, POWERSHELL_TOOL_NAME]` (src/utils/shell/shellToolUtils.ts),
 # spread into COMPACTABLE_TOOLS (src/services/compact/microCompact.ts) and into the API
@@ -190,12 +208,14 @@ def register(cls: type[Policy]) -> type[Policy]:
 SHELL_TOOL_NAMES = frozenset({"Bash", "PowerShell"})
 
 
-def is_compactable(tool: str | None, allowed: frozenset[str], excluded: frozenset[str]) -> bool:
-    """Whether a tool's results may be cleared: listed (Claude Code's shell tools count as
-    Bash), not excluded. MCP tools and sub-agent calls are never listed by default."""
-    if tool is None or tool in excluded:
+def is_compactable(seg: LiveSegment, allowed: frozenset[str], excluded: frozenset[str]) -> bool:
+    """Whether a tool's results may be cleared: listed by name or class (Claude Code's shell
+    tools count as Bash), not excluded by either. MCP tools and sub-agent calls are of class
+    other, which no default list names."""
+    tool = seg.tool_name
+    if tool is None or listed(seg, excluded):
         return False
-    return tool in allowed or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
+    return listed(seg, allowed) or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
 
 
 def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:

@@ -1,4 +1,6 @@
-"""`cached_microcompact`: Claude Code's server-side cache edits (DOMAIN.md §2.2).
+"""`cached_microcompact`: Claude Code's server-side cache edits.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#cached-microcompact.
 
 The state is Claude Code's: the compactable results registered in order (newly seen ones
 each call; never forgotten), which of them are deleted, and the edits already sent (pinned:

@@ -1,4 +1,6 @@
-"""`clear_thinking`: Anthropic's context editing `clear_thinking_20251015` (DOMAIN.md §2.3).
+"""`clear_thinking`: Anthropic's context editing `clear_thinking_20251015`.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#clearing-thinking.
 
 Keeps the thinking of the `keep` newest assistant turns that carry thinking (or all of it with
 `all`) and clears the older thinking, as the API's `keep: {type: thinking_turns, value: N}`

@@ -1,4 +1,6 @@
-"""`clear_tool_uses`: Anthropic's context editing `clear_tool_uses_20250919` (DOMAIN.md §2.3).
+"""`clear_tool_uses`: Anthropic's context editing `clear_tool_uses_20250919`.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#api-context-editing.
 
 Applied server-side to every request whose prompt exceeds the trigger: every tool use but the
 `keep` newest has its result replaced by a placeholder, oldest first. The rules, as Anthropic
@@ -12,7 +14,8 @@ documents them (platform.claude.com/docs/en/build-with-claude/context-editing):
   pairs to keep"), excluded tools' uses included: the docs do not carry excluded tools out of
   the count, and LangChain's re-implementation of this strategy counts them too.
 * `clear_tool_inputs`: true clears the tool_use inputs of the cleared tool uses too; a list of
-  tool names clears the inputs of those tools' uses only.
+  tool names clears the inputs of those tools' uses only. Tool lists may name classes of tools
+  (`class:shell`), as every tool list may (mcsim.replay.policies.CLASS_PREFIX).
 * `clear_at_least`: nothing is cleared unless the blocks to clear hold at least this many
   tokens, inputs included ("context will only be modified if at least this many tokens can be
   removed"; the API reports them as `cleared_input_tokens`).
@@ -36,6 +39,7 @@ from mcsim.replay.policies import (
     Param,
     Policy,
     View,
+    listed,
     register,
 )
 
@@ -81,12 +85,12 @@ class ClearToolUses(Policy):
             api_type="input_tokens",
             conservative=1,
         ),
-        Param("exclude_tools", list, [], "tools never cleared"),
+        Param("exclude_tools", list, [], "tools (or class:<class>) never cleared"),
         Param(
             "clear_tool_inputs",
             (bool, list),
             False,
-            "also clear the tool_use inputs: true, or the tools whose inputs go",
+            "also clear the tool_use inputs: true, or the tools (or classes) whose inputs go",
         ),
     )
 
@@ -111,7 +115,7 @@ class ClearToolUses(Policy):
         older = [
             s
             for s in results[: max(len(results) - self.values["keep"], 0)]
-            if s.tool_name not in excluded
+            if not excluded or not listed(s, excluded)
         ]
         cleared = [s for s in older if not s.cleared]
         inputs = self._inputs(view, older)
@@ -130,7 +134,7 @@ class ClearToolUses(Policy):
         which = self.values["clear_tool_inputs"]
         if which is False:
             return []
-        ids = {s.tool_use_id for s in older if which is True or s.tool_name in which}
+        ids = {s.tool_use_id for s in older if which is True or listed(s, which)}
         return [
             s
             for s in view.segments

@@ -1,4 +1,6 @@
-"""`keep_last_n`: count-based observation masking (DOMAIN.md §2.4).
+"""`keep_last_n`: count-based observation masking.
+
+The mechanism, with the defaults of the systems that use it: docs/domain.md#count-based-masking.
 
 Simple harnesses and SWE-agent keep the `n` newest tool results and mask the rest, once the
 conversation has more than `min_messages` messages. A message is what such a loop appends to
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mcsim.replay.policies import Clearing, Mode, Param, Policy, View, register
+from mcsim.replay.policies import Clearing, Mode, Param, Policy, View, listed, register
 
 
 @register
@@ -70,7 +72,7 @@ class KeepLastN(Policy):
         cleared = [
             s
             for s in results[max(first, self.done) : end]
-            if not s.cleared and s.tool_name not in excluded
+            if not s.cleared and (not excluded or not listed(s, excluded))
         ]
         self.done = max(self.done, end)
         if not cleared:

@@ -1,8 +1,9 @@
-"""`time_based_microcompact`: Claude Code's client-side rewrite after an idle gap (DOMAIN.md §2.1).
+"""`time_based_microcompact`: Claude Code's client-side rewrite after an idle gap.
 
 When the time since the last assistant message reaches the threshold, the cache is certainly
 cold, so rewriting old tool results costs nothing extra: all compactable results but the
-`keep_recent` newest are replaced by a placeholder. Main thread only.
+`keep_recent` newest are replaced by a placeholder. Main thread only. The mechanism as Claude
+Code runs it: docs/domain.md#time-based-microcompact.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Anthropic's prompt cache (DOMAIN.md §3.1): explicit breakpoints, a 5-minute or 1-hour
-entry refreshed on every hit, writes billed at a premium (1.25x or 2x input) apart from
-uncached input, reads at a tenth; below a per-model minimum nothing is cached."""
+"""Anthropic's prompt cache (docs/domain.md#cache-mechanics): explicit breakpoints, a 5-minute
+or 1-hour entry refreshed on every hit, writes billed at a premium (1.25x or 2x input) apart
+from uncached input, reads at a tenth; below a per-model minimum nothing is cached."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import functools
 from mcsim.accounting.prices import parse_model
 from mcsim.replay.providers import CacheRules, register
 
-# Minimum cacheable prompt by (family, version); 1024 for the rest (DOMAIN.md §3.1).
+# Minimum cacheable prompt by (family, version); 1024 for the rest
+# (docs/domain.md#cache-mechanics).
 _MIN_CACHEABLE = {
     ("opus", "4.5"): 4096,
     ("opus", "4.6"): 4096,

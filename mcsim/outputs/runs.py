@@ -1,0 +1,234 @@
+"""A replay or a sweep from its typed configuration to a written run folder: what `mcsim replay`
+and `mcsim sweep` do, for any Python caller.
+
+    from mcsim.outputs.runs import ReplayConfig, replay_run
+    run = replay_run(ReplayConfig(paths=("~/.claude/projects",), policy="claude-code"))
+    run.report.verdict...; run.out_dir  # reports/<UTC time>-claude-code/
+
+Everything a configuration can get wrong (a policy file, a price file, the cache folder, an
+output folder that may not be written) is refused before any transcript is read; a run that
+reads no API call raises mcsim.errors.NoCallsError, which carries what was skipped. The
+command line only parses options into a configuration, calls one of these, and renders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcsim.errors import NoCallsError
+from mcsim.ingest.pipeline import ProgressFn, day_range
+from mcsim.outputs.run_dir import cache_folder, checked_out_dir
+from mcsim.replay.presets import PolicySource, resolve_policy
+from mcsim.replay.refetch import DEFAULT_MAX_RISK
+from mcsim.replay.run import DEFAULT_FIDELITY_THRESHOLD, RECORDED, ReplayReport, run_replay
+from mcsim.replay.scenario import Scenario, baseline, load_policy_file
+
+if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the workers fork)
+    from mcsim.replay.sweep import Outcome, Recommendation
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a replay or a sweep reads, and how: the options both commands share."""
+
+    paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs; () = the defaults
+    policy: str = "claude-code"  # a policy file, or a built-in preset's name
+    out_dir: Path | None = None  # None: reports/<UTC time>-<policy file or preset name>/
+    force: bool = False  # replace an existing run folder mcsim wrote
+    since: datetime | None = None  # sessions starting on or after this day (UTC)
+    until: datetime | None = None  # ... on or before this day
+    prices_path: Path | None = None  # a price file laid over the built-in tables
+    cache_dir: Path | None = None  # None: $MCSIM_CACHE_DIR or the platform's cache folder
+    use_cache: bool = True  # False: neither read nor write the cache (--no-cache)
+    workers: int | None = None  # processes (default: all cores)
+    engine: str = "local"  # or "ray"
+    ray_address: str | None = None  # with engine "ray": a cluster to join
+
+
+@dataclass(frozen=True)
+class ReplayConfig(RunInputs):
+    """`mcsim replay`: every policy of the file beside the recording and the baselines."""
+
+    fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD  # a fraction (0.05 = 5%)
+
+
+@dataclass(frozen=True)
+class SweepConfig(RunInputs):
+    """`mcsim sweep`: variants of one policy over a grid, and a recommendation."""
+
+    grids: tuple[str, ...] = ()  # KEY=VALUES, as --grid takes them
+    name: str | None = None  # the policy to sweep (needed when the file holds several)
+    max_risk: float = DEFAULT_MAX_RISK  # a fraction of cleared results
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    report: ReplayReport
+    out_dir: Path
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    report: ReplayReport
+    results: list[Outcome]
+    recommendation: Recommendation
+    out_dir: Path
+    run: dict[str, Any]  # what run.json holds
+
+
+def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> ReplayRun:
+    """Replay every session under PATHS under each policy of the file, and write the run
+    folder: tables, run.json and charts (see docs/replay.md)."""
+    from mcsim.outputs.charts import ChartProcess
+    from mcsim.outputs.replay_tables import run_record, write_replay_outputs
+    from mcsim.outputs.rows_sink import RowsSink
+
+    prepared = _prepare(config)
+    scenarios = load_policy_file(prepared.source.path)
+    out_dir = prepared.out_dir
+    # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
+    with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
+        # Imports matplotlib while the replay runs, once a unit is replayed (a run served by
+        # the result cache may find its charts kept too: mcsim.outputs.chart_cache).
+        charts = ChartProcess()
+        try:
+            report = _replayed(
+                config, prepared, scenarios, "replay", progress, sink=_importing_tables(sink),
+                prepare=sink.packer(local=config.engine == "local"),
+                fidelity_threshold=config.fidelity_threshold, computed=charts.warm,
+            )  # fmt: skip
+            options = {
+                **_date_options(config),
+                "fidelity_threshold": config.fidelity_threshold,
+            }
+            run = run_record(report, list(config.paths), prepared.source.path, options,
+                             prepared.source.preset)  # fmt: skip
+            write_replay_outputs(report, out_dir, config.force, run, charts, sink,
+                                 prepared.cache)  # fmt: skip
+        finally:
+            charts.close()
+    return ReplayRun(report, out_dir)
+
+
+def sweep_run(config: SweepConfig, progress: ProgressFn | None = None) -> SweepRun:
+    """Replay variants of one policy over the grid, recommend one, and write the run folder:
+    sweep.parquet, the two charts and run.json (see docs/sweep.md)."""
+    from mcsim.outputs.replay_tables import run_record
+    from mcsim.outputs.sweep_tables import sweep_json, write_sweep_outputs
+    from mcsim.replay.sweep import build_variants, outcomes, parse_axis, pick_policy, recommend
+
+    day_range(config.since, config.until)  # refused first, as the command line does
+    source = resolve_policy(config.policy)
+    scenarios = load_policy_file(source.path)
+    label = f"preset {source.preset}" if source.preset else str(source.path)
+    base = pick_policy(scenarios, config.name, label)
+    variants = build_variants(base, [parse_axis(g) for g in config.grids])
+    prepared = _prepare(config, source)
+    runs = [baseline(), *(v.scenario for v in variants)]
+    report = _replayed(config, prepared, runs, "sweep", progress, keep_rows=False)
+    results = outcomes(report, variants)
+    rec = recommend(results, config.max_risk)
+    # (rounded: 33.3% given as 0.333 is 33.300000000000004% again)
+    options = {"policy": base.name, "grid": list(config.grids),
+               "max_risk_pct": round(100 * config.max_risk, 9)}  # fmt: skip
+    run = run_record(report, list(config.paths), source.path, options, source.preset,
+                     with_verdict=False)  # fmt: skip
+    out_dir = prepared.out_dir
+    run["recommendation"] = sweep_json(report, results, rec, str(out_dir))["recommendation"]
+    write_sweep_outputs(report, results, rec, out_dir, config.force, run)
+    return SweepRun(report, results, rec, out_dir, run)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A configuration checked before any transcript is read."""
+
+    source: PolicySource
+    prices: Any  # PriceTable
+    cache: Path | None
+    out_dir: Path
+    dates: tuple[float | None, float | None]
+
+
+def _prepare(config: RunInputs, source: PolicySource | None = None) -> _Prepared:
+    from mcsim.accounting.prices import load_table
+
+    dates = day_range(config.since, config.until)
+    source = source or resolve_policy(config.policy)
+    load_policy_file(source.path)  # a bad file is refused before the rest is checked
+    prices = load_table(config.prices_path)
+    cache = cache_folder(config.use_cache, config.cache_dir)
+    out_dir = config.out_dir
+    if out_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out_dir = Path("reports") / f"{stamp}-{source.path.stem}"
+    return _Prepared(source, prices, cache, checked_out_dir(out_dir, config.force, config.paths,
+                                                            cache), dates)  # fmt: skip
+
+
+def _date_options(config: RunInputs) -> dict[str, str | None]:
+    return {
+        "since": str(config.since) if config.since else None,
+        "until": str(config.until) if config.until else None,
+        "prices": str(config.prices_path) if config.prices_path else None,
+    }
+
+
+def _replayed(
+    config: RunInputs,
+    prepared: _Prepared,
+    scenarios: list[Scenario],
+    what: str,
+    progress: ProgressFn | None,
+    **options: Any,
+) -> ReplayReport:
+    """The replay behind both: an input without a single API call is `NoCallsError` (`what`
+    names the command's job)."""
+    from mcsim.ingest.engines import open_engine
+
+    with open_engine(config.engine, address=config.ray_address, workers=config.workers) as runner:
+        report = run_replay(
+            list(config.paths),
+            scenarios,
+            prepared.prices,
+            cache_dir=prepared.cache,
+            since_s=prepared.dates[0],
+            until_s=prepared.dates[1],
+            workers=config.workers,
+            progress=progress,
+            engine=runner,
+            **options,
+        )
+    if not report.sessions:
+        raise NoCallsError(report.stats, what)
+    return report
+
+
+def _importing_tables(sink: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`sink`, which also starts importing polars and numpy in a thread when the first
+    session's result arrives: the tables need them once the replay is done, and importing
+    them then took about 0.3 s in which nothing else ran (on the bundled corpus's replica,
+    measured). Not earlier: forked workers must not inherit a process with polars' threads,
+    and by the first result they are all started."""
+    started = False
+
+    def take(result: Any) -> None:
+        nonlocal started
+        if not started:
+            started = True
+            threading.Thread(target=_import_tables, daemon=True).start()
+        sink(result)
+
+    return take
+
+
+def _import_tables() -> None:
+    with contextlib.suppress(Exception):  # the tables import them again, and fail there
+        import numpy  # noqa: F401
+        import polars  # noqa: F401

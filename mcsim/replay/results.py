@@ -1,0 +1,180 @@
+"""What a replay produces: each policy's totals over a session (or a run), and a session's
+whole result. Data only: `run.py` makes them, `result_cache.py` keeps them, the outputs read
+them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mcsim.accounting.recorded import ExactSums
+from mcsim.model import NO_TOKENS, Tokens
+from mcsim.replay.rows import SessionRows
+
+BREAK_COLUMNS = (
+    "policy",
+    "session_id",
+    "project",
+    "thread_id",
+    "call_index",
+    "timestamp",
+    "model",
+    "previous_read_tokens",
+    "read_tokens",
+    "drop_tokens",
+    "gap_seconds",
+    "cause",
+    "expected",
+)
+
+
+@dataclass
+class PolicyTotals:
+    """One policy's totals over a session (or, summed, over a run)."""
+
+    name: str
+    tokens: Tokens = NO_TOKENS
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    cleared_tokens: int = 0  # tokens the policy's clearing decisions removed (each once)
+    context_tokens: int = 0  # sum over calls of the prompt size
+    max_prompt_tokens: int = 0  # the largest prompt sent
+    calls: int = 0
+    cache_breaks: int = 0
+    breaks_by_cause: Counter[str] = field(default_factory=Counter)
+    cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
+    compactions: int = 0
+    compactions_still_reached: int = 0
+    cleared_results: int = 0
+    refetch_hazards: int = 0  # cleared results the agent needed again (refetch.py)
+    # cleared results whose tool's calls have no resource keys: not assessed (refetch.py)
+    refetch_unassessed: int = 0
+    refetch_cost_usd: float = 0.0
+    acted_threads: int = 0  # threads the policies ran on (not skipped as main-thread-only)
+    unavailable_edits: int = 0  # cache edits decided where the provider's cache has none
+    # What the cost would be more if what cache edits deleted were still billed as cache
+    # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
+    edit_reread_usd: float = 0.0
+    # Per policy of the scenario that can clear: the largest of each of its figures over the
+    # threads it ran on (Policy.figures), for `idle_note`.
+    figures: list[dict[str, float]] = field(default_factory=list)
+    # The dollar figures as `merge` adds them: exactly, so a run's totals do not depend on the
+    # order its sessions arrive in (which follows file sizes).
+    _sums: ExactSums | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def refetch_assessed(self) -> int:
+        """Cleared results whose re-use the recording can tell (refetch.py)."""
+        return self.cleared_results - self.refetch_unassessed
+
+    @property
+    def refetch_risk(self) -> float:
+        """The share of the assessed cleared results the agent needed again (0 when none is
+        assessed: tables show that as unknown, see `refetch_known`)."""
+        assessed = self.refetch_assessed
+        return self.refetch_hazards / assessed if assessed else 0.0
+
+    @property
+    def refetch_known(self) -> bool:
+        """Whether the risk is known: nothing cleared (no risk), or some results assessed."""
+        return not self.cleared_results or self.refetch_assessed > 0
+
+    @property
+    def net_cost_usd(self) -> float:
+        """Cost with the estimated re-fetches added: the pessimistic end of the range."""
+        return self.cost_usd + self.refetch_cost_usd
+
+    def merge(self, other: PolicyTotals) -> None:
+        self.tokens += other.tokens
+        sums = self._sums = self._sums or ExactSums()
+        self.cost_usd = sums.add("cost_usd", self.cost_usd, other.cost_usd)
+        self.unpriced_calls += other.unpriced_calls
+        self.cleared_tokens += other.cleared_tokens
+        self.context_tokens += other.context_tokens
+        self.max_prompt_tokens = max(self.max_prompt_tokens, other.max_prompt_tokens)
+        self.calls += other.calls
+        self.cache_breaks += other.cache_breaks
+        if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
+            self.breaks_by_cause.update(other.breaks_by_cause)
+        self.cache_edit_drops += other.cache_edit_drops
+        self.compactions += other.compactions
+        self.compactions_still_reached += other.compactions_still_reached
+        self.cleared_results += other.cleared_results
+        self.refetch_hazards += other.refetch_hazards
+        self.refetch_unassessed += other.refetch_unassessed
+        self.refetch_cost_usd = sums.add(
+            "refetch_cost_usd", self.refetch_cost_usd, other.refetch_cost_usd
+        )
+        self.acted_threads += other.acted_threads
+        self.unavailable_edits += other.unavailable_edits
+        self.edit_reread_usd = sums.add(
+            "edit_reread_usd", self.edit_reread_usd, other.edit_reread_usd
+        )
+        keep_largest(self.figures, other.figures)
+
+
+def keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float]]) -> None:
+    """Fold one thread's (or total's) policy figures into `into`, keeping each largest."""
+    if not into:
+        into.extend(dict(f) for f in figures)
+        return
+    if not figures:  # from a thread (or a total of threads) the policies did not run on
+        return
+    for mine, theirs in zip(into, figures, strict=True):
+        for key, value in theirs.items():
+            mine[key] = max(mine.get(key, value), value)
+
+
+@dataclass
+class SessionReplay:
+    """Everything the replay of one session produced."""
+
+    session_id: str
+    project: str
+    start_s: float
+    end_s: float
+    calls: int
+    recorded: PolicyTotals
+    policies: list[PolicyTotals]  # in scenario order, the baseline first
+    fidelity_error_tokens: int
+    fidelity_weight_tokens: int
+    calibration_fallbacks: int
+    models: tuple[str, ...] = ()
+    # Pruning the recording itself shows, by kind (calibrate.CalCall.pruned)
+    recorded_prunes: Counter[str] = field(default_factory=Counter)
+    providers: Counter[str] = field(default_factory=Counter)  # calls by recorded provider
+    ttls: Counter[str] = field(default_factory=Counter)  # calls by recorded cache TTL
+    # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
+    # build, to send between processes and to turn into tables than row tuples.
+    call_rows: SessionRows | None = None
+    break_columns: list[list[object]] = field(default_factory=list)
+    # Each run's cost with its re-fetches paid, in scenario order (set by ReplayReport.add,
+    # kept when the totals are shed): what the bootstrap intervals resample.
+    net_costs: list[float] = field(default_factory=list)
+    # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
+    # or where a local worker wrote it (rows_sink.RowsAt), and the calls its rows hold. Then
+    # call_rows and break_columns are empty.
+    packed_rows: tuple[bytes | tuple[str, int], int] | None = None
+
+    @property
+    def fidelity_error(self) -> float:
+        w = self.fidelity_weight_tokens
+        return self.fidelity_error_tokens / w if w else 0.0
+
+
+# What stands for a session's totals once a sink (mcsim.outputs.rows_sink) has written them
+# out: the report counted them as the session arrived, and nothing reads them again.
+TAKEN = PolicyTotals("(taken)")
+_NONE: Counter[str] = Counter()
+
+
+def shed_totals(result: SessionReplay) -> None:
+    """Drop what the report has already counted of `result` (its totals and tallies): a run
+    then keeps 0.9 KB per session instead of 6.3 KB (measured with the claude-code preset's
+    four scenarios; more scenarios, more saved), so memory does not grow with the corpus
+    (docs/design.md#performance)."""
+    result.recorded = TAKEN
+    result.policies = []
+    result.recorded_prunes = result.providers = result.ttls = _NONE
