@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -363,3 +364,72 @@ def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
         env.setenv("MCSIM_CACHE_MAX_SIZE", "10")
         ok("replay", *args, "--out", str(tmp_path / "capped"))
     assert [p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True)] == ["notes.txt"]
+
+
+def test_an_object_rewritten_in_the_same_second_is_read_again(
+    endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object rewritten with the same size within the same second (S3's LastModified is in
+    whole seconds) is another object for the cache: its ETag changed, and the run reads it
+    again rather than serving the figures of the old content."""
+    fs = store()
+    key = f"{BUCKET}/rewritten/projects/-home-dev-app/session.jsonl"
+    text = sorted(CORPUS.glob("*/*.jsonl"))[0].read_bytes()
+    found = re.search(rb'"cache_read_input_tokens":\s*\d*?([0-8])\d{4}\b', text)
+    assert found is not None
+    at = found.start(1)  # a digit worth 10,000 tokens, raised by one: the same size
+    changed = text[:at] + bytes([text[at] + 1]) + text[at + 1 :]
+    assert len(changed) == len(text)
+    url = f"s3://{BUCKET}/rewritten/projects"
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    fs.pipe_file(key, text)
+    first = ok("inspect", url, *cache)["totals"]
+    when = storage._INFO[f"s3://{key}"]["LastModified"]
+    fs.pipe_file(key, changed)
+    find = storage.find
+
+    def same_second(url: str) -> list[storage.ObjectPath]:
+        objects = find(url)
+        for path in objects:
+            storage._INFO[str(path)]["LastModified"] = when  # as if written that second
+        return objects
+
+    monkeypatch.setattr(storage, "find", same_second)
+    second = ok("inspect", url, *cache)["totals"]
+    assert storage._INFO[f"s3://{key}"]["LastModified"] == when
+    assert second["cache_read_tokens"] == first["cache_read_tokens"] + 10_000
+    assert second == ok("inspect", url, "--no-cache")["totals"]
+
+
+def test_an_out_prefix_follows_replays_rules(endpoint: str, tmp_path: Path) -> None:
+    """A `..` in a URL is part of the key, not a step up: refused before anything is written,
+    for every command; an --out prefix may not be the cache's prefix, lie in it or hold it,
+    nor be or hold an input prefix."""
+    sneaky = f"s3://{BUCKET}/runs/../x"
+    line = f"Error: {sneaky}: '..' in an object URL is part of the key, not a step up"
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", sneaky) == line
+    assert refused("replay", REMOTE[1], "--policy", "claude-code", "--out", sneaky) == line
+    assert refused("inspect", f"s3://{BUCKET}/codex/../codex") == (
+        f"Error: s3://{BUCKET}/codex/../codex: '..' in an object URL is part of the key, "
+        "not a step up"
+    )
+    assert [k for k in store().find(BUCKET) if ".." in k.split("/")] == []  # nothing written
+    cache = f"s3://{BUCKET}/shared/cache"
+    refusals = {
+        f"{cache}/run": f"is inside the session cache folder {cache}",
+        cache: f"is the session cache folder ({cache})",
+        f"s3://{BUCKET}/shared": f"holds the session cache folder {cache}",
+    }
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MCSIM_CACHE_DIR", cache)  # convert has no --cache-dir: the one set up
+        for out, why in refusals.items():
+            for command in (["convert", "--to", "interchange"], ["replay", "--policy", "all"]):
+                args = [command[0], REMOTE[1], *command[1:], "--out", out]
+                assert refused(*args) == f"Error: {out}: {why}; choose another --out", args
+    args = ["--policy", "claude-code", "--out", REMOTE[1]]
+    assert refused("replay", f"{REMOTE[1]}/sub", *args) == (
+        f"Error: {REMOTE[1]}: holds the input {REMOTE[1]}/sub; choose another --out"
+    )
+    assert refused("replay", f"{REMOTE[1]}/**/*.jsonl", *args) == (
+        f"Error: {REMOTE[1]}: is an input ({REMOTE[1]}); choose another --out"
+    )

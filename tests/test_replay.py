@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import shutil
 from pathlib import Path
@@ -11,9 +13,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES, forbid_tokenizing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from mcsim.accounting.recorded import ExactSums
 from mcsim.cli import cli
+from mcsim.replay.run import PolicyTotals
 
 ALL = REPO / "policies" / "all.yaml"
 
@@ -467,3 +473,43 @@ def test_the_library_refuses_a_fidelity_threshold_that_is_not_a_fraction(thresho
     with pytest.raises(UsageError, match=r"^fidelity_threshold: .* is not a fraction from 0 to 1"):
         run_replay([str(SAMPLES)], load_policy_file(ALL), default_table(), cache_dir=None,
                    workers=1, fidelity_threshold=threshold)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.floats(min_value=0, max_value=1e6, allow_nan=False) | st.sampled_from([1e-300, 0.1]),
+        min_size=2,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_run_totals_do_not_depend_on_the_order_sessions_arrive_in(
+    costs: list[float], rng: random.Random
+) -> None:
+    """A run's totals are its sessions' merged in the order units arrive (largest first):
+    any order gives the same floats, the correctly rounded sum of the figures."""
+    shuffled = costs[:]
+    rng.shuffle(shuffled)
+    totals = []
+    for order in (costs, shuffled, costs[::-1]):
+        run = PolicyTotals("p")
+        for cost in order:
+            run.merge(PolicyTotals("p", cost_usd=cost, refetch_cost_usd=cost / 3))
+        totals.append((run.cost_usd, run.refetch_cost_usd))
+    assert totals[0] == totals[1] == totals[2]
+    assert totals[0] == (math.fsum(costs), math.fsum(c / 3 for c in costs))
+
+
+def test_exact_sums_start_again_from_a_total_set_otherwise() -> None:
+    sums, parts = ExactSums(), [0.1, 0.2, 0.3]
+    total = 0.0
+    for part in parts:
+        total = sums.add("usd", total, part)
+    assert total == math.fsum(parts) == 0.6  # where 0.1 + 0.2 + 0.3 == 0.6000000000000001
+    total += 1e-17  # set by other means: the next sum starts from it
+    assert sums.add("usd", total, 1.0) == total + 1.0
+    assert sums.add("usd", 5.0, 0.0) == 5.0  # nothing added
+    assert math.isnan(sums.add("usd", 1.0, math.nan))  # as float addition, past the finite
+    assert sums.add("usd", math.inf, 1.0) == math.inf
+    assert sums.add("usd", 1e308, 1e308) == math.inf

@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-# Block-buffered, as a user's shell runs it: unbuffered, a failure would come at once, and
-# the failure at exit (of what is still buffered) would go untested.
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 COMMANDS = [
     ["inspect", str(SAMPLES)],
     ["inspect", str(SAMPLES), "--json"],
@@ -27,12 +24,17 @@ COMMANDS = [
 
 
 def mcsim(args: list[str], stdout: int) -> subprocess.CompletedProcess[str]:
+    # Block-buffered, as a user's shell runs it: unbuffered, a failure would come at once, and
+    # the failure at exit (of what is still buffered) would go untested. The environment as
+    # the test has it (read when the module was imported, it lacked the test's own cache
+    # folder and key: the runs wrote into the user's cache folder, and made a key file).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     return subprocess.run(
         [sys.executable, "-m", "mcsim", *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
-        env=ENV,
+        env=env,
         timeout=300,
     )
 
