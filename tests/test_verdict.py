@@ -52,6 +52,7 @@ def _policy(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in doc["policies"] if p["name"] == name)
 
 
+@pytest.mark.slow
 def test_the_baseline_is_the_cache_as_recorded_whatever_ttl_the_file_sets(
     runs: dict[str, dict[str, Any]],
 ) -> None:
@@ -80,6 +81,7 @@ def test_the_baseline_is_the_cache_as_recorded_whatever_ttl_the_file_sets(
     assert runs["sweep"]["baseline"]["description"] == runs["all"]["baseline"]["description"]
 
 
+@pytest.mark.slow
 def test_summary_parquet_names_the_baseline_and_the_dollars(
     runs: dict[str, dict[str, Any]],
 ) -> None:
@@ -97,6 +99,7 @@ def test_summary_parquet_names_the_baseline_and_the_dollars(
     assert summary["verdict"].sum() == 1
 
 
+@pytest.mark.slow
 def test_the_verdict_is_stated_alike_in_the_terminal_json_and_run_json(
     runs: dict[str, dict[str, Any]], corpus: Path, tmp_path: Path
 ) -> None:
@@ -202,3 +205,19 @@ def test_a_policy_that_costs_more_or_clears_nothing_is_said_so() -> None:
     )
     only = ReplayReport([baseline(), Scenario("baseline:ttl=1h", baseline().layers, "1h")])
     assert verdict(only).text == "verdict: no policy to weigh (only baselines ran)"
+
+
+def test_a_policy_whose_risk_no_result_could_assess_is_not_weighed_as_safe() -> None:
+    """Task, MCP or other tools whose results mcsim cannot key: the risk is unknown, not 0%.
+    "b" saves the most, but nothing it cleared could be assessed."""
+    report = _report({"a": [(9.0, 0.0, 10, 2, 0.0)] * 3, "b": [(8.0, 0.0, 10, 0, 0.0)] * 3})
+    report.policies["b"].refetch_unassessed = 30  # all 30 of its cleared results
+    v = verdict(report)
+    assert v.best is not None and v.best.variant.name == "a"
+    assert v.text.endswith("; not weighed, re-fetch risk not assessed: b")
+    alone = _report({"b": [(8.0, 0.0, 10, 0, 0.0)] * 3})
+    alone.policies["b"].refetch_unassessed = 30
+    assert verdict(alone).text == (
+        "verdict: no policy keeps re-fetch risk at or under 50% that it can assess: no "
+        "policy's cleared results could be checked"
+    )

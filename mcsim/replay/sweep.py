@@ -536,15 +536,19 @@ def paired_interval(best: Outcome, other: Outcome) -> tuple[float, float] | None
 
 
 def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
-    """The highest net savings among variants whose re-fetch risk is at most `max_risk`, or
-    the most conservative of those it is not clearly ahead of."""
-    allowed = [o for o in results if o.totals.refetch_risk <= max_risk]
+    """The highest net savings among variants whose re-fetch risk is known and at most
+    `max_risk`, or the most conservative of those it is not clearly ahead of. A risk no
+    cleared result could assess (PolicyTotals.refetch_known) is not taken for none."""
+    allowed = [o for o in results if o.totals.refetch_known and o.totals.refetch_risk <= max_risk]
     ranked = sorted(allowed, key=lambda o: (-o.net_savings_pct, o.totals.refetch_risk))
     if not ranked:
         reason = f"no variant keeps re-fetch risk at or under {max_risk:.0%}"
-        safest = min(results, key=lambda o: o.totals.refetch_risk, default=None)
+        known = [o for o in results if o.totals.refetch_known]
+        safest = min(known, key=lambda o: o.totals.refetch_risk, default=None)
         if safest is not None:
             reason += f"; the lowest is {safest.variant.name} at {safest.totals.refetch_risk:.0%}"
+        if len(known) < len(results):
+            reason += f"; {len(results) - len(known)} with a risk not assessed"
         return Recommendation(None, None, reason)
     top = ranked[0]
     # Only a variant that no allowed variant beats on both net savings and risk (the front)

@@ -97,11 +97,13 @@ def weigh(report: ReplayReport, max_risk: float) -> Verdict:
     rec = recommend(acted, max_risk)
     best = rec.best
     if best is None:
-        safest = min(acted, key=lambda o: o.totals.refetch_risk)
-        text = (
-            f"verdict: no policy keeps re-fetch risk at or under {max_risk:.0%} (the lowest: "
-            f"{safest.variant.name}, {safest.totals.refetch_risk:.0%})"
-        )
+        text = f"verdict: no policy keeps re-fetch risk at or under {max_risk:.0%}"
+        known = [o for o in acted if o.totals.refetch_known]
+        if known:
+            safest = min(known, key=lambda o: o.totals.refetch_risk)
+            text += f" (the lowest: {safest.variant.name}, {safest.totals.refetch_risk:.0%})"
+        else:
+            text += " that it can assess: no policy's cleared results could be checked"
         return Verdict(None, False, text, 0.0, tuple(results))
     recorded = report.recorded.cost_usd
     saved = recorded - best.totals.net_cost_usd
@@ -153,6 +155,9 @@ def _line(
     over = [o.variant.name for o in results if o.totals.refetch_risk > max_risk]
     if over:
         parts.append(f"not weighed, re-fetch risk over {max_risk:.0%}: {', '.join(over)}")
+    unknown = [o.variant.name for o in results if not o.totals.refetch_known]
+    if unknown:
+        parts.append(f"not weighed, re-fetch risk not assessed: {', '.join(unknown)}")
     for caveat in (best.edits_caveat(), best.cleared_set_caveat()):
         if caveat is not None:
             parts.append(f"rests on {caveat}")
