@@ -752,7 +752,8 @@ def test_both_readings_of_the_cleared_set_are_reported_as_a_range(tmp_path: Path
     from mcsim.replay.run import ReplayReport, replay_session
     from mcsim.replay.verdict import verdict
 
-    t = thread(BURST)
+    # BURST, each result from a file of its own (none read again: re-fetch risk 0%, assessed)
+    t = thread([BURST[0]] + [(10.0, [result(5_000, resource=f"/f{k}")]) for k in range(1, 10)])
     steps = policy(layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1))
     every = policy(layer("clear_tool_uses", trigger_input_tokens=30_000, keep=1,
                          cleared_set="every_request"))  # fmt: skip
