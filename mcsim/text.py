@@ -48,6 +48,12 @@ _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93
 _MD_LINE_START = re.compile(r"^(?:#{1,6}(?= |$)|[+-](?= |$)|-(?=-)|\d{1,9}(?=[.)]( |$)))")
 
 
+def usd(x: float) -> str:
+    """Dollars as a reader compares them: cents from $1 up, four decimals below (a saving of
+    $0.0023 would read as "$0.00")."""
+    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:,.4f}"
+
+
 def counted(n: float, one: str, many: str) -> str:
     """`n` and the words that agree with it: one session must not read "1 sessions"."""
     return f"{n} {one if n == 1 else many}"

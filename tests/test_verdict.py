@@ -198,6 +198,11 @@ def test_a_policy_that_costs_more_or_clears_nothing_is_said_so() -> None:
     assert verdict(dearer).text.startswith(
         "verdict: no policy saves; the best, a, costs $1.00 more than the $20.00 recorded"
     )
+    # Under a dollar, four decimals: a fifth of a cent more is not "$0.00 more".
+    cent = _report({"a": [(10.0011, 0.0, 10, 1, 0.0)] * 2})
+    assert verdict(cent).text.startswith(
+        "verdict: no policy saves; the best, a, costs $0.0022 more than the $20.00 recorded"
+    )
     idle = _report({"a": [(10.0, 0.0, 0, 0, 0.0)] * 2})
     idle.policies["a"].cleared_tokens = 0
     assert verdict(idle).text == (

@@ -30,7 +30,7 @@ from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular, read_r
 from mcsim.ingest.storage import ObjectPath, filesystem, first_line
 from mcsim.outputs.redact import Redactor
 from mcsim.outputs.run_dir import RUN_JSON_MAX_BYTES, umask
-from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, markdown, printable
+from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, markdown, printable, usd
 
 # Far above any chart mcsim draws (tens of kilobytes): a bound on what is embedded.
 CHART_MAX_BYTES = 64 * 1024 * 1024
@@ -275,10 +275,6 @@ def _name(value: object, limit: int = NAME_LIMIT) -> str:
     return printable(value, limit=limit)
 
 
-def _usd(x: float) -> str:
-    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:,.4f}"
-
-
 def _redacted(table: Any, redactor: Redactor | None) -> Any:
     """The table with every text cell redacted (policy and variant names may hold paths)."""
     import polars as pl
@@ -314,7 +310,7 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
         Section(
             "What it really cost",
             [
-                f"Recorded spend at list prices: {_usd(rec.num('cost_usd'))}"
+                f"Recorded spend at list prices: {usd(rec.num('cost_usd'))}"
                 + (f" ({unpriced} calls of unknown models not priced)" if unpriced else "")
                 + ".",
                 "An agent re-sends the whole conversation on every call; a prompt cache makes "
@@ -414,9 +410,9 @@ def _policy_section(summary: Any, run: Fields) -> Section:
         rows.append(
             [
                 _name(r["policy"]),
-                _usd(r["cost_usd"]),
-                "" if is_recorded else _usd(recorded - r["cost_usd"]),
-                "" if is_recorded else _usd(net_saved),
+                usd(r["cost_usd"]),
+                "" if is_recorded else usd(recorded - r["cost_usd"]),
+                "" if is_recorded else usd(net_saved),
                 "" if is_recorded else f"{r['savings_vs_baseline_pct']:+.1f}%",
                 "" if is_recorded else f"{r['net_savings_vs_baseline_pct']:+.1f}%",
                 f"{r['cleared_tokens']:,}",
@@ -492,7 +488,7 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
     rows = [
         [
             _name(r["variant"], TEXT_LIMIT) + (" (recommended)" if r["recommended"] else ""),
-            _usd(r["cost_usd"]),
+            usd(r["cost_usd"]),
             f"{r['savings_vs_baseline_pct']:+.1f}%",
             f"{r['net_savings_vs_baseline_pct']:+.1f}%",
             f"{r['cleared_tokens']:,}",
@@ -515,7 +511,7 @@ def _sweep_section(run: Fields, sweep: Any) -> Section:
             f"Variants of policy '{_name(options.text('policy'))}' over "
             + ", ".join(_name(g, TEXT_LIMIT) for g in options.texts("grid"))
             + f"; the baseline ({_baseline_text(run)}) costs "
-            f"{_usd(run.num('baseline_cost_usd'))}: 'savings' and 'net' are against it.",
+            f"{usd(run.num('baseline_cost_usd'))}: 'savings' and 'net' are against it.",
             text,
         ],
         (["variant", "cost", "savings", "net", "cleared tokens", "re-fetch risk", "breaks"], rows),

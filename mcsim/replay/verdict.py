@@ -35,6 +35,7 @@ from mcsim.replay.sweep import (
     outcomes,
     recommend,
 )
+from mcsim.text import usd
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,9 @@ def _line(
     name = best.variant.name
     saved = recorded - best.totals.net_cost_usd
     money = (
-        f"saves ${saved:,.2f} of the ${recorded:,.2f} recorded"
+        f"saves {usd(saved)} of the {usd(recorded)} recorded"
         if saved >= 0
-        else f"costs ${-saved:,.2f} more than the ${recorded:,.2f} recorded"
+        else f"costs {usd(-saved)} more than the {usd(recorded)} recorded"
     ) + ", net of re-fetches"
     spread = best.spread
     if spread is not None and spread.has_interval:
