@@ -39,8 +39,8 @@ COMMANDS = {
     "inspect": ["inspect"],
 }
 # Fields of the --json output that say when or where a run was made, not what it found.
-_VOLATILE = {"out", "run_dir", "created", "created_at", "started", "finished", "elapsed_s",
-             "duration_s", "generated_at", "cache_dir", "mcsim_version"}  # fmt: skip
+_VOLATILE = {"out", "out_dir", "run_dir", "created", "created_at", "started", "finished",
+             "elapsed_s", "duration_s", "generated_at", "cache_dir", "mcsim_version"}  # fmt: skip
 
 
 def run(tree: Path, command: list[str], inputs: Path, out: Path, cache: Path) -> Any:
