@@ -95,7 +95,7 @@ def test_every_safe_character_splits_as_tiktoken(fast: FastCounter, encoding: ob
         for c in _safe_code_points()
         for p in (c, f"a{c}a", f"1{c}1", f" {c} ", f"'{c}", f"{c}s", f"\n{c}\n", c * 3, f"x {c}x")
     ]
-    assert len(probes) == 9 * 6_048
+    assert len(probes) == 9 * 6_432
     got = fast._tokenizer.encode_batch(probes, parallel=False).to_list()
     want = [encoding.encode_ordinary(p) for p in probes]  # type: ignore[attr-defined]
     assert [p for p, a, b in zip(probes, got, want, strict=True) if a != b] == []

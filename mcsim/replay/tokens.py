@@ -42,15 +42,16 @@ FAST_ABOVE_CHARS = 4_000_000
 # has seen: past this growth of the process it is loaded afresh (0.2 to 0.3 s), so memory stays
 # flat however much is counted.
 FAST_MAX_GROWTH_BYTES = 128 << 20
-# Characters whose classes (letter, number, space) every Unicode version since 6 agrees on,
-# besides ASCII: gigatoken's Unicode tables are newer than tiktoken's regex engine's, so a text
-# with a letter assigned since (a CJK extension, a new script) may split differently. Texts
+# Characters whose classes (letter, number, space) every Unicode version since 6 agrees on
+# (Latin, punctuation, currency, arrows, box drawing, symbols, emoji): gigatoken's Unicode
+# tables are newer than tiktoken's regex engine's, so a text with a letter assigned since (a
+# CJK extension, a new script) may split differently. Texts
 # holding anything else, or a special token's opening (`<|`), which gigatoken always reads as
 # the special token, are counted by tiktoken. tests/test_tokens.py checks every character of
 # these ranges against tiktoken.
 FAST_SAFE_RANGES = (
-    "\x00-\u00ff\u2000-\u206f\u20a0-\u20bf\u2100-\u214f\u2190-\u2bff\u3000-\u303f"
-    "\ufe00-\ufe0f\U0001f000-\U0001faff"
+    "\x00-\u024f\u2000-\u206f\u20a0-\u20bf\u20d0-\u20ff\u2100-\u214f\u2190-\u2bff"
+    "\u3000-\u303f\ufe00-\ufe0f\U0001f000-\U0001faff"
 )
 _UNSAFE = re.compile(f"[^{FAST_SAFE_RANGES}]|<\\|")
 
