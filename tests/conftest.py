@@ -50,6 +50,19 @@ def _own_cache_folder(
     monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+# The key the tests' cache entries are signed with (mcsim.ingest.cache_key): set for the whole
+# session, so that no test makes or reads a key file in the user's config folder (and a test's
+# `monkeypatch.undo()`, which undoes its function-scoped fixtures' changes too, keeps it).
+CACHE_KEY = "mcsim-tests-cache-key-0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_key() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MCSIM_CACHE_KEY", CACHE_KEY)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _nothing_written_into_the_clone() -> Iterator[None]:
     """Fail a test that leaves a new entry in the clone's reports/ folder (a command run with
@@ -74,6 +87,17 @@ def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
     monkeypatch.setattr(TiktokenCounter, "count", refuse)
     monkeypatch.setattr(TiktokenCounter, "count_many", refuse)
     monkeypatch.setattr(mcsim.replay.session_cache, "_ESTIMATOR", None)
+
+
+def signed_copy(source: Path, target: Path) -> None:
+    """Copy the cache entry SOURCE to TARGET signed for its new name (with the tests' key),
+    as mcsim would have written that content there: what a copy alone is not (its signature
+    binds the file's name), to reach the checks behind the signature."""
+    from mcsim.ingest.disk_cache import signature
+
+    data = source.read_bytes()
+    start = 8 + 32  # the magic, then the signature (disk_cache.py)
+    target.write_bytes(data[:8] + signature(target.name, data[start:]) + data[start:])
 
 
 def heading_ids(page: Path) -> set[str]:

@@ -134,6 +134,7 @@ def test_a_cap_that_is_not_a_size_is_one_line_before_any_work(
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_a_redacted_report_names_no_user(tmp_path: Path) -> None:
     project = tmp_path / "in" / "-Users-alice-src-app"
     project.mkdir(parents=True)

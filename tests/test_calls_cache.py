@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, REPO, SAMPLES
+from conftest import CORPUS, REPO, SAMPLES, signed_copy
 from lines import SESSION, assistant, usage, user, write
 
 from mcsim.cli import cli
 from mcsim.ingest import calls_cache
 from mcsim.ingest.calls_cache import CachedCallsSource
 from mcsim.ingest.discovery import discover
+from mcsim.ingest.disk_cache import BAD_SIGNATURE
 from mcsim.ingest.loaders import Detail, LoadUnit, plan_units
 from mcsim.ingest.pipeline import Loaded, RawSource
 from mcsim.model import Call, Compaction, Session, Thread, Usage
@@ -143,16 +144,20 @@ def test_damaged_entries_are_rebuilt_and_the_figures_stay(
         assert doc == expected
         ((file, why),) = rebuilt
         assert file == str(entry)
-        assert why in ("truncated", "checksum mismatch", "not an mcsim cache file")
+        assert why in ("truncated", BAD_SIGNATURE, "not an mcsim cache file")
         assert entry.read_bytes() == original
 
 
+@pytest.mark.slow
 def test_an_entry_of_another_unit_or_kind_is_rebuilt(
     filled: tuple[Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     samples, cache, expected = filled
     first, second, *_ = sorted(cache.glob("*.calls"))
-    second.write_bytes(first.read_bytes())  # valid and checksummed, but the other unit's
+    second.write_bytes(first.read_bytes())  # the other unit's, its signature for its name
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected and rebuilt == [(str(second), BAD_SIGNATURE)]
+    signed_copy(first, second)  # signed for this name: the entry's own key tells
     doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
     assert doc == expected and rebuilt == [(str(second), "written for another unit")]
     # a replay's entry under an inspect name
@@ -163,7 +168,7 @@ def test_an_entry_of_another_unit_or_kind_is_rebuilt(
          "--out", str(tmp_path / "run"), "--json"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    first.write_bytes(sorted(replay_cache.glob("*.sessions"))[0].read_bytes())
+    signed_copy(sorted(replay_cache.glob("*.sessions"))[0], first)
     doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
     assert doc == expected and rebuilt == [(str(first), "another kind of mcsim cache file")]
 

@@ -58,9 +58,27 @@ def drawn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     return _charts(out)
 
 
-def test_a_second_run_copies_the_kept_charts(tmp_path: Path, drawn: dict[str, bytes]) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the samples under all.yaml into an empty cache folder: `run` holds its
+    output, `cache` what it kept. Made once: a test takes a copy of it (`cold`)."""
+    folder = tmp_path_factory.mktemp("first")
+    _replay(folder / "run", "--cache-dir", str(folder / "cache"))
+    return folder
+
+
+def cold(first_run: Path, cache: Path) -> Path:
+    """`cache` as a first run left it (a copy of `first_run`'s, times kept): what each test
+    made with a run of its own before."""
+    shutil.copytree(first_run / "cache", cache)
+    return cache
+
+
+@pytest.mark.slow
+def test_a_second_run_copies_the_kept_charts(
+    tmp_path: Path, drawn: dict[str, bytes], first_run: Path
+) -> None:
+    cache = cold(first_run, tmp_path / "cache")
     kept = _kept(cache)
     assert sorted(kept.values()) == sorted(drawn.values())  # one entry per chart, as drawn
     # Each entry's PNG replaced by another: a run that copies them writes those, one that
@@ -72,12 +90,14 @@ def test_a_second_run_copies_the_kept_charts(tmp_path: Path, drawn: dict[str, by
     _replay(tmp_path / "warm", "--cache-dir", str(cache))
     warm = _charts(tmp_path / "warm")
     assert sorted(warm.values()) == sorted(planted.values())
-    assert _charts(tmp_path / "cold") == drawn
+    assert _charts(first_run / "run") == drawn
 
 
-def test_other_data_is_drawn_and_kept_beside(tmp_path: Path, drawn: dict[str, bytes]) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "all", "--cache-dir", str(cache))
+@pytest.mark.slow
+def test_other_data_is_drawn_and_kept_beside(
+    tmp_path: Path, drawn: dict[str, bytes], first_run: Path
+) -> None:
+    cache = cold(first_run, tmp_path / "cache")
     _replay(tmp_path / "one", "--cache-dir", str(cache), "--until", "2026-03-03")
     _replay(tmp_path / "none", "--no-cache", "--until", "2026-03-03")
     assert _charts(tmp_path / "one") == _charts(tmp_path / "none") != drawn
@@ -87,12 +107,12 @@ def test_other_data_is_drawn_and_kept_beside(tmp_path: Path, drawn: dict[str, by
     assert _charts(tmp_path / "again") == drawn
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flipped", "cut", "another key", "not a png", "empty"])
 def test_an_entry_that_cannot_be_used_is_drawn_again(
-    tmp_path: Path, drawn: dict[str, bytes], damage: str
+    tmp_path: Path, drawn: dict[str, bytes], first_run: Path, damage: str
 ) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    cache = cold(first_run, tmp_path / "cache")
     entries = sorted(cache.glob("*.chart"))
     entry, other = entries[0], entries[1]
     if damage == "flipped":
@@ -151,9 +171,9 @@ def test_the_key_covers_the_chart_its_data_and_how_it_is_drawn(
     assert again() not in (base, style)
 
 
-def test_cache_info_and_clear_count_the_charts(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "run", "--cache-dir", str(cache))
+@pytest.mark.slow
+def test_cache_info_and_clear_count_the_charts(tmp_path: Path, first_run: Path) -> None:
+    cache = cold(first_run, tmp_path / "cache")
     runner = CliRunner()
     info = runner.invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
     assert info.exit_code == 0 and "  charts: 4, " in info.output, info.output
@@ -199,11 +219,11 @@ def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
     assert replay(cache) == ["result", "computed", "result"]
 
 
+@pytest.mark.slow
 def test_the_cap_holds_with_the_charts_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_run: Path
 ) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "one", "--cache-dir", str(cache))
+    cache = cold(first_run, tmp_path / "cache")
     sizes = {f.name: f.stat().st_size for f in cache.iterdir()}
     charts = sum(size for name, size in sizes.items() if name.endswith(".chart"))
     assert 0 < charts < sum(sizes.values())
@@ -271,11 +291,11 @@ def test_a_matplotlibrc_mcsim_cannot_read_keeps_no_chart(
     assert chart_key("savings.png", _data()) == (base if rc == "folder" else None)
 
 
+@pytest.mark.slow
 def test_charts_are_drawn_under_a_matplotlibrc_too_large_to_hash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "plain", "--cache-dir", str(cache))
+    cache = cold(first_run, tmp_path / "cache")
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
@@ -289,13 +309,13 @@ def test_charts_are_drawn_under_a_matplotlibrc_too_large_to_hash(
     assert len(list(cache.glob("*.chart"))) == 4  # none kept under settings not read
 
 
+@pytest.mark.slow
 def test_a_run_with_every_chart_kept_needs_no_chart_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:
     """The chart process ended (killed) before the run asked it anything: a run that copies
     every chart still writes them all; one that must draw fails, saying so."""
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    cache = cold(first_run, tmp_path / "cache")
     started = ChartProcess.__init__
 
     def killed(self: ChartProcess) -> None:
@@ -337,13 +357,13 @@ def test_a_planted_entry_is_no_chart(tmp_path: Path, planted: str) -> None:
     assert cache.get(key) == (None if planted == "folder" else PNG + b"drawn")
 
 
+@pytest.mark.slow
 def test_a_run_with_every_chart_kept_never_imports_matplotlib(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drawn: dict[str, bytes], first_run: Path
 ) -> None:
     """matplotlib makes its config folder as it is imported: the chart process imports it only
     for a run that replays a unit or draws a chart (all served, other dates: drawn)."""
-    cache = tmp_path / "cache"
-    _replay(tmp_path / "cold", "--cache-dir", str(cache))
+    cache = cold(first_run, tmp_path / "cache")
     for run, options in [("warm", ()), ("until", ("--until", "2026-03-03"))]:
         config = tmp_path / f"mpl-{run}"
         monkeypatch.setenv("MPLCONFIGDIR", str(config))

@@ -172,6 +172,7 @@ def chart_data() -> ChartData:
     return data
 
 
+@pytest.mark.slow
 def test_the_chart_process_draws_the_charts_of_a_request_at_once_and_the_same(
     tmp_path: Path,
 ) -> None:
@@ -193,6 +194,7 @@ def test_the_chart_process_draws_the_charts_of_a_request_at_once_and_the_same(
         assert (tmp_path / "apart" / chart).read_bytes() == (tmp_path / "here" / chart).read_bytes()
 
 
+@pytest.mark.slow
 def test_a_chart_that_fails_in_a_child_of_the_chart_process_fails_the_request(
     tmp_path: Path,
 ) -> None:

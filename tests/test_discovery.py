@@ -39,6 +39,7 @@ def test_default_roots_honour_a_config_dir_list() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_very_deep_tree_and_one_file_under_two_spellings(tmp_path: Path) -> None:
     import os
 

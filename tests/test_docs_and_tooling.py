@@ -34,6 +34,7 @@ def _readme_tour() -> tuple[str, list[str]]:
     return match.group(1), match.group(2).splitlines()
 
 
+@pytest.mark.slow
 def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("MCSIM_CACHE_DIR", str(tmp_path / "cache"))
@@ -142,5 +143,6 @@ def test_ruff_format() -> None:
     _run("ruff", "format", "--check", ".")
 
 
+@pytest.mark.slow
 def test_mypy_strict() -> None:
     _run("mypy")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+import pytest
 from conftest import REPO, heading_ids
 
 from mcsim.cli import cli
@@ -19,6 +20,7 @@ from mcsim.cli import cli
 DOCS = REPO / "docs"
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_and_offline(tmp_path: Path) -> None:
     """--strict turns mkdocs' warnings into a failed build: a broken link or anchor, a nav
     entry without its page, a page left out of the nav (mkdocs.yml's validation section)."""

@@ -26,7 +26,7 @@ from conftest import CORPUS, REPO, SAMPLES
 from polars.testing import assert_frame_equal
 
 from mcsim.cli import cli
-from mcsim.errors import UsageError
+from mcsim.errors import McsimError, UsageError
 from mcsim.ingest.engines.ray import RayEngine, ShardedSeenCalls, _reachable, started_ray
 from mcsim.ingest.seen import SeenCalls
 
@@ -72,6 +72,7 @@ def same_tables(local: Path, distributed: Path, names: list[str]) -> None:
         assert_frame_equal(a.sort(keys), b.sort(keys), check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", sorted(INPUTS))
 def test_inspect_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
     args = ["inspect", str(INPUTS[which])]
@@ -86,6 +87,7 @@ def test_inspect_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, wh
     same_tables(tmp_path / "local", tmp_path / "ray-again", ["sessions", "calls", "breaks"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", sorted(INPUTS))
 def test_replay_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, which: str) -> None:
     policies = str(REPO / "policies" / "all.yaml")
@@ -105,6 +107,7 @@ def test_replay_is_the_same_on_both_engines(local_ray: None, tmp_path: Path, whi
     assert replay("ray", "ray-again") == local
 
 
+@pytest.mark.slow
 def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_path: Path) -> None:
     root = tmp_path / "projects"
     shutil.copytree(CORPUS, root)
@@ -125,6 +128,7 @@ def test_unreadable_and_broken_files_are_reported_alike(local_ray: None, tmp_pat
     assert local["skipped"]["by_reason"]["invalid_json"] == 2
 
 
+@pytest.mark.slow
 def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_path: Path) -> None:
     """A session copied into two more project folders, one copy billing other counts: the
     Ray engine's sharded seen-calls keep the same copy, count the same repeats and note the
@@ -155,6 +159,7 @@ def test_copies_across_project_folders_count_once_alike(local_ray: None, tmp_pat
     same_tables(tmp_path / "local", tmp_path / "ray", ["sessions", "calls", "breaks"])
 
 
+@pytest.mark.slow
 def test_sharded_seen_calls_answer_as_seen_calls_do(local_ray: None) -> None:
     rng = random.Random(11)
     expected = SeenCalls()
@@ -199,6 +204,7 @@ def _refuse(value: int) -> int:
     return value
 
 
+@pytest.mark.slow
 def test_a_task_whose_worker_dies_is_retried(local_ray: None, tmp_path: Path) -> None:
     marker = str(tmp_path / "died-once")
     jobs = [(marker, v) for v in range(6)]
@@ -206,6 +212,7 @@ def test_a_task_whose_worker_dies_is_retried(local_ray: None, tmp_path: Path) ->
     assert os.path.exists(marker)  # the worker did die once
 
 
+@pytest.mark.slow
 def test_a_job_error_is_raised_as_it_is_and_not_retried(local_ray: None) -> None:
     outputs = RayEngine().map_units(list(range(5)), _refuse, 0)
     assert [next(outputs), next(outputs), next(outputs)] == [0, 1, 2]
@@ -213,6 +220,7 @@ def test_a_job_error_is_raised_as_it_is_and_not_retried(local_ray: None) -> None
         next(outputs)
 
 
+@pytest.mark.slow
 def test_engine_ray_without_ray_installed_is_a_one_line_error() -> None:
     # In a process of its own: this one's Ray is running (the module's fixture), and its
     # threads import as they go, so ray is not hidden from them.
@@ -236,6 +244,22 @@ def ray_processes(temp_dir: str) -> list[str]:
     return [line for line in ps.stdout.splitlines() if temp_dir in line]
 
 
+def ray_environments(temp_dir: str) -> list[int]:
+    """The processes whose environment names TEMP_DIR as Ray's ($RAY_TMPDIR): every process of
+    a Ray started from a driver that had it (a worker renames itself; its environment stays)."""
+    needle = f"\0RAY_TMPDIR={temp_dir}\0".encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if needle in b"\0" + fh.read():
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
 def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> None:
     temp_dir = tempfile.mkdtemp(prefix="mcsim-ray-", dir="/tmp")  # sockets need a short path
     try:
@@ -245,14 +269,103 @@ def test_a_ray_started_for_the_run_leaves_no_process_behind(tmp_path: Path) -> N
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["totals"]["calls"] > 0
         assert done.stderr == b""  # Ray's own logging stays out of the terminal
-        deadline = time.monotonic() + 10
-        while ray_processes(temp_dir) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert ray_processes(temp_dir) == []
+        # stopped, its agents too, by the time mcsim exits; its session folder removed
+        assert ray_processes(temp_dir) == [] and ray_environments(temp_dir) == []
+        assert os.listdir(temp_dir) == []
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.mark.slow
+def test_a_killed_run_takes_its_ray_along(tmp_path: Path) -> None:
+    """SIGKILL: the kernel stopped what the driver started, but Ray's agents lived on for up
+    to 100 s, and its session folder for good. The run's reaper stops them at once."""
+    temp_dir = tempfile.mkdtemp(prefix="mcsim-ray-", dir="/tmp")
+    try:
+        corpus = tmp_path / "corpus"
+        for copy in range(20):  # long enough to be killed while it runs
+            shutil.copytree(SAMPLES, corpus / f"copy{copy}")
+        env = {**os.environ, "RAY_TMPDIR": temp_dir}
+        mcsim = [sys.executable, "-m", "mcsim", "inspect", str(corpus), "--engine", "ray"]
+        with subprocess.Popen([*mcsim, "--no-cache"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) as driver:  # fmt: skip
+            deadline = time.monotonic() + 120
+            while not any("ray::" in line for line in _commands(ray_environments(temp_dir))):
+                assert driver.poll() is None, "the run ended before its Ray's workers started"
+                assert time.monotonic() < deadline, "no Ray worker started"
+                time.sleep(0.05)
+            assert len(ray_environments(temp_dir)) >= 4  # GCS, raylet, agents, workers
+            driver.kill()
+        deadline = time.monotonic() + 15  # the reaper's grace period, twice, and some
+        while (ray_environments(temp_dir) or os.listdir(temp_dir)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _commands(ray_environments(temp_dir)) == []
+        assert os.listdir(temp_dir) == []
+    finally:
+        for pid in ray_environments(temp_dir):
+            os.kill(pid, 9)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _commands(pids: list[int]) -> list[str]:
+    commands = []
+    for pid in pids:
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
+        except OSError:
+            continue
+    return commands
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["a checkout's parent", "another package named mcsim"])
+def test_ray_workers_import_the_installed_mcsim_whatever_the_folder_holds(
+    tmp_path: Path, layout: str
+) -> None:
+    """Ray puts the driver's current folder first on its workers' sys.path: a `mcsim` folder
+    there was imported instead of the installed package (a 60-line traceback)."""
+    here = tmp_path / "here"
+    package = here / "mcsim" / "mcsim" if layout == "a checkout's parent" else here / "mcsim"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise SystemExit('the wrong mcsim was imported')\n")
+    (here / "mcsim" / "pyproject.toml").write_text("")
+    script = Path(sys.executable).with_name("mcsim")  # as installed: its folder, not this one
+    args = [str(script), "inspect", str(SAMPLES), "--engine", "ray", "--json", "--no-cache"]
+    done = subprocess.run(args, cwd=here, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["totals"]["calls"] == 69
+    assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_ray_failing_to_start_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path / "a-file")}
+    (tmp_path / "a-file").write_text("")
+    args = [sys.executable, "-m", "mcsim", "inspect", str(SAMPLES), "--engine", "ray"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"Error: could not start Ray: {tmp_path / 'a-file'}: Not a directory\n"
+
+
+@pytest.mark.slow
+def test_a_task_ray_cannot_load_is_one_line(local_ray: None, tmp_path: Path) -> None:
+    """A job of a module the workers do not have: Ray's own error, not the job's, in one line."""
+    (tmp_path / "driver_only.py").write_text("def double(x):\n    return 2 * x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import driver_only  # type: ignore[import-not-found]
+
+        with pytest.raises(McsimError) as caught:
+            list(RayEngine().map_units([1, 2], driver_only.double, 0))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("driver_only", None)
+    assert str(caught.value) == (
+        "a Ray task failed: ModuleNotFoundError: No module named 'driver_only'"
+    )
+
+
+@pytest.mark.slow
 def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
     """The processes of a Ray started for the run report no task events: the GCS kept one
     record per task and grew with the corpus (bench_scale.py: 54 to 77 MB from 0.5 to 2 GB,
@@ -260,6 +373,7 @@ def test_a_local_ray_keeps_no_task_events(local_ray: None) -> None:
     assert os.environ["RAY_task_events_report_interval_ms"] == "0"  # noqa: SIM112 (Ray's case)
 
 
+@pytest.mark.slow
 def test_an_address_nothing_answers_at_is_refused_at_once_in_one_line() -> None:
     # ray.init retried such an address for over two minutes, printing its own warnings.
     # In a process of its own: this one has joined the module's Ray already.
@@ -288,6 +402,7 @@ def test_an_address_that_is_not_host_and_port_is_refused(address: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_address_that_answers_passes() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -296,3 +411,24 @@ def test_an_address_that_answers_passes() -> None:
         _reachable(f"127.0.0.1:{port}")
         _reachable(f"ray://127.0.0.1:{port}")
         _reachable(f"[127.0.0.1]:{port}")
+
+
+@pytest.mark.slow
+def test_ray_tasks_sign_with_the_drivers_key(
+    local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's Ray workers took the tests' key from the environment when it started; the
+    driver now has another (as a node of a cluster may). The tasks sign with the driver's, so
+    a local run of the driver then trusts every entry they wrote."""
+    monkeypatch.setenv("MCSIM_CACHE_KEY", "the-drivers-own-key-" + "d" * 40)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    distributed = run(["inspect", str(CORPUS), *cache, "--engine", "ray"], tmp_path / "ray")
+    assert "cache_entry_rebuilt" not in distributed["skipped"]["notes_by_reason"]
+    entries = sorted((tmp_path / "cache").glob("*.calls"))
+    assert len(entries) == 7  # one per project folder, written by the tasks
+    local = run(["inspect", str(CORPUS), *cache], tmp_path / "local")
+    assert "cache_entry_rebuilt" not in local["skipped"]["notes_by_reason"]
+    assert local == distributed
+    monkeypatch.setenv("MCSIM_CACHE_KEY", "yet-another-key-" + "e" * 40)  # as the workers' own
+    other = run(["inspect", str(CORPUS), *cache], tmp_path / "other")
+    assert other["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 7

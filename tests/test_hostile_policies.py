@@ -434,6 +434,7 @@ def test_random_bytes_load_or_are_refused(
     loads_or_refuses(tmp_path_factory.getbasetemp() / "bytes.yaml", data)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(text=documents)
 def test_random_documents_load_or_are_refused(
@@ -472,6 +473,7 @@ python_layers = st.sampled_from(sorted(REGISTRY)).flatmap(
 ) | st.dictionaries(python_keys, python_values, max_size=3)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(layer=python_layers, defaults=python_values)
 def test_any_loaded_structure_gives_scenarios_or_one_line(
@@ -486,6 +488,7 @@ def test_any_loaded_structure_gives_scenarios_or_one_line(
             assert "\n" not in str(exc) and len(str(exc)) < 400
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     specs=st.lists(

@@ -118,6 +118,7 @@ def test_inspect_shows_every_name_printable_and_aligned(hostile: Path) -> None:
     assert any(row.startswith(CJK_PROJECT) for row in lines)
 
 
+@pytest.mark.slow
 def test_replay_and_its_report_show_names_as_text(hostile: Path, tmp_path: Path) -> None:
     out = tmp_path / f"run{CLEAR}{TITLE}"  # printed in the "wrote" lines; `[` is no glob
     policy = hostile / f"policies{TITLE}" / "p.yaml"

@@ -5,10 +5,12 @@ of what inspect shows or writes."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from array import array
 from datetime import UTC
 from pathlib import Path
@@ -201,6 +203,95 @@ def test_a_failed_or_stopped_inspect_leaves_no_spool(
     result = runner.invoke(cli, ["inspect", str(corpus), "--out", str(out)])
     assert result.exit_code == 1
     assert list(tmp_path.iterdir()) == [own_temp] and list(own_temp.iterdir()) == []
+
+
+FULL = Path("/dev/full")  # every write to it fails with ENOSPC, as on a full disk
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(("size", "fails"), [(1 << 30, "flushed"), (8192, "written")])
+@pytest.mark.parametrize("out", [True, False])
+def test_a_spool_on_a_full_disk_is_one_line_and_leaves_nothing(
+    corpus: Path,
+    tmp_path: Path,
+    own_temp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    size: int,
+    fails: str,
+    out: bool,
+) -> None:
+    """The spool's file on a full disk. With the default 8 KiB buffer a record fails as the
+    buffer fills, and what is left in it fails again when the spool is closed (that second
+    failure used to end in a traceback, with the folder left); with a buffer larger than the
+    run, the records fail only when the first read flushes them. Either way one line naming
+    the run (or the spool, without --out), and no spool folder left."""
+    opened = Spool.__init__
+
+    def on_a_full_disk(self: Spool, *args: object, **kwargs: object) -> None:
+        opened(self, *args, **kwargs)  # type: ignore[arg-type]
+        assert self._writer is not None
+        self._writer.close()
+        self._writer = open(FULL, "wb", buffering=size)  # noqa: SIM115
+
+    monkeypatch.setattr(Spool, "__init__", on_a_full_disk)
+    run = tmp_path / "run"
+    args = ["inspect", str(corpus), *(["--out", str(run)] if out else ["--json"])]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, (fails, result.output, result.exception)
+    (line,) = result.stderr.splitlines()
+    where = run if out else own_temp
+    assert line.startswith(f"Error: {where}") and line.endswith(
+        ": could not write the run (No space left on device)"
+    ), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["system-tmp"]
+    assert list(own_temp.iterdir()) == []
+
+
+KILLED_SPOOLING = """
+import os, signal, sys
+from pathlib import Path
+from mcsim.ingest.spool import Spool
+
+spool = Spool(sys.argv[1], Path(sys.argv[2]))
+spool.put("a record")
+print(spool.folder, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no clean-up runs
+"""
+
+
+def _aged(folder: Path) -> Path:
+    old = time.time() - 3600
+    os.utime(folder, (old, old))
+    return folder
+
+
+def test_a_killed_runs_spool_is_removed_by_the_next_run_never_a_live_ones(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """SIGKILL leaves a spool folder; the next run that spools in the same place removes it
+    (its lock is free), but never the folder of a run still going (its lock is held), nor
+    one just made (a run between making its folder and locking it), nor anything else."""
+    killed = []
+    for kind in ("inspect", "rows"):
+        done = subprocess.run(
+            [sys.executable, "-c", KILLED_SPOOLING, kind, str(tmp_path / "old-run")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == -signal.SIGKILL
+        killed.append(_aged(Path(done.stdout.strip())))
+        assert killed[-1].parent == tmp_path and (killed[-1] / f"{kind}.spool").is_file()
+    with Spool("rows", tmp_path / "live-run") as live:
+        _aged(live.folder)
+        young = Path(tempfile.mkdtemp(prefix=".mcsim-inspect-young.", dir=tmp_path))
+        (tmp_path / ".mcsim-inspect-mine").mkdir()  # named otherwise: a user's
+        mine = _aged(tmp_path / ".mcsim-inspect-mine")
+        link = tmp_path / ".mcsim-rows-link.abcd1234"
+        link.symlink_to(killed[0])
+        result = CliRunner().invoke(cli, ["inspect", str(corpus), "--out", str(tmp_path / "new")])
+        assert result.exit_code == 0, result.output
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == sorted(["new", live.folder.name, young.name, mine.name, link.name])
+        assert live.get(live.put("still there")) == "still there"
 
 
 STOPPED_WRITING = """

@@ -4,6 +4,7 @@ token counts instead of text; the SDK example of docs/interchange.md."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import types
@@ -12,11 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, forbid_tokenizing
+from polars.testing import assert_frame_equal
 
+from mcsim.accounting.prices import default_table
+from mcsim.accounting.recorded import inspect_usage
 from mcsim.cli import cli
+from mcsim.ingest import pipeline
 from mcsim.ingest.loaders import Detail, sniff
 from mcsim.ingest.loaders.interchange import SCHEMA_FILE
 from mcsim.ingest.pipeline import load_sessions
@@ -120,6 +126,7 @@ def _replay(runner: CliRunner, paths: list[str], out: Path, cache: Path) -> dict
     return doc
 
 
+@pytest.mark.slow
 def test_replay_results_are_the_same(
     runner: CliRunner, converted: Path, corpus: Path, tmp_path: Path
 ) -> None:
@@ -134,6 +141,14 @@ def test_replay_results_are_the_same(
         assert p["cleared_tokens"] == next(
             q["cleared_tokens"] for q in before["policies"] if q["name"] == p["name"]
         )
+    # The tables too, to the last bit: the converted files have other sizes, so their units
+    # are loaded in another order, and a run's totals must not follow it.
+    summary = [(tmp_path / name / "summary.parquet").read_bytes() for name in "ab"]
+    assert summary[0] == summary[1]
+    for table in ("sessions.parquet", "calls.parquet", "breaks.parquet"):
+        a, b = (pl.read_parquet(tmp_path / name / table) for name in "ab")
+        assert_frame_equal(a, b, check_exact=True)
+        assert a.height > 0, table
 
 
 # ---------------------------------------------------------------- hand-written files
@@ -209,6 +224,54 @@ def _hand_file(tmp_path: Path) -> Path:
     )
 
 
+def _five_projects(folder: Path) -> None:
+    """Five projects of one session each, in files of decreasing size (units load largest
+    first), with costs whose float sum changes with the order they are added in."""
+    for n, fresh in enumerate([100_003, 7, 11, 13, 17]):
+        project = folder / f"p{n}"
+        project.mkdir(parents=True)
+        header = {**HEADER, "session_id": f"s{n}", "project": f"p{n}", "cwd": "/" * (500 - 100 * n)}
+        call = {"id": f"m{n}", "model": "claude-sonnet-4-5-20250929"}
+        call |= {"timestamp": f"2026-11-0{n + 1}T10:00:00Z", "usage": _usage(fresh, 0, 0, 0)}
+        _write(
+            project / f"s{n}.jsonl",
+            [
+                header,
+                {"type": "thread", "thread": "main", "kind": "main"},
+                {"type": "item", "thread": "main", "kind": "user_text", "tokens": 10},
+                {"type": "call", "thread": "main", **call},
+            ],
+        )
+
+
+def test_totals_do_not_follow_the_order_units_are_loaded_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units are loaded largest first, so the same sessions in files of other sizes (converted)
+    arrive in another order: the totals of inspect and replay are the same floats either way,
+    the exact sum of the sessions' costs rounded once."""
+    _five_projects(tmp_path / "in")
+    paths = [str(tmp_path / "in")]
+
+    def run(name: str) -> tuple[float, bytes, list[float]]:
+        report = inspect_usage(paths, default_table(), cache_dir=None)
+        out = tmp_path / name
+        args = ["replay", *paths, "--policy", "claude-code", "--out", str(out), "--no-cache"]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        costs = [s.cost_usd for s in report.sessions]  # by time: as loaded, largest first
+        return report.cost_usd, (out / "summary.parquet").read_bytes(), costs
+
+    cost, summary, costs = run("largest-first")
+    assert len(costs) == 5 and sum(costs) != sum(costs[::-1])  # as floats, the order shows
+    assert cost == math.fsum(costs)
+    plan = pipeline.plan_units
+    monkeypatch.setattr(pipeline, "plan_units", lambda files: plan(files)[::-1])
+    assert run("smallest-first") == (cost, summary, costs)
+    recorded = pl.read_parquet(tmp_path / "largest-first" / "summary.parquet").row(0, named=True)
+    assert (recorded["policy"], recorded["cost_usd"]) == ("recorded", cost)
+
+
 def test_token_counts_are_used_instead_of_estimates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,6 +294,7 @@ def test_token_counts_are_used_instead_of_estimates(
     assert c2.adjustment_tokens == 0
 
 
+@pytest.mark.slow
 def test_hand_written_file_inspects_and_replays(runner: CliRunner, tmp_path: Path) -> None:
     path = _hand_file(tmp_path)
     doc = _inspect(runner, str(path))
@@ -460,6 +524,51 @@ def test_convert_refuses_an_out_inside_an_input(runner: CliRunner, tmp_path: Pat
         result.output
     )
     assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["hand.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "searched"),
+    [("in/*.jsonl", "in"), ("in/**/*.jsonl", "in"), ("*/*.jsonl", "."), ("i[n]/*.jsonl", ".")],
+)
+def test_convert_refuses_an_out_inside_the_folder_a_glob_searches(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, searched: str
+) -> None:
+    """A quoted glob: its matches are files, but the folder it searches (up to its first part
+    with a pattern) is the input, whose next run would read the converted files back."""
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    _hand_file(work / "in")
+    args = ["convert", pattern, "--to", "interchange", "--out"]
+    result = runner.invoke(cli, [*args, "in/converted"])
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"Error: in/converted: is inside the input {searched}; choose another --out\n"
+    )
+    assert sorted(p.name for p in (work / "in").iterdir()) == ["hand.jsonl"]
+    done = runner.invoke(cli, [*args, str(tmp_path / "elsewhere")])  # beside it: written
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "elsewhere" / "-hand" / "hand.jsonl").is_file()
+
+
+def test_convert_refuses_the_cache_folder_as_replay_does(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "in").mkdir()
+    src = _hand_file(tmp_path / "in")
+    cache = tmp_path / "c" / "cache"
+    monkeypatch.setenv("MCSIM_CACHE_DIR", str(cache))
+    for out, why in (
+        (cache / "converted", f"is inside the session cache folder {cache}"),
+        (cache, f"is the session cache folder ({cache})"),
+        (cache.parent, f"holds the session cache folder {cache}"),
+    ):
+        result = runner.invoke(cli, ["convert", str(src), "--to", "interchange", "--out", str(out)])
+        assert result.exit_code == 2, result.output
+        assert result.output == f"Error: {out}: {why}; choose another --out\n"
+        args = ["replay", str(src), "--policy", "claude-code", "--out", str(out)]
+        assert runner.invoke(cli, args).output == result.output  # the same rule, the same line
+    assert not cache.parent.exists()
 
 
 # ---------------------------------------------------------------- the docs' SDK example

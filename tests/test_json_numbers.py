@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES
 
@@ -83,6 +84,7 @@ def _too_precise(value: Any, decimals: int, path: str, out: list[str]) -> None:
         out.append(f"{path}={value!r}")
 
 
+@pytest.mark.slow
 def test_every_document_of_a_replay_and_a_sweep(tmp_path: Path) -> None:
     runner = CliRunner()
     policy = str(REPO / "policies" / "all.yaml")

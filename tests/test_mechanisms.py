@@ -290,6 +290,7 @@ def pruning_session(root: Path) -> Path:
     return write(root / "projects" / "-p" / "s.jsonl", lines)
 
 
+@pytest.mark.slow
 def test_pruning_in_the_recording_is_counted_not_taken_for_a_compaction(tmp_path: Path) -> None:
     from mcsim import load_sessions
 

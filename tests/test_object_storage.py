@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -85,6 +86,7 @@ LOCAL = [str(CORPUS), str(CODEX)]
 REMOTE = [f"s3://{BUCKET}/claude/projects", f"s3://{BUCKET}/codex"]
 
 
+@pytest.mark.slow
 def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path: Path) -> None:
     local = ok("inspect", *LOCAL)
     remote = ok("inspect", *REMOTE)
@@ -96,6 +98,7 @@ def test_inspect_reads_the_bucket_as_it_reads_the_files(endpoint: str, tmp_path:
     assert globbed["totals"] == ok("inspect", str(CORPUS))["totals"]
 
 
+@pytest.mark.slow
 def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path: Path) -> None:
     """Each Ray task opens its objects itself, with the endpoint and keys of the environment."""
     args = ["--policy", POLICIES, "--no-cache"]
@@ -110,6 +113,7 @@ def test_replay_with_ray_reads_the_bucket_in_its_workers(endpoint: str, tmp_path
     assert remote["skipped"]["examples"]
 
 
+@pytest.mark.slow
 def test_replay_from_and_to_the_bucket_is_the_local_run(endpoint: str, tmp_path: Path) -> None:
     out = f"s3://{BUCKET}/runs/r1"
     common = ["--policy", POLICIES, "--cache-dir", str(tmp_path / "cache")]
@@ -205,6 +209,7 @@ def test_what_is_not_there_or_not_supported_is_one_line(endpoint: str, tmp_path:
     )
 
 
+@pytest.mark.slow
 def test_convert_to_the_bucket_is_the_local_conversion(endpoint: str, tmp_path: Path) -> None:
     out = f"s3://{BUCKET}/converted/c1"
     key = f"{BUCKET}/converted/c1"
@@ -251,6 +256,7 @@ def test_convert_to_the_bucket_is_the_local_conversion(endpoint: str, tmp_path: 
     assert store().cat_file(f"{key}/notes.txt") == b"mine"
 
 
+@pytest.mark.slow
 def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_path: Path) -> None:
     """`mcsim report s3://...` writes report.html and report.md beside the run, with the
     figures of the report on the same run written locally."""
@@ -275,6 +281,7 @@ def test_report_on_a_run_in_the_bucket_is_the_local_report(endpoint: str, tmp_pa
     assert again["out_dir"] == out
 
 
+@pytest.mark.slow
 def test_a_broken_object_is_a_counted_skip_naming_its_url(endpoint: str) -> None:
     fs = store()
     project = f"{BUCKET}/broken/projects/-home-dev-app"
@@ -312,6 +319,7 @@ def _pngs(run: Path) -> dict[str, bytes]:
     return {png.name: png.read_bytes() for png in sorted(run.glob("*.png"))}
 
 
+@pytest.mark.slow
 def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
     endpoint: str, tmp_path: Path
 ) -> None:
@@ -356,3 +364,72 @@ def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
         env.setenv("MCSIM_CACHE_MAX_SIZE", "10")
         ok("replay", *args, "--out", str(tmp_path / "capped"))
     assert [p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/cache", refresh=True)] == ["notes.txt"]
+
+
+def test_an_object_rewritten_in_the_same_second_is_read_again(
+    endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object rewritten with the same size within the same second (S3's LastModified is in
+    whole seconds) is another object for the cache: its ETag changed, and the run reads it
+    again rather than serving the figures of the old content."""
+    fs = store()
+    key = f"{BUCKET}/rewritten/projects/-home-dev-app/session.jsonl"
+    text = sorted(CORPUS.glob("*/*.jsonl"))[0].read_bytes()
+    found = re.search(rb'"cache_read_input_tokens":\s*\d*?([0-8])\d{4}\b', text)
+    assert found is not None
+    at = found.start(1)  # a digit worth 10,000 tokens, raised by one: the same size
+    changed = text[:at] + bytes([text[at] + 1]) + text[at + 1 :]
+    assert len(changed) == len(text)
+    url = f"s3://{BUCKET}/rewritten/projects"
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    fs.pipe_file(key, text)
+    first = ok("inspect", url, *cache)["totals"]
+    when = storage._INFO[f"s3://{key}"]["LastModified"]
+    fs.pipe_file(key, changed)
+    find = storage.find
+
+    def same_second(url: str) -> list[storage.ObjectPath]:
+        objects = find(url)
+        for path in objects:
+            storage._INFO[str(path)]["LastModified"] = when  # as if written that second
+        return objects
+
+    monkeypatch.setattr(storage, "find", same_second)
+    second = ok("inspect", url, *cache)["totals"]
+    assert storage._INFO[f"s3://{key}"]["LastModified"] == when
+    assert second["cache_read_tokens"] == first["cache_read_tokens"] + 10_000
+    assert second == ok("inspect", url, "--no-cache")["totals"]
+
+
+def test_an_out_prefix_follows_replays_rules(endpoint: str, tmp_path: Path) -> None:
+    """A `..` in a URL is part of the key, not a step up: refused before anything is written,
+    for every command; an --out prefix may not be the cache's prefix, lie in it or hold it,
+    nor be or hold an input prefix."""
+    sneaky = f"s3://{BUCKET}/runs/../x"
+    line = f"Error: {sneaky}: '..' in an object URL is part of the key, not a step up"
+    assert refused("convert", REMOTE[1], "--to", "interchange", "--out", sneaky) == line
+    assert refused("replay", REMOTE[1], "--policy", "claude-code", "--out", sneaky) == line
+    assert refused("inspect", f"s3://{BUCKET}/codex/../codex") == (
+        f"Error: s3://{BUCKET}/codex/../codex: '..' in an object URL is part of the key, "
+        "not a step up"
+    )
+    assert [k for k in store().find(BUCKET) if ".." in k.split("/")] == []  # nothing written
+    cache = f"s3://{BUCKET}/shared/cache"
+    refusals = {
+        f"{cache}/run": f"is inside the session cache folder {cache}",
+        cache: f"is the session cache folder ({cache})",
+        f"s3://{BUCKET}/shared": f"holds the session cache folder {cache}",
+    }
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MCSIM_CACHE_DIR", cache)  # convert has no --cache-dir: the one set up
+        for out, why in refusals.items():
+            for command in (["convert", "--to", "interchange"], ["replay", "--policy", "all"]):
+                args = [command[0], REMOTE[1], *command[1:], "--out", out]
+                assert refused(*args) == f"Error: {out}: {why}; choose another --out", args
+    args = ["--policy", "claude-code", "--out", REMOTE[1]]
+    assert refused("replay", f"{REMOTE[1]}/sub", *args) == (
+        f"Error: {REMOTE[1]}: holds the input {REMOTE[1]}/sub; choose another --out"
+    )
+    assert refused("replay", f"{REMOTE[1]}/**/*.jsonl", *args) == (
+        f"Error: {REMOTE[1]}: is an input ({REMOTE[1]}); choose another --out"
+    )

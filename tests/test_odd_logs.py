@@ -176,6 +176,7 @@ def test_implausible_token_counts_skip_the_line(tmp_path: Path, value: object) -
     assert "message.usage.cache_read_input_tokens" in example["detail"]
 
 
+@pytest.mark.slow
 def test_counts_that_overflow_when_summed_never_reach_the_outputs(tmp_path: Path) -> None:
     lines: list[dict] = [user("u1", None, 0)]
     for i in range(3):  # three of 2**62: each fits in 64 bits, their sum does not
@@ -279,6 +280,7 @@ def test_fifos_and_devices_are_skipped_and_counted(tmp_path: Path) -> None:
         assert details == ["a FIFO", "a character device"]
 
 
+@pytest.mark.slow
 def test_folder_and_file_names_that_are_not_utf8_reach_every_output(tmp_path: Path) -> None:
     root = tmp_path / "projects"
     project = Path(os.fsdecode(bytes(root) + b"/proj-\xff\xfe-x"))
@@ -300,6 +302,7 @@ def test_folder_and_file_names_that_are_not_utf8_reach_every_output(tmp_path: Pa
         assert set(sessions["project"]) == {"proj-\\xff\\xfe-x"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "stamp",
     ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "1969-12-31T23:59:59Z",

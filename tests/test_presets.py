@@ -84,6 +84,7 @@ def test_an_empty_policy_is_refused_as_such() -> None:
     )
 
 
+@pytest.mark.slow
 def test_replay_by_preset_name_equals_the_file_and_records_the_preset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -93,6 +93,7 @@ def test_policy_files_name_a_provider_and_its_retentions(
     assert load_policy_file(path)[-1].describe() == "none() @ttl=24h @provider=openai"
 
 
+@pytest.mark.slow
 def test_a_codex_session_replays_on_openais_cache_with_exact_fidelity(tmp_path: Path) -> None:
     # Three calls of a Codex session. Prompts 5,000, 9,000, 14,000; each reads the previous
     # prompt in whole blocks: 39 x 128 = 4,992, then 70 x 128 = 8,960 (recorded so).
@@ -155,6 +156,7 @@ def test_a_sweep_refuses_a_retention_the_provider_does_not_offer(tmp_path: Path)
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_the_summary_names_each_policys_cache_and_why_cache_edits_did_nothing(
     tmp_path: Path,
 ) -> None:

@@ -68,6 +68,7 @@ def _project(root: Path, folder: str, n: int) -> None:
         (root / folder / source.name).write_text(text)
 
 
+@pytest.mark.slow
 def test_a_redacted_report_hides_the_user_in_every_project_folder(tmp_path: Path) -> None:
     folders = ["-mnt-c-Users-dave-proj", "-data-home-erin-x", "C--Users-carol-src"]
     for n, folder in enumerate(folders):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import shutil
 from pathlib import Path
@@ -11,9 +13,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, SAMPLES, forbid_tokenizing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from mcsim.accounting.recorded import ExactSums
 from mcsim.cli import cli
+from mcsim.replay.run import PolicyTotals
 
 ALL = REPO / "policies" / "all.yaml"
 
@@ -141,6 +147,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_identical_inputs_give_identical_parquet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,6 +170,7 @@ def test_identical_inputs_give_identical_parquet(
         assert (tmp_path / "a" / table).read_bytes() == (tmp_path / "b" / table).read_bytes()
 
 
+@pytest.mark.slow
 def test_second_run_reads_the_cache_and_tokenizes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,6 +213,7 @@ def test_bad_policy_file_exits_2_before_writing(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "--policy" in missing.stderr
 
 
+@pytest.mark.slow
 def test_existing_run_dir_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
@@ -270,6 +279,7 @@ def _one_project(corpus: Path, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -> None:
     project = _one_project(corpus, tmp_path / "in" / "p")
     broken = project / "f225835b-3612-4093-903f-bd4538fb7cb9.jsonl"
@@ -293,6 +303,7 @@ def test_replay_counts_and_reports_skipped_lines(corpus: Path, tmp_path: Path) -
     ) in text
 
 
+@pytest.mark.slow
 def test_a_policy_that_cleared_nothing_says_why_in_its_own_terms(tmp_path: Path) -> None:
     from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
@@ -333,6 +344,7 @@ def test_a_policy_that_cleared_nothing_says_why_in_its_own_terms(tmp_path: Path)
     assert all(f"\n{note}.\n" in report for note in notes)
 
 
+@pytest.mark.slow
 def test_a_warm_run_names_skipped_lines_by_its_own_paths(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -353,6 +365,7 @@ def test_a_warm_run_names_skipped_lines_by_its_own_paths(
     ]
 
 
+@pytest.mark.slow
 def test_a_grown_transcript_is_parsed_again_but_only_new_text_is_tokenized(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -460,3 +473,43 @@ def test_the_library_refuses_a_fidelity_threshold_that_is_not_a_fraction(thresho
     with pytest.raises(UsageError, match=r"^fidelity_threshold: .* is not a fraction from 0 to 1"):
         run_replay([str(SAMPLES)], load_policy_file(ALL), default_table(), cache_dir=None,
                    workers=1, fidelity_threshold=threshold)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.floats(min_value=0, max_value=1e6, allow_nan=False) | st.sampled_from([1e-300, 0.1]),
+        min_size=2,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_run_totals_do_not_depend_on_the_order_sessions_arrive_in(
+    costs: list[float], rng: random.Random
+) -> None:
+    """A run's totals are its sessions' merged in the order units arrive (largest first):
+    any order gives the same floats, the correctly rounded sum of the figures."""
+    shuffled = costs[:]
+    rng.shuffle(shuffled)
+    totals = []
+    for order in (costs, shuffled, costs[::-1]):
+        run = PolicyTotals("p")
+        for cost in order:
+            run.merge(PolicyTotals("p", cost_usd=cost, refetch_cost_usd=cost / 3))
+        totals.append((run.cost_usd, run.refetch_cost_usd))
+    assert totals[0] == totals[1] == totals[2]
+    assert totals[0] == (math.fsum(costs), math.fsum(c / 3 for c in costs))
+
+
+def test_exact_sums_start_again_from_a_total_set_otherwise() -> None:
+    sums, parts = ExactSums(), [0.1, 0.2, 0.3]
+    total = 0.0
+    for part in parts:
+        total = sums.add("usd", total, part)
+    assert total == math.fsum(parts) == 0.6  # where 0.1 + 0.2 + 0.3 == 0.6000000000000001
+    total += 1e-17  # set by other means: the next sum starts from it
+    assert sums.add("usd", total, 1.0) == total + 1.0
+    assert sums.add("usd", 5.0, 0.0) == 5.0  # nothing added
+    assert math.isnan(sums.add("usd", 1.0, math.nan))  # as float addition, past the finite
+    assert sums.add("usd", math.inf, 1.0) == math.inf
+    assert sums.add("usd", 1e308, 1e308) == math.inf

@@ -52,6 +52,7 @@ def no_external_references(page: str) -> None:
     assert "@import" not in page
 
 
+@pytest.mark.slow
 def test_replay_report_is_self_contained_and_complete(replay_dir: Path) -> None:
     page = (replay_dir / "report.html").read_text()
     no_external_references(page)

@@ -5,7 +5,6 @@ entry is replayed again (and noted when damaged)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -20,12 +19,13 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, REPO, SAMPLES
+from conftest import CORPUS, REPO, SAMPLES, signed_copy
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
 import mcsim.replay.run
 from mcsim.accounting.prices import default_table
 from mcsim.cli import cli
+from mcsim.ingest.disk_cache import BAD_SIGNATURE, signature
 from mcsim.ingest.loaders.claude_code import ClaudeCodeLoader
 from mcsim.replay import result_cache
 from mcsim.replay.run import ReplayReport, run_replay
@@ -116,6 +116,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     return found
 
 
+@pytest.mark.slow
 def test_a_warm_replay_writes_what_a_replay_without_the_cache_writes(tmp_path: Path) -> None:
     # The corpus (every layout, compactions, prunings, broken lines), the samples and Codex
     # rollouts, under every example policy: every table, chart and figure, byte for byte.
@@ -313,6 +314,7 @@ def test_a_changed_project_replays_only_its_changed_sessions(
     assert len(list(cache.glob("*.results"))) == 1
 
 
+@pytest.mark.slow
 def test_a_session_key_is_the_same_in_every_process(tmp_path: Path) -> None:
     _two_sessions(tmp_path / "in")
     code = (
@@ -361,7 +363,7 @@ def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(cache: Path, expect
         assert _figures(report)[:-1] == expected[:-1], position
         ((file, why),) = _rebuilt(report)
         assert file == str(entry)
-        assert why in ("not an mcsim cache file", "checksum mismatch", "truncated"), position
+        assert why in ("not an mcsim cache file", BAD_SIGNATURE, "truncated"), position
         assert entry.read_bytes() == original  # rewritten as it was
 
 
@@ -369,7 +371,7 @@ def _forged(entry: Path, payload: bytes) -> None:
     original = entry.read_bytes()
     kind, version, _ = BODY.unpack_from(original, len(MAGIC) + 32)
     body = BODY.pack(kind, version, len(payload)) + payload
-    entry.write_bytes(MAGIC + hashlib.sha256(body).digest() + body)
+    entry.write_bytes(MAGIC + signature(entry.name, body) + body)
 
 
 def _parts(entry: Path) -> tuple[list[Any], bytes]:
@@ -547,7 +549,11 @@ def test_a_damaged_entry_is_noted_once_even_when_a_run_cannot_rewrite_it(
 
 def test_an_entry_under_another_units_name_is_rebuilt(cache: Path, expected: Any) -> None:
     first, second = sorted(cache.glob("*.results"))
-    second.write_bytes(first.read_bytes())  # valid, checksummed, but the other unit's
+    second.write_bytes(first.read_bytes())  # the other unit's, its signature for its name
+    report = _replay(cache)
+    assert _figures(report)[:-1] == expected[:-1]
+    assert _rebuilt(report) == [(str(second), BAD_SIGNATURE)]
+    signed_copy(first, second)  # signed for this name: the entry's own key tells
     report = _replay(cache)
     assert _figures(report)[:-1] == expected[:-1]
     assert _rebuilt(report) == [(str(second), "written for another unit")]

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 from lines import SESSION, assistant, usage, user, write
 
@@ -153,6 +154,7 @@ def _replace_somewhere(rng: random.Random, obj: object, value: object) -> object
     return value
 
 
+@pytest.mark.slow
 def test_ten_thousand_mutated_corpus_lines(corpus: Path, tmp_path: Path) -> None:
     rng = random.Random(7)
     source = [
@@ -234,6 +236,7 @@ def test_blank_lines_and_crlf_endings_are_not_errors(tmp_path: Path) -> None:
     assert doc["skipped"]["total"] == 0
 
 
+@pytest.mark.slow
 def test_an_input_without_calls_is_the_same_error_in_every_command(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

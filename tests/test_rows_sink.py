@@ -4,6 +4,9 @@ session keeps its rows once they are written."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +41,34 @@ def replayed(sink: RowsSink | None = None, how: str = "rows") -> ReplayReport:
         arrived.append(type(result.packed_rows[0]) if packed else None)  # type: ignore[index]
         sink(result)
 
-    prepare = {"rows": None, "packed": rows_sink.pack, "written": sink.packer(local=True)}[how]
+    written = each_worker_writes(sink.packer(local=True)) if how == "written" else None
+    prepare = {"rows": None, "packed": rows_sink.pack, "written": written}[how]
     workers = 2 if how == "written" else 1  # forked (see the test): a file per worker
     report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None,
                         workers=workers, sink=take, prepare=prepare)  # fmt: skip
     kind = {"rows": None, "packed": bytes, "written": rows_sink.RowsAt}[how]
     assert arrived == [kind] * len(report.sessions)
     return report
+
+
+def each_worker_writes(
+    prepare: Callable[[SessionReplay], SessionReplay],
+) -> Callable[[SessionReplay], SessionReplay]:
+    """`prepare`, made to wait at its first result in each of two forked workers until the
+    other worker has a result too: each worker then writes rows to a file of its own, so the
+    run has two files by design. Left alone, one worker could take every unit while the other
+    was still starting (seen on a loaded machine), and the test met one file. A worker that
+    never comes breaks the barrier after a minute: the run, and the test, fail."""
+    barrier = multiprocessing.get_context("fork").Barrier(2, timeout=60)
+    waited: set[int] = set()  # copied into each worker as it forks: empty there
+
+    def prepare_after_both(result: SessionReplay) -> SessionReplay:
+        if os.getpid() not in waited:
+            waited.add(os.getpid())
+            barrier.wait()
+        return prepare(result)
+
+    return prepare_after_both
 
 
 @pytest.mark.parametrize("how", ["rows", "packed", "written"])

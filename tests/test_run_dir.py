@@ -478,6 +478,7 @@ def test_force_leaves_the_runs_own_policy_and_price_files(tmp_path: Path) -> Non
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 def test_every_file_the_commands_write_is_one_force_may_replace(tmp_path: Path) -> None:
     """RUN_FILES names every file each command writes into a run directory, and nothing else;
     a run with its report is then replaced whole by --force."""

@@ -16,6 +16,7 @@ from mcsim.cli import cli
 from mcsim.errors import NoCallsError, UsageError
 
 
+@pytest.mark.slow
 def test_replay_run_writes_the_folder_the_command_writes(tmp_path: Path) -> None:
     config = mcsim.ReplayConfig(paths=(str(SAMPLES),), policy="claude-code", use_cache=False,
                                 out_dir=tmp_path / "library")  # fmt: skip

@@ -6,7 +6,6 @@ policy's totals, exactly) must be the same whatever state the cache folder is in
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import pickle
@@ -18,10 +17,11 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import REPO, SAMPLES, forbid_tokenizing
+from conftest import REPO, SAMPLES, forbid_tokenizing, signed_copy
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
 from mcsim.accounting.prices import default_table
+from mcsim.ingest.disk_cache import BAD_SIGNATURE, signature
 from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import load_sessions
 from mcsim.model import ItemKind
@@ -32,7 +32,8 @@ from mcsim.replay.tokens import TokenEstimator
 
 SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
 MAGIC = b"\x89mcsim\r\n"
-# The documented header: magic, sha256 of the rest, then kind, format version, payload size.
+# The documented header: magic, signature (an HMAC of the file's name and the rest), then kind,
+# format version, payload size.
 BODY = struct.Struct("<BHQ")
 HEADER_BYTES = len(MAGIC) + 32 + BODY.size
 
@@ -85,6 +86,7 @@ def _entry(cache: Path, suffix: str = "sessions") -> Path:
     return sorted(cache.glob(f"*.{suffix}"))[0]
 
 
+@pytest.mark.slow
 def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(
     cache: Path, expected: tuple[Any, ...]
 ) -> None:
@@ -102,7 +104,7 @@ def test_every_flipped_byte_is_noticed_and_the_entry_rebuilt(
         if position < len(MAGIC):
             assert why == "not an mcsim cache file"
         else:  # a larger payload size in the header reads as a cut file
-            assert why in ("checksum mismatch", "truncated"), position
+            assert why in (BAD_SIGNATURE, "truncated"), position
         assert entry.read_bytes() == original  # rewritten as it was
 
 
@@ -117,7 +119,7 @@ def test_a_damaged_tokens_file_is_rebuilt(cache: Path, expected: tuple[Any, ...]
     tokens.write_bytes(damaged)
     report = _replay([SAMPLES], cache)
     assert _figures(report) == expected
-    assert _rebuilt(report) == [(str(tokens), "checksum mismatch")]
+    assert _rebuilt(report) == [(str(tokens), BAD_SIGNATURE)]
     assert tokens.read_bytes() == original
 
 
@@ -183,7 +185,7 @@ def _forged(entry: Path, version: int, payload: bytes) -> None:
     """Write `payload` under a valid header, as the module docstring lays it out."""
     kind = entry.read_bytes()[len(MAGIC) + 32]
     body = BODY.pack(kind, version, len(payload)) + payload
-    entry.write_bytes(MAGIC + hashlib.sha256(body).digest() + body)
+    entry.write_bytes(MAGIC + signature(entry.name, body) + body)
 
 
 def test_an_older_format_is_rebuilt(cache: Path, expected: tuple[Any, ...]) -> None:
@@ -336,7 +338,11 @@ def test_an_entry_under_another_units_name_is_rebuilt(
     cache = tmp_path / "cache"
     _replay([SAMPLES], cache)
     first, second = sorted(cache.glob("*.sessions"))
-    second.write_bytes(first.read_bytes())  # valid, checksummed, but the other unit's
+    second.write_bytes(first.read_bytes())  # the other unit's, its signature for its name
+    report = _replay([SAMPLES], cache)
+    assert _figures(report) == expected
+    assert _rebuilt(report) == [(str(second), BAD_SIGNATURE)]
+    signed_copy(first, second)  # signed for this name: the entry's own key tells
     report = _replay([SAMPLES], cache)
     assert _figures(report) == expected
     assert _rebuilt(report) == [(str(second), "written for another unit")]

@@ -146,6 +146,15 @@ def test_sigkill_takes_workers_and_chart_process_along(big: Path, tmp_path: Path
     assert len(stopped.children) == 3
     assert stopped.left == []
     assert stopped.stdout == b""
+    # Its spool folder is left (nothing of it ran); the next run that spools there removes it
+    # (its lock went with the killed run), once it is a minute old.
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".mcsim-rows-run.")
+    old = time.time() - 120
+    os.utime(left, (old, old))
+    args = [sys.executable, "-m", "mcsim", "inspect", str(SAMPLES), "--out", str(tmp_path / "b")]
+    assert subprocess.run(args, capture_output=True, timeout=TIMEOUT_S).returncode == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]
 
 
 @needs_proc
@@ -344,3 +353,30 @@ def test_a_swallowed_stop_resurfaces_at_the_next_file() -> None:
         [sys.executable, "-c", SWALLOWED_STOP, str(SAMPLES)], capture_output=True, timeout=120
     )
     assert proc.stdout.decode().strip() == f"stopped {int(signal.SIGINT)}", proc.stderr
+
+
+DEAF_WORKERS = """
+import signal
+from mcsim.ingest.engines.local import _forked
+
+def run(job):
+    # As a worker whose SIGTERM came before CPython's after-fork hook, which clears the signals
+    # caught so far: it never acts on it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return b"x" * (1 << 20)  # more than a pipe holds: sending it blocks until it is read
+
+outputs = _forked(list(range(6)), run, 2)
+assert len(next(outputs)) == 1 << 20
+outputs.close()  # the consumer stops (a stop, an error): the workers must end, unread
+print("ended", flush=True)
+"""
+
+
+def test_workers_that_miss_their_sigterm_still_end_with_the_run() -> None:
+    """The flaky stop while loading: a SIGTERM sent to a worker as it started was lost, and
+    the run waited for good for a worker blocked sending its output. The workers are
+    killed, not asked to stop."""
+    done = subprocess.run(
+        [sys.executable, "-c", DEAF_WORKERS], capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ended\n", "")

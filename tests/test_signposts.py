@@ -107,6 +107,7 @@ def code_notes() -> dict[str, list[tuple[int, str]]]:
     return {p.relative_to(REPO).as_posix(): list(notes(p.read_text())) for p in paths}
 
 
+@pytest.mark.slow
 def test_every_pointer_in_the_code_resolves() -> None:
     found = [problem for path, texts in code_notes().items() for problem in unresolved(texts, path)]
     pending = list(PENDING)
@@ -121,6 +122,7 @@ def test_every_pointer_in_the_code_resolves() -> None:
     assert pending == []  # fixed: delete its entry from PENDING
 
 
+@pytest.mark.slow
 def test_the_code_points_into_the_domain_and_design_pages() -> None:
     """The code cites the pages that hold what it rests on (the other test checks only the
     links there are)."""

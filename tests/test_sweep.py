@@ -178,6 +178,7 @@ def corpus_sweep(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     return json.loads(result.stdout), out
 
 
+@pytest.mark.slow
 def test_corpus_sweep_gives_twenty_variants_and_a_recommendation(
     corpus_sweep: tuple[dict, Path],
 ) -> None:
@@ -237,6 +238,7 @@ def test_corpus_sweep_gives_twenty_variants_and_a_recommendation(
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_gates_exit_1_with_a_reason(tmp_path: Path) -> None:
     base = [
         "sweep",
@@ -286,6 +288,7 @@ def test_gates_exit_1_with_a_reason(tmp_path: Path) -> None:
     assert (tmp_path / "c" / "summary.parquet").exists()  # outputs are written first
 
 
+@pytest.mark.slow
 def test_one_session_is_counted_in_the_singular(tmp_path: Path) -> None:
     one = str(SAMPLES / "claude" / "projects" / "-home-dev-data-pipeline")
     policy = ["--policy", str(CLAUDE_CODE), "--no-cache"]
@@ -692,6 +695,7 @@ def _random_sweep(data: Any) -> list[Outcome]:
     return results
 
 
+@pytest.mark.slow
 def test_the_recommendation_is_never_dominated_on_random_grids() -> None:
     """Whatever the grid, ties, intervals and directions: no variant saves at least as much
     at no more risk and is better on one of the two than the recommended one, and the
@@ -742,6 +746,7 @@ def test_a_more_conservative_variant_that_the_best_dominates_is_not_recommended(
 TB = "time_based_microcompact"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("preset", "name", "grids"),
     [

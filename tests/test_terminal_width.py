@@ -33,6 +33,7 @@ def numbers(text: str) -> list[str]:
     return sorted(re.findall(r"[-+]?\d[\d,.]*[%kM]?", text))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["inspect", "replay"])
 def test_tables_fit_80_columns_and_keep_every_number(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str
@@ -98,6 +99,7 @@ def test_blocks_are_balanced_and_names_are_shown_not_obeyed(
     assert len(piped) == 4 and len(piped[2]) == 110 and set(piped[1]) == {"-", " "}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

@@ -52,6 +52,7 @@ def _policy(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in doc["policies"] if p["name"] == name)
 
 
+@pytest.mark.slow
 def test_the_baseline_is_the_cache_as_recorded_whatever_ttl_the_file_sets(
     runs: dict[str, dict[str, Any]],
 ) -> None:
@@ -80,6 +81,7 @@ def test_the_baseline_is_the_cache_as_recorded_whatever_ttl_the_file_sets(
     assert runs["sweep"]["baseline"]["description"] == runs["all"]["baseline"]["description"]
 
 
+@pytest.mark.slow
 def test_summary_parquet_names_the_baseline_and_the_dollars(
     runs: dict[str, dict[str, Any]],
 ) -> None:
@@ -97,6 +99,7 @@ def test_summary_parquet_names_the_baseline_and_the_dollars(
     assert summary["verdict"].sum() == 1
 
 
+@pytest.mark.slow
 def test_the_verdict_is_stated_alike_in_the_terminal_json_and_run_json(
     runs: dict[str, dict[str, Any]], corpus: Path, tmp_path: Path
 ) -> None:

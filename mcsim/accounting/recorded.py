@@ -55,6 +55,49 @@ def savings_pct(cost_usd: float, reference_usd: float) -> float:
     return 100 * difference / reference_usd
 
 
+_ULP = 1 << 1074  # 2**-1074, the smallest float: every finite float is a whole number of them
+
+
+class ExactSums:
+    """Float totals added exactly, by name: the same figures added in any order give the same
+    floats, to the last bit.
+
+    A run's totals are added session by session as units arrive, largest unit first, so the
+    order follows file sizes: the same sessions converted to another format (other sizes)
+    gave totals a few ulps apart (6e-14 in a percentage). Each total is kept as a whole
+    number of 2**-1074 (exact for every finite float) and rounded once when added to (about
+    a microsecond; a figure of 0 costs nothing)."""
+
+    __slots__ = ("_exact", "_rounded")
+
+    def __init__(self) -> None:
+        self._exact: dict[str, int] = {}
+        self._rounded: dict[str, float] = {}
+
+    def add(self, name: str, total: float, value: float) -> float:
+        """`total + value` exactly rounded, where `total` is what this last returned for
+        NAME (any other value, set since by other means, starts the sum again from it)."""
+        if not value:
+            return total
+        exact = self._exact.get(name) if self._rounded.get(name) == total else None
+        try:
+            if exact is None:
+                exact = _whole(total)
+            exact += _whole(value)
+            rounded = exact / _ULP  # int / int: correctly rounded
+        except (OverflowError, ValueError):  # inf or nan, or past the largest float
+            self._exact.pop(name, None)
+            return total + value
+        self._exact[name], self._rounded[name] = exact, rounded
+        return rounded
+
+
+def _whole(value: float) -> int:
+    """`value` as a whole number of 2**-1074 (OverflowError, ValueError: inf, nan)."""
+    numerator, denominator = value.as_integer_ratio()  # the denominator: a power of two
+    return numerator << (1075 - denominator.bit_length())
+
+
 def recorded_ttl(usage: Usage, previous: str | None) -> str:
     """The TTL a call wrote with: from the 5m/1h split; 5m when the split is absent; the
     thread's previous TTL when the split is present but nothing was written."""
@@ -76,6 +119,9 @@ class UsageGroup:
     tokens: Tokens = NO_TOKENS
     cost_usd: float = 0.0  # priced calls only; see unpriced_calls
     unpriced_calls: int = 0
+    _sums: ExactSums | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # by `merge`
 
     def add_call(self, usage: Usage, cost: CallCost | None) -> None:
         self.calls += 1
@@ -89,7 +135,8 @@ class UsageGroup:
         self.calls += other.calls
         self.sessions += other.sessions
         self.tokens += other.tokens
-        self.cost_usd += other.cost_usd
+        self._sums = self._sums or ExactSums()
+        self.cost_usd = self._sums.add("cost_usd", self.cost_usd, other.cost_usd)
         self.unpriced_calls += other.unpriced_calls
 
 
@@ -402,6 +449,8 @@ class InspectReport:
     break_causes: Counter[str] = field(default_factory=Counter)
     # Where each session's summary, calls and breaks go until `finish` orders them.
     records: Listed | SessionSpool = field(default_factory=Listed, repr=False, compare=False)
+    # The run's totals, added exactly: sessions arrive in an order that follows file sizes.
+    _sums: ExactSums = field(default_factory=ExactSums, init=False, repr=False, compare=False)
     keep_calls: bool = True  # whether `calls` keeps the calls that arrive
     # (by, tz) of a time view summed as the calls arrive, and its groups once finished.
     by_time: tuple[str, tzinfo] | None = None
@@ -420,7 +469,7 @@ class InspectReport:
         self.call_count += analysis.summary.calls
         self.break_causes.update(b.cache_break.cause.value for b in analysis.breaks)
         self.tokens += analysis.summary.tokens
-        self.cost_usd += analysis.summary.cost_usd
+        self.cost_usd = self._sums.add("cost_usd", self.cost_usd, analysis.summary.cost_usd)
         self.unpriced_calls += analysis.summary.unpriced_calls
         self.unpriced_models.update(dict(analysis.summary.unpriced_models))
         self.split_mismatch_calls += analysis.summary.split_mismatch_calls

@@ -7,15 +7,19 @@ Several caches share the folder, each one file per load unit: a replay's calibra
 its format and the unit's file paths) and its kind. A replay's drawn charts are kept there too,
 named by a hash of what they draw (`mcsim.outputs.chart_cache`: `.chart`).
 
-Files are data only, never code (no pickle): a fixed header (magic, kind, format version,
-payload size, sha256 checksum of what follows it) then the payload. A file is trusted only once
-its header and checksum match; one that does not (damaged, truncated, foreign, older) raises
-`Damaged`, which the caller counts as a `cache_entry_rebuilt` note and rewrites, so a run on
-a garbled cache gives the figures a run without it gives. Tables in a payload are JSON
-columns, checked column by column on the way back (`checked`): a verified payload of an
-unexpected shape is damage, never a crash later on. Writes go to a temporary file in the
-folder, then replace the file at once: concurrent runs never see half an entry. A cache that
-cannot be read or written is ignored (the run recomputes), never fatal.
+Files are data only, never code (no pickle): a fixed header (magic, signature, kind, format
+version, payload size) then the payload. The signature is an HMAC-SHA256 of the file's name
+and what follows the signature, keyed with a key kept outside the cache (`cache_key`): whoever
+can write the folder but has not the key cannot make an entry mcsim believes, nor pass one
+entry off under another's name. A file is trusted only once its header and signature match;
+one that does not (damaged, truncated, foreign, older, unsigned or signed with another key)
+raises `Damaged`, which the caller counts as a `cache_entry_rebuilt` note and rewrites, so a
+run on a garbled or forged cache gives the figures a run without it gives. Tables in a
+payload are JSON columns, checked column by column on the way back (`checked`): a verified
+payload of an unexpected shape is damage, never a crash later on. Writes go to a temporary
+file in the folder, then replace the file at once: concurrent runs never see half an entry. A
+cache that cannot be read or written is ignored (the run recomputes), never fatal; a key that
+cannot be had is a one-line error before any work (`check_cache_dir`).
 
 The folder keeps itself small: a file read is touched (its modification time is the time it
 was last used), and after each run the least recently used of mcsim's files are removed
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
 import re
 import stat
@@ -49,16 +54,22 @@ import orjson
 from platformdirs import user_cache_dir
 
 from mcsim.errors import UsageError
+from mcsim.ingest import cache_key
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
-from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
+from mcsim.ingest.storage import ObjectPath, content_tag, filesystem, first_line, is_url
 from mcsim.model import Skip, SkipReport
 from mcsim.text import from_fs
 from mcsim.version import __version__
 
 # The high byte and the line ending catch a file mangled as text, as PNG's signature does.
 _MAGIC = b"\x89mcsim\r\n"
-_CHECKSUM_BYTES = hashlib.sha256().digest_size  # sha256: faster here than blake2b
+_CHECKSUM_BYTES = hashlib.sha256().digest_size  # HMAC-SHA256: faster here than blake2b
+# Why an entry's signature fails: damaged, or signed with another key (another machine's: a
+# cluster shares one, docs/cache.md), or not signed at all (a plain sha256 in its place: an
+# mcsim before signing wrote it, or someone forged it)
+BAD_SIGNATURE = "signature mismatch: damaged, or signed with another cache key"
+UNSIGNED = "not signed with a cache key: forged, or written by an older mcsim"
 _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
@@ -92,9 +103,11 @@ def default_cache_dir() -> Path:
 
 def check_cache_dir(folder: Path) -> None:
     """A one-line UsageError now, before any work, when a cache prefix in object storage
-    cannot be used (its filesystem not installed)."""
+    cannot be used (its filesystem not installed) or the key entries are signed with cannot
+    be had (`cache_key.load`, which makes the key file on first use)."""
     if isinstance(folder, ObjectPath):
         filesystem(folder.scheme)
+    cache_key.load()
 
 
 def max_cache_bytes() -> int:
@@ -122,7 +135,10 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     edit in place that keeps the size and puts the modification time back still tells).
     One stat a file: resolving every path took 0.2 to 0.3 s of a run on the replica's
     1,177 files (a stat of each folder on the way). Paths are hashed as the system spells
-    them (bytes: a name need not be UTF-8)."""
+    them (bytes: a name need not be UTF-8). An object in a store adds what identifies its
+    content (`storage.content_tag`: its ETag, version or generation): rewritten with the
+    same size within the same second, it is another object; one its store gives nothing of
+    the kind for gets a stamp no entry has, so it is read again every time."""
     name = hashlib.sha256(f"{fmt}\0{unit.loader}".encode())
     stamp = name.copy()
     for path in unit.files:
@@ -134,6 +150,8 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
             stamp.update(spelled + b"\0missing")
             continue
         file = f"\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+        if isinstance(path, ObjectPath):
+            file += f"\0{content_tag(path) or os.urandom(16).hex()}"
         stamp.update(spelled + file.encode())
     return name.hexdigest(), stamp.hexdigest()
 
@@ -173,7 +191,7 @@ def write_entry(path: Path, kind: Kind, payload: bytes | None) -> None:
     if payload is None:
         return
     body = _BODY_HEADER.pack(*kind, len(payload)) + payload
-    checksum = hashlib.sha256(body).digest()
+    checksum = signature(path.name, body)
     if isinstance(path, ObjectPath):  # an object is put whole or not at all
         with contextlib.suppress(Exception):  # the store's errors: only speed is lost
             filesystem(path.scheme).pipe_file(path.key, _MAGIC + checksum + body)
@@ -194,6 +212,14 @@ def write_entry(path: Path, kind: Kind, payload: bytes | None) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def signature(name: str, body: bytes | memoryview) -> bytes:
+    """The signature of an entry named NAME (its file's name) whose header's kind, version
+    and size and payload are BODY: an HMAC-SHA256 with the cache's key."""
+    mac = hmac.new(cache_key.load(), os.fsencode(name) + b"\0", hashlib.sha256)
+    mac.update(body)
+    return mac.digest()
 
 
 _SWEPT: set[Path] = set()  # folders this process has cleaned up
@@ -221,7 +247,7 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
         data = _object_bytes(path)
         if data is None:
             return None
-        return _verified(data, kind)
+        return _verified(data, kind, path.name)
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
         with open_regular(path) as fh:
@@ -236,7 +262,7 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
         raise Damaged("not an mcsim cache file") from exc
     except OSError as exc:
         raise Damaged("cannot be read") from exc
-    return _verified(data, kind)
+    return _verified(data, kind, path.name)
 
 
 def _object_bytes(path: ObjectPath) -> bytes | None:
@@ -249,7 +275,7 @@ def _object_bytes(path: ObjectPath) -> bytes | None:
     return data
 
 
-def _verified(data: bytes, kind: Kind) -> bytes:
+def _verified(data: bytes, kind: Kind, name: str) -> bytes:
     start = len(_MAGIC) + _CHECKSUM_BYTES
     payload_start = start + _BODY_HEADER.size
     if not data.startswith(_MAGIC):
@@ -259,9 +285,11 @@ def _verified(data: bytes, kind: Kind) -> bytes:
     code, version, size = _BODY_HEADER.unpack_from(data, start)
     if len(data) < payload_start + size:
         raise Damaged("truncated")
-    checksum = hashlib.sha256(memoryview(data)[start:]).digest()
-    if checksum != data[len(_MAGIC) : start]:
-        raise Damaged("checksum mismatch")
+    body, signed = memoryview(data)[start:], data[len(_MAGIC) : start]
+    if not hmac.compare_digest(signature(name, body), signed):
+        # Looked at only once refused: a plain checksum that matches tells an unsigned entry
+        # (an older mcsim's, or one forged by someone without the key) from a damaged one.
+        raise Damaged(UNSIGNED if hashlib.sha256(body).digest() == signed else BAD_SIGNATURE)
     if code != kind.code:
         raise Damaged("another kind of mcsim cache file")
     if version != kind.version:

@@ -38,7 +38,11 @@ class ObjectPath(PosixPath):
 
     @classmethod
     def from_url(cls, url: str) -> ObjectPath:
+        """The URL as a path; a UsageError for a `..` in it: a store takes it as part of a
+        key, not a step up (`s3://b/runs/../x` would write under `runs/../x/`)."""
         scheme, rest = url.split("://", 1)
+        if ".." in rest.split("/"):
+            raise UsageError(f"{url}: '..' in an object URL is part of the key, not a step up")
         return cls("/", f"{scheme}:", rest.strip("/"))
 
     @property
@@ -95,6 +99,21 @@ def object_info(path: ObjectPath) -> dict[str, Any]:
     if url not in _INFO:
         _INFO[url] = filesystem(path.scheme).info(path.key)
     return _INFO[url]
+
+
+# What tells an object's content (S3: its ETag; GCS: generation, etag, md5Hash, crc32c): any
+# new upload changes it, where the size and the time need not (S3's LastModified is in whole
+# seconds). Only what a listing and a HEAD both report: the stamps a Ray worker makes (from a
+# HEAD) are then those of the driver's listing. S3's VersionId is not: a listing lacks it.
+_CONTENT_KEYS = ("ETag", "etag", "generation", "md5Hash", "crc32c")
+
+
+def content_tag(path: ObjectPath) -> str | None:
+    """What identifies the object's content as the store reported it (when listed), or None
+    if the store reports nothing of the kind."""
+    info = object_info(path)
+    tags = [f"{key}={info[key]}" for key in _CONTENT_KEYS if info.get(key)]
+    return "\0".join(tags) or None
 
 
 def find(url: str) -> list[ObjectPath]:

@@ -23,17 +23,19 @@ from typing import Any
 import orjson
 
 from mcsim.errors import McsimError, OutputRefusedError
+from mcsim.ingest.disk_cache import default_cache_dir
 from mcsim.ingest.loaders import Detail, sniff
 from mcsim.ingest.loaders.interchange import FORMAT, VERSION, format_time, read_header
 from mcsim.ingest.loaders.jsonl import read_regular
 from mcsim.ingest.pipeline import LoadStats, iter_sessions
-from mcsim.ingest.storage import ObjectPath, is_url
+from mcsim.ingest.storage import ObjectPath
 from mcsim.model import Call, Compaction, Item, Session, Thread, Usage
 from mcsim.outputs.run_dir import (
     RUN_JSON_MAX_BYTES,
     Replaceable,
     check_out_dir,
     input_paths,
+    input_roots,
     is_run_dir,
     prefix_run_json,
     replace_dir,
@@ -231,8 +233,9 @@ CONVERSION = Replaceable(not_a_conversion, _conversion_prefix)
 
 
 def _inside_an_input(out_dir: Path, inputs: Sequence[Path]) -> None:
-    """Refuse an `out_dir` inside an input folder (or prefix): the files written would be
-    read back as inputs by the next run over that folder."""
+    """Refuse an `out_dir` inside an input folder or prefix (`input_roots`: a glob's is the
+    folder it searches): the files written would be read back as inputs by the next run
+    over it."""
     target = out_dir.resolve()
     for path in inputs:
         if path.resolve() in target.parents:
@@ -257,9 +260,9 @@ def convert(
     """
     if to not in TARGETS:
         raise McsimError(f"--to {to}: not a format mcsim writes (one of {', '.join(TARGETS)})")
-    inputs = input_paths(paths)
-    _inside_an_input(out_dir, [*inputs, *(ObjectPath.from_url(p) for p in paths if is_url(p))])
-    check_out_dir(out_dir, force, inputs, replaceable=CONVERSION)
+    _inside_an_input(out_dir, input_roots(paths))
+    cache = default_cache_dir()  # as replay refuses it (convert itself keeps nothing there)
+    check_out_dir(out_dir, force, input_paths(paths), cache, replaceable=CONVERSION)
     report = ConvertReport(out_dir)
     remote = isinstance(out_dir, ObjectPath)
     if not remote:

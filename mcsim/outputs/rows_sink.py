@@ -15,6 +15,7 @@ from `finish`, so that the charts are drawn while the tables are written.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import pickle
@@ -283,8 +284,11 @@ class RowsSink(Spool):
         return self._packer
 
     def close(self) -> None:
-        self._close_workers_files()
-        super().close()
+        try:
+            with contextlib.suppress(OSError):  # as Spool.close: nobody reads them now
+                self._close_workers_files()
+        finally:
+            super().close()
 
     def _close_workers_files(self) -> None:
         if self._packer is not None:

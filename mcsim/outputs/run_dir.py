@@ -29,7 +29,7 @@ from mcsim.errors import McsimError, OutputExistsError, OutputRefusedError
 from mcsim.ingest.discovery import search_roots
 from mcsim.ingest.loaders.jsonl import file_kind, read_regular
 from mcsim.ingest.pipeline import LoadStats
-from mcsim.ingest.storage import ObjectPath, filesystem, first_line
+from mcsim.ingest.storage import ObjectPath, filesystem, first_line, is_url
 from mcsim.outputs.tables import PART_FILE, PARTITION_KEY
 from mcsim.processes import STOP
 from mcsim.version import __version__
@@ -257,11 +257,38 @@ def _foreign_part(dataset: Path) -> str | None:
 
 
 def input_paths(paths: Sequence[str]) -> list[Path]:
-    """What PATHS name (globs expanded, as discovery does), or the default folders
-    when there are none: the folders a run directory may never be or hold."""
+    """What PATHS name (globs expanded, as discovery does; an object URL as the prefix it
+    searches, `input_roots`), or the default folders when there are none: the folders a run
+    directory may never be or hold."""
     if not paths:
         return search_roots()
-    return [Path(m) for p in paths for m in glob.glob(str(Path(p).expanduser()), recursive=True)]
+    found: list[Path] = []
+    for p in paths:
+        if is_url(p):
+            found.append(_root(ObjectPath.from_url(p)))
+        else:
+            found.extend(Path(m) for m in glob.glob(str(Path(p).expanduser()), recursive=True))
+    return found
+
+
+_PATTERN = re.compile(r"[*?\[]")
+
+
+def input_roots(paths: Sequence[str]) -> list[Path]:
+    """The folders (or prefixes) PATHS search, or the default folders when there are none:
+    each argument as it is, a glob cut before its first part with a pattern (`in/**/*.jsonl`
+    searches `in`, `*.jsonl` the current folder). What `convert` may not write inside: a next
+    run over them would read its files back."""
+    if not paths:
+        return search_roots()
+    return [_root(ObjectPath.from_url(p) if is_url(p) else Path(p).expanduser()) for p in paths]
+
+
+def _root(path: Path) -> Path:
+    """PATH up to its first part with a glob pattern (all of it without one)."""
+    parts = path.parts
+    plain = next((i for i, part in enumerate(parts) if _PATTERN.search(part)), len(parts))
+    return path if plain == len(parts) else type(path)(*parts[:plain])
 
 
 def checked_out_dir(
@@ -306,6 +333,9 @@ def check_out_dir(
     """
     kind = replaceable or RUN_DIR
     if isinstance(out_dir, ObjectPath):
+        why = _never_an_object_run(out_dir, inputs, cache)
+        if why:
+            raise OutputRefusedError(f"{out_dir}: {why}; choose another --out")
         _check_object_out(out_dir, force, kind.prefix)
         return
     not_replaceable = kind.folder
@@ -357,6 +387,27 @@ def _never_a_run_dir(out_dir: Path, inputs: Sequence[Path], cache: Path | None) 
         if target in resolved.parents:
             return f"holds the session cache folder {cache}"
         if resolved in target.parents:
+            return f"is inside the session cache folder {cache}"
+    return None
+
+
+def _never_an_object_run(out: ObjectPath, inputs: Sequence[Path], cache: Path | None) -> str | None:
+    """`_never_a_run_dir` for a prefix in object storage: it may not be or hold an input
+    prefix, nor be, hold or lie in the cache's prefix (a whole bucket: `_check_object_out`)."""
+    if "/" not in out.key:
+        return None
+    for path in inputs:
+        if isinstance(path, ObjectPath):
+            if out == path:
+                return f"is an input ({path})"
+            if out in path.parents:
+                return f"holds the input {path}"
+    if isinstance(cache, ObjectPath):
+        if out == cache:
+            return f"is the session cache folder ({cache})"
+        if out in cache.parents:
+            return f"holds the session cache folder {cache}"
+        if cache in out.parents:
             return f"is inside the session cache folder {cache}"
     return None
 

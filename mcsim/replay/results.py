@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mcsim.accounting.recorded import ExactSums
 from mcsim.model import NO_TOKENS, Tokens
 from mcsim.replay.rows import SessionRows
 
@@ -59,6 +60,9 @@ class PolicyTotals:
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
+    # The dollar figures as `merge` adds them: exactly, so a run's totals do not depend on the
+    # order its sessions arrive in (which follows file sizes).
+    _sums: ExactSums | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def refetch_assessed(self) -> int:
@@ -84,7 +88,8 @@ class PolicyTotals:
 
     def merge(self, other: PolicyTotals) -> None:
         self.tokens += other.tokens
-        self.cost_usd += other.cost_usd
+        sums = self._sums = self._sums or ExactSums()
+        self.cost_usd = sums.add("cost_usd", self.cost_usd, other.cost_usd)
         self.unpriced_calls += other.unpriced_calls
         self.cleared_tokens += other.cleared_tokens
         self.context_tokens += other.context_tokens
@@ -99,10 +104,14 @@ class PolicyTotals:
         self.cleared_results += other.cleared_results
         self.refetch_hazards += other.refetch_hazards
         self.refetch_unassessed += other.refetch_unassessed
-        self.refetch_cost_usd += other.refetch_cost_usd
+        self.refetch_cost_usd = sums.add(
+            "refetch_cost_usd", self.refetch_cost_usd, other.refetch_cost_usd
+        )
         self.acted_threads += other.acted_threads
         self.unavailable_edits += other.unavailable_edits
-        self.edit_reread_usd += other.edit_reread_usd
+        self.edit_reread_usd = sums.add(
+            "edit_reread_usd", self.edit_reread_usd, other.edit_reread_usd
+        )
         keep_largest(self.figures, other.figures)
 
 

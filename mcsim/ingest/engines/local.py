@@ -56,14 +56,16 @@ def _forked(jobs: list[J], run: Callable[[J], R], n: int) -> Iterator[R]:
     parent = Parent.current()
     procs: list[Any] = []
     conns: list[Any] = []
-    for _ in range(n):
-        parent_end, child_end = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_work, args=(jobs, run, counter, child_end, parent), daemon=True)
-        proc.start()
-        child_end.close()
-        procs.append(proc)
-        conns.append(parent_end)
     try:
+        for _ in range(n):  # in the `try`: a stop while workers start ends those started
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_work, args=(jobs, run, counter, child_end, parent), daemon=True
+            )
+            procs.append(proc)
+            proc.start()
+            child_end.close()
+            conns.append(parent_end)
         ready: dict[int, R] = {}
         live = list(conns)
         for index in range(len(jobs)):
@@ -84,9 +86,15 @@ def _forked(jobs: list[J], run: Callable[[J], R], n: int) -> Iterator[R]:
             yield ready.pop(index)
     finally:
         with STOP.shielded():
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
+            # SIGKILL, not SIGTERM: a SIGTERM that reaches a worker before CPython's after-fork
+            # hook runs is dropped by it (it clears the signals caught so far), and the worker,
+            # blocked sending an output this process no longer reads, never ended: the run hung
+            # in `join` (a stop as the workers started, on a loaded machine). A worker has
+            # nothing to clean up: SIGTERM's default action ended it as abruptly.
+            started = [proc for proc in procs if proc.pid is not None]
+            for proc in started:
+                proc.kill()
+            for proc in started:
                 proc.join()
 
 

@@ -12,17 +12,26 @@ actors, not by the driver, where they grew by 16 bytes a call (1.6 GB at 100 mil
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
+import secrets
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import warnings
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcsim.errors import McsimError, UsageError
+from mcsim.ingest import cache_key
+from mcsim.ingest.engines.ray_reaper import MARK
 from mcsim.ingest.seen import SeenCalls
 from mcsim.ingest.storage import first_line
 from mcsim.processes import STOP
@@ -61,7 +70,8 @@ class RayEngine:
 
     def map_units(self, jobs: Sequence[J], run: Callable[[J], R], total_bytes: int) -> Iterator[R]:
         ray = self.ray
-        task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(run)
+        keyed = _with_key(run, cache_key.loaded())
+        task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(keyed)
         index_of: dict[Any, int] = {}  # in-flight object ref -> job index
         ready: dict[int, R] = {}
         submitted = 0
@@ -180,14 +190,54 @@ class _Shard:
         return self.seen.find(array("Q", find_keys.tobytes())) if len(find_keys) else {}
 
 
+def _with_key(run: Callable[[J], R], key: bytes | None) -> Callable[[J], tuple[bool, Any]]:
+    """`run` as a task: it signs and checks cache entries with the driver's key (None: the
+    driver used no cache; the task's own, should it need one), so the nodes of a cluster
+    trust what the others wrote whatever key each has of its own; and it returns (True,
+    output) or (False, the job's error), so that an error Ray raises is Ray's own (a task
+    that cannot be loaded on its worker, a worker that died past its retries)."""
+
+    def keyed(job: J) -> tuple[bool, Any]:
+        cache_key.give(key)
+        try:
+            return True, run(job)
+        except Exception as exc:
+            return False, exc
+
+    return keyed
+
+
 def _result(ray: Any, ref: Any) -> Any:
+    """A task's output; its job's own error raised as it is; Ray's failures in one line."""
     try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause
-        if isinstance(cause, Exception):
-            raise cause from None
-        raise
+        done, output = ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        raise McsimError(f"a Ray task failed: {_reason(exc)}") from None
+    if not done:
+        raise output
+    return output
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _reason(exc: BaseException) -> str:
+    """Why Ray failed, in one line: the last line of its error (or its cause's), where a
+    traceback Ray quotes ends with the error itself; Ray's colours left out."""
+    cause = getattr(exc, "cause", None)
+    text = _ANSI.sub("", str(cause if isinstance(cause, BaseException) else exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def import_installed() -> None:
+    """Ray's `worker_process_setup_hook` for the Ray mcsim starts or joins: nothing to do,
+    importing this module is the point. Ray puts the driver's current folder first on its
+    workers' sys.path before their first task, so a folder named `mcsim` there (a checkout,
+    or its parent) was imported instead of the installed package, which failed or, worse,
+    ran other code. The hook runs before that, with the worker's own sys.path: `mcsim` is
+    then the installed package, and its modules are found through it, whatever sys.path
+    holds later."""
 
 
 @contextmanager
@@ -200,12 +250,57 @@ def started_ray(address: str | None, workers: int | None) -> Iterator[RayEngine]
     if ray.is_initialized():
         yield RayEngine()
         return
-    _init(ray, address, workers)
+    with _reaped(address) as folder:
+        _init(ray, address, workers, folder)
+        try:
+            yield RayEngine()
+        finally:
+            with STOP.shielded():
+                ray.shutdown()
+
+
+# The longest a run waits, once Ray is shut down, for the reaper to stop what is left of it
+# (its grace period twice, and the removal of its folder).
+_REAPER_WAIT_SECONDS = 10.0
+
+
+@contextmanager
+def _reaped(address: str | None) -> Iterator[str | None]:
+    """For a Ray this run starts (no ADDRESS), on Linux: a temporary folder of its own for its
+    files (yielded), and a reaper (`ray_reaper.py`, in a session of its own) that stops what
+    is left of that Ray and removes the folder once this run ends, however it ends: at the
+    end of the block, or when the kernel closes the reaper's input because the run was
+    killed. The Ray's processes are told by a mark in their environment, set while Ray
+    starts (`_init`). None: Ray's own folder, and no reaper (a cluster joined is not ours)."""
+    if address is not None or not os.path.isdir("/proc"):
+        yield None
+        return
+    # Ray's sockets live in this folder: under /tmp (or $RAY_TMPDIR), as Ray's own, for a path
+    # short enough for them.
+    root = os.environ.get("RAY_TMPDIR") or "/tmp"
     try:
-        yield RayEngine()
+        folder = tempfile.mkdtemp(prefix="mcsim-ray-", dir=root)
+    except OSError as exc:
+        raise McsimError(f"could not start Ray: {root}: {exc.strerror or exc}") from None
+    token = secrets.token_hex(16)
+    script = str(Path(__file__).with_name("ray_reaper.py"))
+    reaper = subprocess.Popen(
+        [sys.executable, "-I", script, token, folder],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # the terminal's Ctrl-C and the run's group stay away from it
+    )
+    os.environ[MARK] = token  # for the processes Ray starts (`_init` takes it out again)
+    try:
+        yield folder
     finally:
+        os.environ.pop(MARK, None)
         with STOP.shielded():
-            ray.shutdown()
+            assert reaper.stdin is not None
+            reaper.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                reaper.wait(timeout=_REAPER_WAIT_SECONDS)
 
 
 # How long a cluster's address may take to answer before the run says it cannot be joined.
@@ -227,7 +322,9 @@ def _reachable(address: str) -> None:
         raise UsageError(f"cannot join the Ray cluster at {address}: {why}") from None
 
 
-def _init(ray: Any, address: str | None, workers: int | None) -> None:
+def _init(ray: Any, address: str | None, workers: int | None, folder: str | None) -> None:
+    """Start a local Ray (no ADDRESS; its files in FOLDER, if given) or join the cluster at
+    ADDRESS; any failure is one line."""
     # No usage statistics sent: nothing may need the network at run time.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -235,7 +332,10 @@ def _init(ray: Any, address: str | None, workers: int | None) -> None:
         "log_to_driver": False,  # the tasks' output stays in Ray's log files
         "logging_level": logging.ERROR,
         "configure_logging": True,
+        "runtime_env": {"worker_process_setup_hook": f"{__name__}.{import_installed.__name__}"},
     }
+    if folder is not None:
+        options["_temp_dir"] = folder
     if address is None:
         options.update(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
         # No task events: they serve only the dashboard and the state API, which a Ray started
@@ -248,8 +348,12 @@ def _init(ray: Any, address: str | None, workers: int | None) -> None:
     try:
         ray.init(address=address, **options)
     except ConnectionError as exc:
-        raise UsageError(f"cannot join the Ray cluster at {address}: {exc}") from None
+        raise UsageError(f"cannot join the Ray cluster at {address}: {first_line(exc)}") from None
+    except Exception as exc:  # Ray's own failures to start (ports, files, its processes)
+        where = "start Ray" if address is None else f"join the Ray cluster at {address}"
+        raise McsimError(f"could not {where}: {first_line(exc)}") from None
     finally:
+        os.environ.pop(MARK, None)  # Ray's processes have it; the run's later children not
         # ray.init installs its own SIGTERM handler: Ctrl-C and SIGTERM stay the run's own
         for signum, handler in handlers.items():
             if handler is not None:
