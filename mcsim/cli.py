@@ -446,52 +446,23 @@ def inspect(
     Example:
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
-    from mcsim.accounting.prices import load_table
-    from mcsim.accounting.recorded import group_usage, inspect_usage, needs_calls
-    from mcsim.ingest.engines import open_engine
-    from mcsim.ingest.spool import Spool
-    from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-    from mcsim.outputs.run_dir import cache_folder, checked_out_dir
+    from mcsim.accounting.recorded import group_usage
+    from mcsim.outputs.runs import InspectConfig, inspect_run
     from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
 
-    since_s, until_s = _dates(since, until)
-    prices = load_table(prices_path)
-    cache = cache_folder(not no_cache, cache_dir)
-    if out_dir is not None:
-        out_dir = checked_out_dir(out_dir, force, paths, cache)
-    # Sessions, breaks and calls go to disk as they arrive (the driver's memory stays flat).
-    with Spool("inspect", out_dir) as spool:
-        with (
-            open_engine(engine, address=ray_address, workers=workers) as runner,
-            _progress(not as_json) as progress,
-        ):
-            report = inspect_usage(
-                list(paths),
-                prices,
-                since_s=since_s,
-                until_s=until_s,
-                workers=workers,
-                progress=progress,
-                engine=runner,
-                keep_calls=out_dir is not None,  # calls.parquet
-                project=project,
-                spool=spool,
-                by_time=(by, tz_name[1]) if needs_calls(by) else None,  # summed as they come
-                cache_dir=cache,
-            )
-        if out_dir is not None and report.sessions:  # an input with no call writes nothing
-            options = {
-                "since": str(since) if since else None,
-                "until": str(until) if until else None,
-                "prices": str(prices_path) if prices_path else None,
-                **({"project": project} if project is not None else {}),
-            }
-            run = inspect_run_record(report, list(paths), options)
-            write_inspect_tables(report, out_dir, force, run)
+    _dates(since, until)
+    config = InspectConfig(paths, out_dir, force, since, until, prices_path, cache_dir,
+                           not no_cache, workers, engine, ray_address, by, tz_name[1],
+                           project)  # fmt: skip
+    with contextlib.ExitStack() as bar, inspect_run(config, bar.enter_context(
+        _progress(not as_json)
+    )) as report:  # fmt: skip
+        bar.close()  # the progress bar ends before anything is printed
+        wrote = out_dir is not None and bool(report.sessions)
         rows = group_usage(report, by, tz_name[1])
         if as_json:
-            out = str(out_dir) if out_dir and report.sessions else None
-            _print_json(inspect_json(report, out, (by, tz_name[0], rows), lazy=True))
+            where = str(out_dir.expanduser()) if wrote and out_dir is not None else None
+            _print_json(inspect_json(report, where, (by, tz_name[0], rows), lazy=True))
         elif not report.sessions:  # no table of zeros: what was skipped, then the error
             for line in load_notes(report.stats):
                 click.echo(line, err=True)
@@ -500,13 +471,11 @@ def inspect(
                 _echo_lines(inspect_lines(report))  # a line per session: never held whole
             else:
                 _echo(grouped_text(report, by, tz_name[0], rows))
-            if out_dir is not None and report.sessions:
+            if wrote and out_dir is not None:
                 _echo(
-                    f"wrote {printable(out_dir)}/sessions.parquet, calls.parquet, "
+                    f"wrote {printable(out_dir.expanduser())}/sessions.parquet, calls.parquet, "
                     "breaks.parquet, run.json"
                 )
-    if not report.sessions:
-        raise NoCallsError(report.stats, "account")
 
 
 @cli.command()

@@ -25,6 +25,8 @@ KINDS = (
     "time_based_microcompact"
 )
 N_RANGE = "must be a whole number from 1 to 1_000_000_000"
+# keep_recent takes 0 (it acts as 1, as in Claude Code)
+KEEP_RANGE = "must be a whole number from 0 to 1_000_000_000"
 DEPTH = "nested deeper than 20 levels, aliases expanded (a policy file needs 7)"
 
 
@@ -287,13 +289,13 @@ def test_shared_anchors_and_a_bom_still_load(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("grids", "message"),
     [
-        (["cached_microcompact.keep_recent=nan"], f"key 'keep_recent': {N_RANGE}, not nan"),
-        (["cached_microcompact.keep_recent=inf"], f"key 'keep_recent': {N_RANGE}, not inf"),
-        (["cached_microcompact.keep_recent=1e400"], f"key 'keep_recent': {N_RANGE}, not inf"),
-        (["cached_microcompact.keep_recent=-5..-1"], f"key 'keep_recent': {N_RANGE}, not -5"),
-        (["cached_microcompact.keep_recent=2.5"], f"key 'keep_recent': {N_RANGE}, not 2.5"),
-        (["cached_microcompact.keep_recent=true"], f"key 'keep_recent': {N_RANGE}, not true"),
-        (["cached_microcompact.keep_recent=all"], f"key 'keep_recent': {N_RANGE}, not 'all'"),
+        (["cached_microcompact.keep_recent=nan"], f"key 'keep_recent': {KEEP_RANGE}, not nan"),
+        (["cached_microcompact.keep_recent=inf"], f"key 'keep_recent': {KEEP_RANGE}, not inf"),
+        (["cached_microcompact.keep_recent=1e400"], f"key 'keep_recent': {KEEP_RANGE}, not inf"),
+        (["cached_microcompact.keep_recent=-5..-1"], f"key 'keep_recent': {KEEP_RANGE}, not -5"),
+        (["cached_microcompact.keep_recent=2.5"], f"key 'keep_recent': {KEEP_RANGE}, not 2.5"),
+        (["cached_microcompact.keep_recent=true"], f"key 'keep_recent': {KEEP_RANGE}, not true"),
+        (["cached_microcompact.keep_recent=all"], f"key 'keep_recent': {KEEP_RANGE}, not 'all'"),
         (
             ["time_based_microcompact.gap_threshold_minutes=-.5"],
             "key 'gap_threshold_minutes': must be a number from 0 to 1_000_000_000, not -0.5",
@@ -343,6 +345,7 @@ def test_hostile_grid_values_get_one_line(tmp_path: Path, grids: list[str], mess
             ["nope=1"],
             "--grid nope: not a parameter of policy 'claude-code' (known: ttl, "
             "cached_microcompact.keep_recent, cached_microcompact.trigger_threshold, "
+            "clear_thinking.after_gap_minutes, clear_thinking.keep, clear_thinking.latched, "
             "time_based_microcompact.gap_threshold_minutes, time_based_microcompact.keep_recent)",
         ),
         (["\x1b[2Jk=1"], "--grid \\x1b[2Jk: not a parameter of policy 'claude-code' (known: "),

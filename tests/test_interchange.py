@@ -111,7 +111,7 @@ def test_inspect_totals_are_the_same(runner: CliRunner, converted: Path, corpus:
     assert [{k: v for k, v in b.items() if k not in ("file", "line")} for b in after["breaks"]] == (
         strip
     )
-    assert len(strip) == 12
+    assert len(strip) == 11  # the corpus's 12 drops but the announced one after the compaction
     assert sorted(after["sessions"], key=lambda s: s["session_id"]) == sorted(
         before["sessions"], key=lambda s: s["session_id"]
     )

@@ -63,3 +63,24 @@ def test_a_bad_configuration_is_refused_before_any_transcript_is_read(tmp_path: 
                                             out_dir=tmp_path / "run"))  # fmt: skip
     assert caught.value.stats.files == 0
     assert not (tmp_path / "run").exists()
+
+
+def test_inspect_run_writes_the_tables_the_command_writes(corpus: Path, tmp_path: Path) -> None:
+    config = mcsim.InspectConfig(paths=(str(corpus),), use_cache=False,
+                                 out_dir=tmp_path / "library")  # fmt: skip
+    with mcsim.inspect_run(config) as report:
+        # tests/data/corpus/README.md, "Reference figures": 355 calls, $14.0820
+        assert report.call_count == 355 and round(report.cost_usd, 4) == 14.0820
+        assert len(list(report.sessions)) == 8
+    result = CliRunner().invoke(cli, ["inspect", str(corpus), "--no-cache", "--out",
+                                      str(tmp_path / "cli")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for table in ("sessions.parquet", "calls.parquet", "breaks.parquet"):
+        assert_frame_equal(
+            pl.read_parquet(tmp_path / "library" / table), pl.read_parquet(tmp_path / "cli" / table)
+        )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = mcsim.InspectConfig(paths=(str(empty),), use_cache=False)
+    with pytest.raises(NoCallsError, match="nothing to account"), mcsim.inspect_run(nothing) as r:
+        assert not r.sessions  # handed over first: a caller may show what was skipped

@@ -52,8 +52,14 @@ def test_the_documented_format(tmp_path: Path) -> None:
         "clear_at_least": None,
         "exclude_tools": (),
         "clear_tool_inputs": False,
+        "cleared_set": "in_steps",
+        "keep_counts_excluded": True,
     }
-    assert dict(scenarios[3].layers[0].values) == {"keep": "all"}
+    assert dict(scenarios[3].layers[0].values) == {
+        "keep": "all",
+        "after_gap_minutes": None,
+        "latched": False,
+    }
 
 
 def test_api_spellings_and_tool_lists(tmp_path: Path) -> None:
@@ -81,8 +87,12 @@ policies:
     assert (values["keep"], values["clear_at_least"]) == (5, 5_000)
     assert values["clear_tool_inputs"] == ("Bash", "Read")
     assert dict(all_inputs.layers[0].values)["clear_tool_inputs"] is True
-    assert dict(two.layers[0].values) == {"keep": 2}
-    assert dict(every.layers[0].values) == {"keep": "all"}
+    assert dict(two.layers[0].values) == {"keep": 2, "after_gap_minutes": None, "latched": False}
+    assert dict(every.layers[0].values) == {
+        "keep": "all",
+        "after_gap_minutes": None,
+        "latched": False,
+    }
 
 
 def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:

@@ -59,10 +59,16 @@ def test_every_call_masking_costs_more_and_cache_edits_cost_less() -> None:
         pytest.approx(0.3086775),
     )
     # keep_last_n n=2 on every call: from call 3 one more result (5,000 - 8 placeholder) is
-    # masked each call, the prefix breaks and the read falls back to the 10,000-token head:
-    # reads 0 + 11,000 + 16,000 + 7 x 10,000; writes 20,991 + 11,005..11,053 (step 8).
+    # masked each call and the prefix breaks at r1. The only entry that ends before it is the
+    # first call's (head + text, 11,000); every later entry holds r1 unmasked. It is alive
+    # (read 10 s later, at call 1) and within the cache's 20-block lookback of every call
+    # (a result and its tool call are 2 blocks: call k ends at block 1 + 2k, 19 at call 9), so
+    # each masked call reads 11,000 rather than the 10,000-token head (before the lookback
+    # was modelled: 10,000, 1,000 more written a call): reads 0 + 11,000 + 16,000 + 7 x
+    # 11,000 = 104,000; writes 10,997 + 2 x 4,997 + (21,008..21,056 step 8) - 7 x 11,003 =
+    # 91,194; cost (90 + 91,194 x 3.75 + 104,000 x 0.30 + 15,000) / 1e6 = 0.3882675.
     masked = simulate_thread(t, scenario("keep_last_n", n=2), PRICES)
-    assert totals(masked) == (97_000, 98_194, pytest.approx(0.4124175))
+    assert totals(masked) == (104_000, 91_194, pytest.approx(0.3882675))
     # cached_microcompact trigger 3 keep 1 (a rolling window, docs/domain.md#cached-microcompact):
     # at call 4 four results are registered (> 3), so r1..r3 (15,000 tokens) are deleted; from
     # then on each call's new result pushes the previous one out (r4 at call 5, ..., r8 at
@@ -304,7 +310,10 @@ def test_claude_codes_api_configuration_clears_at_least_140k_mcp_results_include
     assert cleared[8] >= 140_000 and sim.cleared_results == 5
     last = sim.calls[8]
     assert last.prompt_tokens == 211_800 - 150_228 == 61_572
-    assert last.rewrote and last.usage.cache_read_tokens == 10_000  # back to the head
+    # The prefix changes at the MCP result (11,100: its call's 100-token input is kept). The
+    # first call's entry (head + text: 11,000) ends before it, is alive and 16 blocks back
+    # (8 tool calls and results): the read falls back to it, not to the 10,000-token head.
+    assert last.rewrote and last.usage.cache_read_tokens == 11_000
 
 
 def test_clear_thinking_keeps_the_newest_assistant_turns_with_thinking() -> None:
@@ -323,12 +332,14 @@ def test_clear_thinking_keeps_the_newest_assistant_turns_with_thinking() -> None
     # Keep 1 keeps the thinking of the last assistant turn that has any. At call 2 that is
     # turn 1 (the old rule counted user turns and cleared it there: wrong per the API docs).
     # Call 3 brings turn 2's thinking, so turn 1's 2,000 tokens go; the rewrite makes the
-    # read fall back to the 10,000-token head. Turn 3 has no thinking: at calls 4 and 5
-    # turn 2 is still the newest turn with thinking, and is kept.
+    # read fall back to the first call's entry, which ends just before that thinking (head
+    # + turn 1's text: 10,100; alive, and 5 blocks back), rather than the 10,000-token head.
+    # Turn 3 has no thinking: at calls 4 and 5 turn 2 is still the newest turn with
+    # thinking, and is kept.
     assert [c.newly_cleared_tokens for c in sim] == [0, 0, 0, 2_000, 0, 0]
     assert [c.prompt_tokens for c in sim] == [10_100, 12_150, 12_250, 13_300, 13_450, 13_550]
-    assert sim[3].rewrote and sim[3].usage.cache_read_tokens == 10_000
-    assert sim[3].usage.cache_write_tokens == 13_300 - INPUT - 10_000
+    assert sim[3].rewrote and sim[3].usage.cache_read_tokens == 10_100
+    assert sim[3].usage.cache_write_tokens == 13_300 - INPUT - 10_100
     assert sim[4].usage.cache_read_tokens == 13_300  # the edited prompt is cached again
     base = simulate_thread(opus, baseline(), PRICES)
     for keep in (2, "all"):

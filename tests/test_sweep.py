@@ -77,10 +77,11 @@ def test_variants_address_stack_layers_and_validate_values() -> None:
         build_variants(stack, [parse_axis("keep_recent=1..3")])
     with pytest.raises(GridError, match="not a parameter of policy 'claude-code'"):
         build_variants(stack, [parse_axis("n=1..3")])
+    # (0 is taken: it acts as 1, as in Claude Code)
     with pytest.raises(
-        GridError, match="key 'keep_recent': must be a whole number from 1 to 1_000_000_000, not 0"
+        GridError, match="key 'keep_recent': must be a whole number from 0 to 1_000_000_000, not -1"
     ):
-        build_variants(stack, [parse_axis("cached_microcompact.keep_recent=0..2")])
+        build_variants(stack, [parse_axis("cached_microcompact.keep_recent=-1..2")])
     with pytest.raises(GridError, match="'2h' is not one of 5m, 1h, 24h, recorded"):
         build_variants(stack, [parse_axis("ttl=2h")])
 

@@ -1,15 +1,18 @@
-"""The cache-break detector: Claude Code's rule, plus a named cause for every break.
+"""The cache-break detector: Claude Code's rule, plus a named cause for every drop.
 
 Per thread, each call's cache read is compared with the previous call's: a drop of more than
-5% and more than 2,000 tokens is a break (docs/domain.md#the-cache-break-detector). Claude
-Code is told about its own cache edits (notifyCacheDeletion) and does not report the drop
-that follows as a break; mcsim does the same: such a drop gets the cause `cache_edit` and is
-counted apart (`is_break` is false). A drop that has another reason on the same call keeps
-that reason (a TTL that ran out, a compaction, a model switch). A client-side rewrite (a
-pruning policy that edits old messages) really breaks the prefix: mcsim reports it as an
-*expected* break (cause `policy_clearing`), like a compaction (which resets Claude Code's
-baseline), so their cost stays visible, and names a cause for every unexpected one. The same
-function serves recorded and simulated runs, so their break counts are comparable.
+5% and more than 2,000 tokens is a *drop* (docs/domain.md#the-cache-break-detector). Claude
+Code's detector (src/services/api/promptCacheBreakDetection.ts) is told of what the harness
+did itself and does not report the drop that follows: its cache edits and its time-based
+microcompact (notifyCacheDeletion), a compaction (notifyCompaction resets the baseline).
+mcsim counts alike: a drop on a call that carries a compaction, a rewrite of old messages by
+the policy (or by the recording's own microcompact) or a cache edit is *announced*
+(`announced`), kept with its cause but not a break; every other drop is a *break*, as Claude
+Code would report it, TTL expiry included. Every drop gets a cause (a TTL that ran out, a
+compaction, a model switch, the policy's clearing, a cache edit, a changed prefix, or
+nothing known), and a break is *unexpected* when nothing explains it: a changed prefix or
+nothing known (a gap as long as the TTL explains a miss). The same function serves recorded
+and simulated runs, so their counts are comparable.
 
 Time is measured from request to request (`timestamp_s` of an observation is when the request
 was sent): the cache TTL runs from the start of a request, and at a gap equal to the TTL the
@@ -36,9 +39,9 @@ class BreakCause(StrEnum):
     UNKNOWN = "unknown"  # nothing was read while the cache should have been warm
 
 
-EXPECTED_CAUSES = frozenset(
-    {BreakCause.COMPACTION, BreakCause.POLICY_CLEARING, BreakCause.CACHE_EDIT}
-)
+# What nothing explains: the prefix changed while the cache was warm, or nothing was read
+UNEXPLAINED_CAUSES = frozenset({BreakCause.PREFIX_CHANGED, BreakCause.UNKNOWN})
+EXPECTED_CAUSES = frozenset(BreakCause) - UNEXPLAINED_CAUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class CacheBreak:
     read_tokens: int
     gap_seconds: float
     cause: BreakCause
+    # The detector was told to expect it (a compaction, a rewrite or a cache edit on this
+    # call): a drop, not a break
+    announced: bool = False
 
     @property
     def drop_tokens(self) -> int:
@@ -68,18 +74,19 @@ class CacheBreak:
 
     @property
     def expected(self) -> bool:
+        """Whether something explains it (everything but a changed prefix or nothing known)."""
         return self.cause in EXPECTED_CAUSES
 
     @property
     def is_break(self) -> bool:
-        """False for the drop a cache edit explains: Claude Code's detector is told of it."""
-        return self.cause is not BreakCause.CACHE_EDIT
+        """Whether Claude Code's detector would report it: not if it was announced."""
+        return not self.announced
 
 
-def split_drops(drops: Sequence[CacheBreak]) -> tuple[list[CacheBreak], int]:
-    """The breaks among a thread's drops, and how many drops cache edits explain."""
-    breaks = [d for d in drops if d.is_break]
-    return breaks, len(drops) - len(breaks)
+def split_drops(drops: Sequence[CacheBreak]) -> tuple[list[CacheBreak], list[CacheBreak]]:
+    """A thread's drops as the breaks Claude Code's detector reports, and the announced."""
+    breaks = [d for d in drops if not d.announced]
+    return breaks, [d for d in drops if d.announced]
 
 
 def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
@@ -89,7 +96,7 @@ def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
 
 
 def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
-    """Drops of one thread's calls, in order: the breaks, and those a cache edit explains
+    """Drops of one thread's calls, in order: the breaks, and those the detector was told of
     (`split_drops` separates them)."""
     breaks = []
     for i in range(1, len(calls)):
@@ -99,9 +106,10 @@ def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
         gap = cur.timestamp_s - prev.timestamp_s
         breaks.append(
             CacheBreak(
-                i, prev.cache_read_tokens, cur.cache_read_tokens, gap, _cause(prev, cur, gap)
+                i, prev.cache_read_tokens, cur.cache_read_tokens, gap, _cause(prev, cur, gap),
+                _announced(cur),
             )
-        )
+        )  # fmt: skip
     return breaks
 
 
@@ -133,8 +141,15 @@ def detect_breaks_columns(
             cache_edit[i],
         )
         gap = cur.timestamp_s - prev.timestamp_s
-        out.append(CacheBreak(i, prev.cache_read_tokens, reads[i], gap, _cause(prev, cur, gap)))
+        cause = _cause(prev, cur, gap)
+        out.append(CacheBreak(i, prev.cache_read_tokens, reads[i], gap, cause, _announced(cur)))
     return out
+
+
+def _announced(cur: CallObservation) -> bool:
+    """Whether the harness told the detector to expect a drop on this call: a compaction
+    before it (the baseline is reset), its own rewrite of old messages or a cache edit."""
+    return cur.compaction_before or cur.rewrote or cur.cache_edit
 
 
 def _cause(prev: CallObservation, cur: CallObservation, gap: float) -> BreakCause:

@@ -190,6 +190,7 @@ class SessionSummary:
     unpriced_models: tuple[tuple[str, int], ...] = ()
     split_mismatch_calls: int = 0
     cache_edit_drops: int = 0  # read drops the recording's own cache edits explain
+    cache_drops: int = 0  # every drop in reads, the breaks and those the detector was told of
     recorded_prunes: int = 0  # microcompact boundaries and cache deletions in the recording
     by_model: tuple[UsageGroup, ...] = ()  # per model, by name
 
@@ -213,7 +214,7 @@ def analyse_session(
     breaks: list[BreakRecord] = []
     cost = 0.0
     unpriced: Counter[str] = Counter()
-    compactions = prunes = cache_edit_drops = 0
+    compactions = prunes = cache_edit_drops = cache_drops = 0
     split_mismatch = 0
     models: dict[str, UsageGroup] = {}
     start = end = session.threads[0].calls[0].timestamp_s
@@ -233,8 +234,10 @@ def analyse_session(
             )
             for c, ttl in zip(thread.calls, ttls, strict=True)
         ]
-        drops, edit_drops = split_drops(detect_breaks(observations))
-        cache_edit_drops += edit_drops
+        all_drops = detect_breaks(observations)
+        drops, announced = split_drops(all_drops)
+        cache_drops += len(all_drops)
+        cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in announced)
         found = {b.call_index: b for b in drops}
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
@@ -299,6 +302,7 @@ def analyse_session(
         unpriced_models=tuple(sorted(unpriced.items())),
         split_mismatch_calls=split_mismatch,
         cache_edit_drops=cache_edit_drops,
+        cache_drops=cache_drops,
         recorded_prunes=prunes,
         by_model=tuple(models[m] for m in sorted(models)),
     )

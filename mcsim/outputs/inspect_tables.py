@@ -97,7 +97,7 @@ SESSIONS_SCHEMA: dict[str, str] = {
     "cache_write_5m_tokens": "int", "cache_write_1h_tokens": "int", "cache_read_tokens": "int",
     "output_tokens": "int", "cost_usd": "float", "unpriced_calls": "int",
     "cache_hit_ratio": "float", "cache_breaks": "int", "cache_edit_drops": "int",
-    "compactions": "int", "recorded_prunes": "int",
+    "cache_drops": "int", "compactions": "int", "recorded_prunes": "int",
 }  # fmt: skip
 CALLS_SCHEMA: dict[str, str] = {
     "session_id": "str", "project": "str", "thread_id": "str", "thread_kind": "str",

@@ -48,13 +48,14 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "cleared_tokens": "int", "input_tokens": "int", "cache_write_5m_tokens": "int",
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cache_hit_ratio": "float", "mean_context_tokens": "float", "max_prompt_tokens": "int",
-    "cache_breaks": "int", "cache_edit_drops": "int",
+    "cache_breaks": "int", "cache_edit_drops": "int", "cache_drops": "int",
     "unexpected_breaks": "int", "unpriced_calls": "int", "compactions": "int",
     "compactions_still_reached": "int", "cleared_results": "int", "refetch_hazards": "int",
     "refetch_unassessed": "int", "refetch_risk": "float", "refetch_cost_usd": "float",
     "net_savings_vs_baseline_pct": "float",
     "net_savings_low_pct": "float", "net_savings_high_pct": "float",
-    "net_savings_if_edits_reread_pct": "float", "verdict": "bool",
+    "net_savings_if_edits_reread_pct": "float", "net_savings_if_other_cleared_set_pct": "float",
+    "verdict": "bool",
     "fidelity_overall_error": "float",
     "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
 }  # fmt: skip
@@ -65,10 +66,6 @@ def _utc(ts: float) -> datetime:
 
 
 _pct = savings_pct
-
-
-def _unexpected(t: PolicyTotals) -> int:
-    return t.cache_breaks - t.breaks_by_cause["compaction"] - t.breaks_by_cause["policy_clearing"]
 
 
 def _refetch_fields(t: PolicyTotals, baseline_usd: float) -> dict[str, Any]:
@@ -126,12 +123,14 @@ def _uncertain(name: str, verdict: Verdict) -> dict[str, Any]:
     """A policy's 95% interval of net savings and its figure if cache edits' deleted tokens
     were billed as reads (None: no interval, no cache edits), and whether it is the verdict's."""
     found = next((o for o in verdict.results if o.variant.name == name), None)
-    numbers = (math.nan,) * 3 if found is None else (found.low_pct, found.high_pct,
-                                                      found.reread_net_pct)  # fmt: skip
-    low, high, reread = (None if math.isnan(x) else x for x in numbers)
+    numbers = (math.nan,) * 4 if found is None else (
+        found.low_pct, found.high_pct, found.reread_net_pct, found.other_cleared_set_net_pct,
+    )  # fmt: skip
+    low, high, reread, other = (None if math.isnan(x) else x for x in numbers)
     chosen = verdict.best is not None and verdict.best.variant.name == name
     return {"net_savings_low_pct": low, "net_savings_high_pct": high,
-            "net_savings_if_edits_reread_pct": reread, "verdict": chosen}  # fmt: skip
+            "net_savings_if_edits_reread_pct": reread,
+            "net_savings_if_other_cleared_set_pct": other, "verdict": chosen}  # fmt: skip
 
 
 def summary_frame(report: ReplayReport) -> Any:
@@ -160,7 +159,8 @@ def summary_frame(report: ReplayReport) -> Any:
                 "max_prompt_tokens": t.max_prompt_tokens,
                 "cache_breaks": t.cache_breaks,
                 "cache_edit_drops": t.cache_edit_drops,
-                "unexpected_breaks": _unexpected(t),
+                "cache_drops": t.cache_drops,
+                "unexpected_breaks": t.unexpected_breaks,
                 "unpriced_calls": t.unpriced_calls,
                 "compactions": t.compactions,
                 "compactions_still_reached": t.compactions_still_reached,
@@ -217,7 +217,11 @@ def run_record(
         "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
         "price_table": report.price_table,
         "options": options,
-        "notes": [CACHE_EDIT_NOTE, "output tokens are taken as recorded (a lower bound)"],
+        "notes": [
+            CACHE_EDIT_NOTE,
+            "output tokens are taken as recorded (a lower bound)",
+            *report.layer_notes(),
+        ],
         **run_summary(report),
         **({"verdict": verdict(report).as_json()} if with_verdict else {}),
     }
@@ -248,6 +252,8 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
             "cache_hit_ratio": rec.tokens.cache_hit_ratio,
             "cache_breaks": rec.cache_breaks,
             "breaks_by_cause": dict(sorted(rec.breaks_by_cause.items())),
+            "cache_drops": rec.cache_drops,
+            "drops_by_cause": dict(sorted(rec.drops_by_cause.items())),
         },
         "baseline_cost_usd": report.baseline.cost_usd,
         "baseline": baseline_json(report),
@@ -364,8 +370,10 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 "cleared_tokens": t.cleared_tokens,
                 "cache_breaks": t.cache_breaks,
                 "cache_edit_drops": t.cache_edit_drops,
-                "unexpected_breaks": _unexpected(t),
+                "cache_drops": t.cache_drops,
+                "unexpected_breaks": t.unexpected_breaks,
                 "breaks_by_cause": dict(sorted(t.breaks_by_cause.items())),
+                "drops_by_cause": dict(sorted(t.drops_by_cause.items())),
                 "cache_hit_ratio": t.tokens.cache_hit_ratio,
                 "mean_context_tokens": t.context_tokens / t.calls if t.calls else 0,
                 "max_prompt_tokens": t.max_prompt_tokens,
@@ -382,6 +390,8 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
             "calls": report.recorded.calls,
             "cache_breaks": report.recorded.cache_breaks,
             "cache_edit_drops": report.recorded.cache_edit_drops,
+            "cache_drops": report.recorded.cache_drops,
+            "drops_by_cause": dict(sorted(report.recorded.drops_by_cause.items())),
             "cache_hit_ratio": report.recorded.tokens.cache_hit_ratio,
             "prunes": dict(sorted(report.recorded_prunes.items())),
         },
@@ -402,6 +412,7 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
         "notes": [
             CACHE_EDIT_NOTE,
             *(f"{name} cleared nothing: {why}" for name, why in report.idle_notes().items()),
+            *report.layer_notes(),
             *report.provider_notes(),
         ],
         "skipped": skipped_json(report.stats),
@@ -434,7 +445,7 @@ def replay_text(report: ReplayReport) -> str:
                 f"{t.cleared_tokens:,}",
                 f"{100 * t.tokens.cache_hit_ratio:.1f}",
                 str(t.cache_breaks),
-                str(_unexpected(t)),
+                str(t.unexpected_breaks),
             ]
         )
     lines = table(headers, rows, right=set(range(1, 12)))
@@ -474,7 +485,8 @@ def replay_text(report: ReplayReport) -> str:
         )
     for name, why in report.idle_notes().items():
         lines.append(f"note: {printable(name, limit=NAME_LIMIT)} cleared nothing: {why}")
-    lines.extend(f"note: {printable(n, limit=MESSAGE_LIMIT)}" for n in report.provider_notes())
+    notes = [*report.layer_notes(), *report.provider_notes()]
+    lines.extend(f"note: {printable(n, limit=MESSAGE_LIMIT)}" for n in notes)
     unpriced = report.recorded.unpriced_calls
     if unpriced:
         lines.append(

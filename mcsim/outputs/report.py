@@ -341,7 +341,14 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
             [
                 f"A cache break is a call that read much less from the cache than the call "
                 f"before it (more than 5% and 2,000 tokens less), so it paid to write the "
-                f"conversation again. The recording has {rec.num('cache_breaks')}.",
+                f"conversation again, counted as Claude Code's detector counts it: a drop the "
+                f"agent announced (a compaction, its own pruning, a cache edit) is not a "
+                f"break. The recording has {rec.num('cache_breaks')}"
+                + (
+                    f" ({drops} drops in all)."
+                    if (drops := rec.num("cache_drops", -1)) >= 0
+                    else "."
+                ),
             ],
             (
                 ["cause", "breaks", "meaning"],

@@ -340,6 +340,7 @@ def variant_json(o: Outcome, recorded_usd: float) -> dict[str, Any]:
         "refetch_unassessed": t.refetch_unassessed,
         "refetch_cost_usd": t.refetch_cost_usd,
         "net_savings_if_edits_reread_pct": _or_none(o.reread_net_pct),
+        "net_savings_if_other_cleared_set_pct": _or_none(o.other_cleared_set_net_pct),
     }
 
 
@@ -365,7 +366,7 @@ def sweep_json(
             "sessions_over_threshold": len(report.sessions_over_threshold()),
         },
         "sessions": len(report.sessions),
-        "notes": [CACHE_EDIT_NOTE],
+        "notes": [CACHE_EDIT_NOTE, *report.layer_notes()],
         "out_dir": out_dir,
     }
 
@@ -454,5 +455,6 @@ def sweep_text(report: ReplayReport, results: Sequence[Outcome], rec: Recommenda
         lines.extend(printable(f"caution: {c}") for c in rec.cautions)
     else:
         lines.append(printable(f"no recommendation: {rec.reason}"))
+    lines.extend(printable(f"note: {n}") for n in report.layer_notes())
     lines.extend(load_notes(report.stats))
     return "\n".join(lines)

@@ -27,7 +27,14 @@ from typing import Any
 # verdict; sweep.parquet net_saved_usd and baseline.
 # 6 (2026-12-03): summary.parquet and sweep.parquet gained refetch_unassessed (cleared results
 # whose re-use cannot be told); refetch_risk is hazards over the assessed ones, null when none.
-SCHEMA_VERSION = 6
+# 7 (2026-12-03): cache breaks are counted as Claude Code's detector reports them: a drop the
+# harness announced (a compaction, its own rewrite, a cache edit) is not a break; replay's
+# summary.parquet and inspect's sessions.parquet gained cache_drops (every drop), calls.parquet
+# break_cause names the cause of any drop (is_break: reported), breaks.parquet `expected`
+# means explained (all but prefix_changed and unknown) and unexpected_breaks counts the rest;
+# summary.parquet also gained net_savings_if_other_cleared_set_pct (a policy with API context
+# editing under the other reading of its undocumented cleared-set rule).
+SCHEMA_VERSION = 7
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,
 # then the baseline and the policy file's order), not its name. A name may hold characters a

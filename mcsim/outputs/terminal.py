@@ -55,6 +55,7 @@ def session_json(s: SessionSummary) -> dict[str, Any]:
         "cache_hit_ratio": s.tokens.cache_hit_ratio,
         "cache_breaks": s.cache_breaks,
         "cache_edit_drops": s.cache_edit_drops,
+        "cache_drops": s.cache_drops,
         "compactions": s.compactions,
         "recorded_prunes": s.recorded_prunes,
     }

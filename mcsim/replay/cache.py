@@ -8,8 +8,10 @@ with its own TTL (5m, 1h, or the recorded one); the TTL runs from request to req
 a gap equal to the TTL the entry is gone. What one call reads:
 
 * a rewrite of old messages changes the prompt at an old block: with breakpoints (Anthropic)
-  the read falls back to the stable head (system prompt and tools), as the real cache does;
-  a prefix cache without them (OpenAI) still reads what precedes the first change;
+  the read falls back to the longest entry an earlier request wrote that ends before the
+  change, is alive, and lies within the lookback (20 blocks before the breakpoint), else to
+  the stable head (system prompt and tools) (docs/domain.md#the-lookback); a prefix cache
+  without them (OpenAI) still reads what precedes the first change;
 * a cache edit deletes tokens from the cached copy without breaking it, on the call that
   carries it: the read is the cached copy less what was deleted from it;
 * recorded anchors, what the recording shows happened for reasons outside any policy: a read
@@ -45,7 +47,8 @@ _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
 class PromptCache:
     """One thread's cache: how much of the last prompt is cached, and its clock."""
 
-    __slots__ = ("head", "intact", "recorded_ttl_s", "rules", "sent", "ttl_s", "valid")
+    __slots__ = ("block", "entries", "head", "intact", "recorded_ttl_s", "rules", "sent",
+                 "ttl_s", "valid")  # fmt: skip
 
     def __init__(self, head: int, rules: CacheRules | None = None) -> None:
         self.rules = rules or rules_for("anthropic")  # the provider's cache (providers/)
@@ -55,12 +58,21 @@ class PromptCache:
         self.sent: float | None = None  # when the previous request was sent
         self.ttl_s = 300.0  # the lifetime the previous request gave the entry
         self.recorded_ttl_s = 300.0  # ... and the one it had in the recording
+        self.block = 0  # where the previous request's entry ends, in content blocks
+        # The entries earlier requests wrote at their ends (breakpoints), before the previous
+        # request's, that still match the prompt: [tokens, end block, alive until]. Only
+        # those within the lookback of the newest end are kept (none for a prefix cache).
+        self.entries: list[list[float]] = []
 
-    def resume(self, cached: int | None, sent: float, ttl_s: float, recorded_ttl: str) -> None:
+    def resume(
+        self, cached: int | None, sent: float, ttl_s: float, recorded_ttl: str, block: int = 0
+    ) -> None:
         """The cache as calls replayed elsewhere left it (the unpruned replay's, copied):
-        `cached` is the last prompt it cached (None: none), the rest the last call's."""
+        `cached` is the last prompt it cached (None: none) and `block` where it ends, the rest
+        the last call's. Earlier entries are not known: resume where the lookback begins."""
         self.valid, self.intact = (cached, True) if cached is not None else (0, False)
         self.sent, self.ttl_s, self.recorded_ttl_s = sent, ttl_s, TTL_SECONDS[recorded_ttl]
+        self.block, self.entries = block, []
 
     def serve(
         self,
@@ -72,6 +84,7 @@ class PromptCache:
         deleted: Sequence[int],
         anchors: Sequence[int],
         kept: Sequence[int] | None = None,
+        blocks: Sequence[int] | None = None,
     ) -> tuple[list[int], list[int], list[int], list[int]]:
         """Uncached, read, and written tokens (5-minute and 1-hour entries) of consecutive
         calls, each sending its prompt at its time with its TTL ("5m" or "1h"), and the cache
@@ -79,10 +92,14 @@ class PromptCache:
         messages changed before it; `deleted`: tokens its cache edit removed from the cached
         copy; `anchors`: the recorded fall-back read in replayed tokens (read class PARTIAL);
         `kept`: after a rewrite, the tokens of the prompt before its first change (a cache
-        without breakpoints reads up to there; one with them falls back to the head).
+        without breakpoints reads up to there; one with them reads the longest entry that
+        ends there or before, within its lookback, else the head); `blocks`: the content
+        blocks of the prompt up to the call's end (none: no lookback).
         One loop over the thread (a call per call would cost a tenth of the replay)."""
         head, valid, intact = self.head, self.valid, self.intact
         previous, lifetime, recorded_lifetime = self.sent, self.ttl_s, self.recorded_ttl_s
+        lookback = self.rules.lookback_blocks if blocks is not None else 0
+        at, entries = self.block, self.entries
         out_uncached: list[int] = []
         out_read: list[int] = []
         out_5m: list[int] = []
@@ -93,14 +110,17 @@ class PromptCache:
             self.rules.block_tokens,
             self.rules.bills_writes,
         )
-        for call, prompt, now, ttl, rewrite, gone, anchor, intact_to in zip(
+        for call, prompt, now, ttl, rewrite, gone, anchor, intact_to, blocks_at in zip(
             calls, prompts, sent, ttls, rewrote, deleted, anchors,
-            [0] * len(calls) if kept is None else kept, strict=True,
+            [0] * len(calls) if kept is None else kept,
+            [0] * len(calls) if blocks is None else blocks, strict=True,
         ):  # fmt: skip
             gap = None if previous is None else now - previous
             recorded_before = recorded_lifetime
             previous, lifetime_before, lifetime = now, lifetime, seconds[ttl]
             recorded_lifetime = seconds[call.ttl]
+            if lookback and call.compaction:
+                entries = []  # a new conversation: no earlier entry matches beyond the head
             if prompt < minimum(call.model):
                 out_uncached.append(prompt)  # nothing is cached; what was stays as it was
                 out_read.append(0)
@@ -120,10 +140,20 @@ class PromptCache:
             whole = alive and intact
             if gone:  # the server deleted these from its cached copy for this call
                 reusable = max(reusable - gone, 0)
+            found: list[float] | None = None  # an earlier request's entry, read
             if rewrite:
-                # Breakpoints (Anthropic) fall back to the head; a prefix cache (OpenAI) keeps
-                # whatever precedes the first change.
+                # Breakpoints (Anthropic) fall back to the longest entry that ends before the
+                # first change, within the lookback, else the head; a prefix cache (OpenAI)
+                # keeps whatever precedes the first change.
                 fallback = head if writes else max(intact_to, head)
+                if lookback and alive:
+                    reach = blocks_at - lookback  # the earliest end a lookup checks, in blocks
+                    if intact and valid <= intact_to and at >= reach:
+                        fallback = max(fallback, valid)  # the change is after the last prompt
+                    for entry in entries:  # alive, ending before the change, reachable
+                        end, ends_at, until = entry
+                        if fallback < end <= intact_to and until > now and ends_at >= reach:
+                            fallback, found = int(end), entry
                 if reusable > fallback:
                     reusable, whole = fallback, False
             if kind is _FIRST:
@@ -138,6 +168,17 @@ class PromptCache:
                 delta = 0  # the recording's own block rounding: the blocks are counted below
             read = reusable + delta
             read = max(0, min(read, prompt - uncached))
+            if lookback:
+                entries = _entries_after(
+                    entries, valid if intact else 0, at, now - (gap or 0.0) + lifetime_before,
+                    now + lifetime, blocks_at, lookback,
+                    # the previous entry was read (refreshed), and where the prompt differs
+                    # from the earlier entries now (none match past it)
+                    alive and found is None and read > head, _changed_at(
+                        rewrite, gone, kind, intact_to, anchor, call.compaction,
+                    ), found,
+                )  # fmt: skip
+                at = blocks_at
             valid, intact = prompt, True
             if not writes:  # a prefix of whole blocks is read; the rest is uncached input
                 read -= read % block
@@ -156,4 +197,50 @@ class PromptCache:
                 out_1h.append(0)
         self.valid, self.intact = valid, intact
         self.sent, self.ttl_s, self.recorded_ttl_s = previous, lifetime, recorded_lifetime
+        self.block, self.entries = at, entries
         return out_uncached, out_read, out_5m, out_1h
+
+
+_NOWHERE = float("inf")
+
+
+def _changed_at(
+    rewrite: bool, gone: int, kind: ReadClass, intact_to: int, anchor: int, compaction: bool
+) -> float:
+    """Where this call's prompt differs from what earlier requests sent, in replayed tokens:
+    an entry that ends after it no longer matches. A rewrite changes it at its first change;
+    a cache edit changed the cached copy (its position is not tracked: everywhere), and so
+    did a compaction; the recording's own fall-back shows a real change at what it read; a
+    miss the TTL does not explain, everywhere."""
+    where = intact_to if rewrite else _NOWHERE
+    if gone or compaction:
+        where = 0
+    if kind is _PARTIAL:
+        where = min(where, anchor)
+    elif kind is _EXTERNAL_MISS:
+        where = 0
+    return where
+
+
+def _entries_after(
+    entries: list[list[float]],
+    last: int,
+    last_block: int,
+    last_until: float,
+    refreshed_until: float,
+    block: int,
+    lookback: int,
+    last_read: bool,
+    changed_at: float,
+    found: list[float] | None,
+) -> list[list[float]]:
+    """The earlier entries after a call: the previous request's joins them (`last` tokens,
+    ending at `last_block`, alive until `last_until`, or `refreshed_until` if it was read);
+    the one read (`found`) lives `refreshed_until`; none that ends after `changed_at`
+    matches any more, and none further back than the lookback from `block` can be reached."""
+    if found is not None:
+        found[2] = refreshed_until
+    if last:
+        entries.append([last, last_block, refreshed_until if last_read else last_until])
+    floor = block - lookback
+    return [e for e in entries if e[0] <= changed_at and e[1] >= floor]

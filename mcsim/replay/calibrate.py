@@ -21,6 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import accumulate
 from operator import sub
 from typing import NamedTuple
 
@@ -138,7 +139,7 @@ class CallColumns:
     523 MB replica under policies/all.yaml replays its 1,391 threads 7,918 times (4.8% fewer
     instructions so, callgrind). Shared by those replays and their SimThreads: never changed."""
 
-    __slots__ = ("cache_deleted", "compaction", "idle_s", "microcompacted", "model",
+    __slots__ = ("blocks", "cache_deleted", "compaction", "idle_s", "microcompacted", "model",
                  "output_tokens", "partial_read", "prompt_tokens", "request_s", "response_end_s",
                  "thinking_in_prompt", "timestamp_s", "ttl")  # fmt: skip
 
@@ -164,6 +165,25 @@ class CallColumns:
         # The recording's own pruning before each call (the break detector is told of it).
         self.microcompacted = [c.pruned == CompactionKind.MICROCOMPACT.value for c in calls]
         self.cache_deleted = [c.pruned == CompactionKind.CACHE_DELETION.value for c in calls]
+        # The content blocks of the thread's prompts up to each call's end: how far back an
+        # earlier request's cache entry lies (the cache's lookback counts blocks).
+        self.blocks = list(accumulate(map(content_blocks, calls)))
+
+
+def content_blocks(call: CalCall) -> int:
+    """The content blocks a call adds to the prompt: one per item (the previous response's
+    text, thinking and tool calls, the tool results, the user's text), and the tool call of
+    a result whose call the recording does not hold (every result follows its call)."""
+    results = uses = 0
+    for seg in call.segments:
+        if seg.kind is _RESULT:
+            results += 1
+        elif seg.kind is _USE:
+            uses += 1
+    return len(call.segments) + max(results - uses, 0)
+
+
+_RESULT, _USE = ItemKind.TOOL_RESULT, ItemKind.TOOL_USE
 
 
 @dataclass(frozen=True, slots=True)

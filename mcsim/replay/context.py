@@ -117,7 +117,7 @@ class PreparedThread:
         """Every segment uncleared again: those a replay changed (`touched`)."""
         for seg in self.touched:
             seg.cleared = seg.edited = seg.recorded = False
-            seg.saved = 0
+            seg.saved, seg.layer = 0, -1
         self.touched = []
 
 
@@ -125,9 +125,14 @@ class Context:
     """What one scenario's replay of a thread has in its context, call by call. Its `view`
     is what the policies see (one View, updated in place: a View per call costs a lot)."""
 
-    def __init__(self, thread: CalThread, scenario: Scenario, prepared: PreparedThread) -> None:
+    def __init__(
+        self, thread: CalThread, scenario: Scenario, prepared: PreparedThread, layers: int = 0
+    ) -> None:
         self.thread = thread
         self.prepared = prepared
+        # Per layer of the stack: the tokens its clearing keeps out of the prompt now (what
+        # the client sends is the recorded prompt less the client-side layers')
+        self.layer_saved = [0] * layers
         self.compactable_per_call = prepared.compactable(
             scenario.compactable_tools, scenario.exclude_tools
         )
@@ -175,19 +180,29 @@ class Context:
         self.recorded_upto = 0
         self.saving = []
         self._saving_at = set()
+        self.layer_saved = [0] * len(self.layer_saved)
         self._show_lists()
 
-    def apply(self, clearing: Clearing, i: int) -> tuple[int, int]:
-        """A policy's clearing before call `i`: the net tokens it removes from the prompt, and
-        (a cache edit) how many of them were in the cached prefix (items of earlier calls).
-        A rewrite drops the cache edits sent so far (see `_drop_cache_edits`)."""
-        net, earlier = self._clear(clearing, i)
+    def apply(self, clearing: Clearing, i: int, layer: int = -1) -> tuple[int, int]:
+        """A policy's clearing before call `i` (the stack's layer `layer`): the net tokens it
+        removes from the prompt, and (a cache edit) how many of them were in the cached prefix
+        (items of earlier calls). A rewrite drops the cache edits sent so far (see
+        `_drop_cache_edits`)."""
+        net, earlier = self._clear(clearing, i, layer)
         if clearing.mode is Mode.REWRITE:
             net -= self._drop_cache_edits()
         self.saved += net
         return net, earlier
 
-    def _clear(self, clearing: Clearing, i: int) -> tuple[int, int]:
+    def _credit(self, seg: LiveSegment, layer: int, saved: int) -> None:
+        """`seg` now keeps `saved` tokens out of the prompt, for `layer` (-1: none)."""
+        if seg.layer >= 0:
+            self.layer_saved[seg.layer] -= seg.saved
+        if layer >= 0:
+            self.layer_saved[layer] += saved
+        seg.layer = layer
+
+    def _clear(self, clearing: Clearing, i: int, layer: int = -1) -> tuple[int, int]:
         """Mark segments cleared (a rewrite) or deleted (a cache edit): the net tokens they
         stop costing (a placeholder stays), in all and among the items of earlier calls
         (those in the cached prefix)."""
@@ -209,8 +224,12 @@ class Context:
                 seg.edited, seg.cleared = False, True
                 self.edit_saved -= seg.saved
                 net += saved - seg.saved
+                if self.layer_saved:
+                    self._credit(seg, layer, saved)
                 seg.saved = saved
                 continue
+            if self.layer_saved:
+                self._credit(seg, layer, saved)
             seg.cleared, seg.edited, seg.saved = rewrite, not rewrite, saved
             self.prepared.touched.append(seg)
             if rewrite:
@@ -238,6 +257,8 @@ class Context:
                 self._changed(seg)
                 seg.edited = False
                 back += seg.saved
+                if self.layer_saved:
+                    self._credit(seg, -1, 0)
                 seg.saved = 0
         self.edited = []
         self.edit_saved = 0  # (each edited segment's `saved` came back above)
@@ -271,6 +292,8 @@ class Context:
     def _gone(self, seg: LiveSegment) -> None:
         """A result the recording cleared: whatever a policy saved on it, it saves no more."""
         self.saved -= seg.saved
+        if self.layer_saved:
+            self._credit(seg, -1, 0)
         if seg.edited:
             self.edit_saved -= seg.saved
         seg.cleared, seg.edited, seg.recorded, seg.saved = True, False, True, 0

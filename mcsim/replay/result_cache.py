@@ -69,8 +69,11 @@ from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
 
-# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed
-RESULTS_VERSION = 3
+# 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
+# 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported); 5: every
+# drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports;
+# 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd)
+RESULTS_VERSION = 6
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _COUNT_FIELDS = (
@@ -202,7 +205,7 @@ class ResultCache:
 
 
 def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
-    floats += (t.cost_usd, t.refetch_cost_usd, t.edit_reread_usd)
+    floats += (t.cost_usd, t.refetch_cost_usd, t.edit_reread_usd, t.cleared_set_other_usd)
     for figures in t.figures:
         floats += figures.values()
     return [
@@ -214,6 +217,9 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         t.refetch_cost_usd,
         t.figures,
         t.edit_reread_usd,
+        t.unsupported,
+        t.drops_by_cause,
+        t.cleared_set_other_usd,
     ]
 
 
@@ -341,7 +347,8 @@ def _counter(value: Any) -> Counter[str]:
 
 
 def _totals(row: Any) -> PolicyTotals:
-    name, tokens, cost, counts, causes, refetch_cost, figures, reread = _list(row, 8)
+    (name, tokens, cost, counts, causes, refetch_cost, figures, reread, unsupported, drops,
+     other) = _list(row, 11)  # fmt: skip
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
@@ -354,6 +361,9 @@ def _totals(row: Any) -> PolicyTotals:
         refetch_cost_usd=_float(refetch_cost),
         figures=figures,
         edit_reread_usd=_float(reread),
+        unsupported=_counter(unsupported),
+        drops_by_cause=_counter(drops),
+        cleared_set_other_usd=_float(other),
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
 

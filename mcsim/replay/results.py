@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mcsim.accounting.breaks import UNEXPLAINED_CAUSES
 from mcsim.accounting.recorded import ExactSums
 from mcsim.model import NO_TOKENS, Tokens
 from mcsim.replay.rows import SessionRows
@@ -42,9 +43,12 @@ class PolicyTotals:
     context_tokens: int = 0  # sum over calls of the prompt size
     max_prompt_tokens: int = 0  # the largest prompt sent
     calls: int = 0
-    cache_breaks: int = 0
+    cache_breaks: int = 0  # drops Claude Code's detector would report (breaks.py)
     breaks_by_cause: Counter[str] = field(default_factory=Counter)
     cache_edit_drops: int = 0  # drops in reads cache edits explain (not breaks)
+    # Every drop in reads by cause: the breaks and those the detector was told to expect
+    # (a compaction, the policy's own rewrite, a cache edit)
+    drops_by_cause: Counter[str] = field(default_factory=Counter)
     compactions: int = 0
     compactions_still_reached: int = 0
     cleared_results: int = 0
@@ -57,12 +61,30 @@ class PolicyTotals:
     # What the cost would be more if what cache edits deleted were still billed as cache
     # reads (SimThread.edit_reread_usd): the other end of the range of their billing.
     edit_reread_usd: float = 0.0
+    # What the cost with its re-fetches would be more under the other reading of API context
+    # editing's cleared-set rule (every clear_tool_uses layer's `cleared_set` swapped), which
+    # Anthropic does not document: the other end of the range (run.other_cleared_set)
+    cleared_set_other_usd: float = 0.0
+    # Calls a layer did not apply on, its mechanism not supported by their model, by
+    # "<kind>@<model>" (SimThread.unsupported)
+    unsupported: Counter[str] = field(default_factory=Counter)
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
     # The dollar figures as `merge` adds them: exactly, so a run's totals do not depend on the
     # order its sessions arrive in (which follows file sizes).
     _sums: ExactSums | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def cache_drops(self) -> int:
+        """Every drop in reads, the breaks among them."""
+        return sum(self.drops_by_cause.values())
+
+    @property
+    def unexpected_breaks(self) -> int:
+        """The breaks nothing explains: a changed prefix, or nothing read on a warm cache (a
+        gap as long as the TTL, a compaction, a model switch, the policy's clearing do)."""
+        return sum(self.breaks_by_cause[c.value] for c in UNEXPLAINED_CAUSES)
 
     @property
     def refetch_assessed(self) -> int:
@@ -99,6 +121,8 @@ class PolicyTotals:
         if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
             self.breaks_by_cause.update(other.breaks_by_cause)
         self.cache_edit_drops += other.cache_edit_drops
+        if other.drops_by_cause:
+            self.drops_by_cause.update(other.drops_by_cause)
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results
@@ -112,6 +136,11 @@ class PolicyTotals:
         self.edit_reread_usd = sums.add(
             "edit_reread_usd", self.edit_reread_usd, other.edit_reread_usd
         )
+        self.cleared_set_other_usd = sums.add(
+            "cleared_set_other_usd", self.cleared_set_other_usd, other.cleared_set_other_usd
+        )
+        if other.unsupported:
+            self.unsupported.update(other.unsupported)
         keep_largest(self.figures, other.figures)
 
 

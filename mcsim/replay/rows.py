@@ -79,7 +79,8 @@ class SessionRows:
         causes: Iterable[tuple[int, str]],
     ) -> None:
         """One thread's calls of the current run, as columns in *_COLUMNS order; `causes`
-        holds (call index in the thread, cause) for the calls that broke the cache."""
+        holds (call index in the thread, cause) for the calls whose reads dropped (breaks
+        and announced drops alike: `is_break` tells them apart)."""
         n = len(model)
         offset = self.rows
         self.rows += n

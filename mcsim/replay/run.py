@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns, split_drops
+from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for
 from mcsim.accounting.recorded import TTL_SECONDS, savings_pct
 from mcsim.errors import UsageError
@@ -24,11 +24,13 @@ from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
 from mcsim.model import CompactionKind, Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
+from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
+from mcsim.replay.policies.clear_tool_uses import ClearToolUses, other_reading
 from mcsim.replay.result_cache import ResultCache
 from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay, keep_largest
 from mcsim.replay.rows import RowsTable, SessionRows
-from mcsim.replay.scenario import BASELINE, Scenario, baseline
+from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
 from mcsim.replay.session_cache import CalibratedSource
 from mcsim.replay.simulate import PreparedThread, SimThread, prunes, simulate_thread
@@ -48,6 +50,63 @@ def idle_note(scenario: Scenario, totals: PolicyTotals) -> str:
     if len(said) == 1:  # layers of one kind that give one reason (Claude Code's API setup)
         return notes[0]
     return "; ".join(said)
+
+
+def unsupported_notes(name: str, unsupported: Counter[str]) -> list[str]:
+    """Per layer kind that did not apply on some calls for their model: how many, on which
+    models, which models it needs, and where that list comes from."""
+    by_kind: dict[str, dict[str, int]] = {}
+    for key, calls in sorted(unsupported.items()):
+        kind, _, model = key.partition("@")
+        by_kind.setdefault(kind, {})[model] = calls
+    notes = []
+    for kind, models in by_kind.items():
+        feature = next((f for f in features().values() if kind in f.kinds), None)
+        if feature is None:
+            continue
+        calls = sum(models.values())
+        which = ", ".join(f"{m} ({n:,})" for m, n in models.items())
+        known = f"assumed: {feature.assumed}" if feature.assumed else "as documented"
+        notes.append(
+            f"{name}: {kind} did not apply on {calls:,} call{'' if calls == 1 else 's'} of "
+            f"models that cannot use {feature.name.replace('_', ' ')}: {which}; it applies on "
+            f"{feature.listed()} ({known}, as of {feature.as_of}: {feature.sources[0]})"
+        )
+    return notes
+
+
+def other_cleared_set(scenario: Scenario) -> Scenario | None:
+    """`scenario` under the other reading of API context editing's cleared-set rule: every
+    clear_tool_uses layer's `cleared_set` swapped (None: it has no such layer). Anthropic
+    does not document which results a request clears (docs/domain.md#api-context-editing),
+    so every such policy's figures are given under both."""
+    if not any(layer.kind == ClearToolUses.kind for layer in scenario.layers):
+        return None
+    layers = tuple(
+        Layer(layer.kind, tuple((k, other_reading(v) if k == "cleared_set" else v)
+                                for k, v in layer.values))
+        if layer.kind == ClearToolUses.kind else layer
+        for layer in scenario.layers
+    )  # fmt: skip
+    return replace(scenario, layers=layers)
+
+
+def cleared_set_reading(scenario: Scenario) -> str | None:
+    """The cleared-set reading a scenario's clear_tool_uses layers take (`mixed` when they
+    differ; None: no such layer)."""
+    readings = {
+        dict(layer.values)["cleared_set"]
+        for layer in scenario.layers
+        if layer.kind == ClearToolUses.kind
+    }
+    return None if not readings else readings.pop() if len(readings) == 1 else "mixed"
+
+
+def _net_cost(sim: SimThread) -> float:
+    """A replayed thread's cost with its re-fetches paid."""
+    return sum(c for c in sim.cost_usd if c is not None) + sum(
+        h.refetch_cost_usd for h in sim.hazards
+    )
 
 
 def replay_session(
@@ -93,6 +152,7 @@ def replay_session(
     shared = Counter((s.ttl, s.provider) for s in runs)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
+        other = other_cleared_set(scenario)
         if out.call_rows is not None:
             out.call_rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
@@ -105,6 +165,9 @@ def replay_session(
             if not pruning:
                 unpruned.setdefault(key, sim)
             _add_thread(totals, sim, thread.calls)
+            if other is not None and pruning:
+                alt = simulate_thread(thread, other, prices, items, unpruned.get(key))
+                totals.cleared_set_other_usd += _net_cost(alt) - _net_cost(sim)
             if out.call_rows is not None:
                 _rows(out, out.call_rows, scenario.name, session, sim)
             if scenario.name == BASELINE:  # no pruning, the cache as recorded
@@ -125,8 +188,8 @@ def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
         out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
 
 
-def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
-    """The recording's breaks by call, and how many drops its own cache edits explain."""
+def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], list[CacheBreak]]:
+    """The recording's breaks by call, and the drops its own pruning announced."""
     calls = thread.calls
     micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
     drops = detect_breaks_columns(
@@ -138,21 +201,22 @@ def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], int]:
         [c.pruned == micro for c in calls],
         [c.pruned == deletion for c in calls],
     )
-    breaks, edit_drops = split_drops(drops)
-    return {b.call_index: b for b in breaks}, edit_drops
+    breaks, announced = split_drops(drops)
+    return {b.call_index: b for b in breaks}, announced
 
 
-def _recorded(
-    session: CalSession, prices: PriceTable
-) -> tuple[PolicyTotals, list[tuple[list[float | None], dict[int, CacheBreak]]]]:
-    """The recording's totals, and per thread its calls' costs and breaks (for the rows)."""
+# Per thread of the recording: its calls' costs, its breaks by call, and the cause of every
+# drop by call (the rows show the cause of announced drops too)
+RecordedThread = tuple[list[float | None], dict[int, CacheBreak], dict[int, str]]
+
+
+def _recorded(session: CalSession, prices: PriceTable) -> tuple[PolicyTotals, list[RecordedThread]]:
+    """The recording's totals, and per thread its calls' costs and drops (for the rows)."""
     totals = PolicyTotals(RECORDED)
     threads = []
     for thread in session.threads:
-        found, edit_drops = _recorded_breaks(thread)
-        totals.cache_breaks += len(found)
-        totals.cache_edit_drops += edit_drops
-        totals.breaks_by_cause.update(b.cause.value for b in found.values())
+        found, announced = _recorded_breaks(thread)
+        _count_drops(totals, list(found.values()), announced)
         costs: list[float | None] = []
         totals.tokens += Tokens.total(thread.calls)
         for call in thread.calls:
@@ -169,7 +233,8 @@ def _recorded(
             totals.cost_usd += cost
             costs.append(cost)
         totals.calls += len(thread.calls)
-        threads.append((costs, found))
+        causes = {d.call_index: d.cause.value for d in (*found.values(), *announced)}
+        threads.append((costs, found, causes))
     return totals, threads
 
 
@@ -187,18 +252,30 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
             threshold = _compaction_threshold(recorded[i], recorded[i - 1])
             totals.compactions += 1
             totals.compactions_still_reached += sim.prompt_tokens[i - 1] >= threshold
-    totals.cache_breaks += len(sim.breaks)
-    totals.breaks_by_cause.update(b.cause.value for b in sim.breaks)
-    totals.cache_edit_drops += len(sim.edit_drops)
+    _count_drops(totals, sim.breaks, sim.announced_drops)
     totals.cleared_results += sim.cleared_results
     totals.refetch_hazards += len(sim.hazards)
     totals.refetch_unassessed += sim.unassessed_results
     totals.refetch_cost_usd += sum(h.refetch_cost_usd for h in sim.hazards)
     totals.unavailable_edits += sim.unavailable_edits
     totals.edit_reread_usd += sim.edit_reread_usd
+    for kind, model, calls in sim.unsupported:
+        totals.unsupported[f"{kind}@{model}"] += calls
     if sim.figures:
         totals.acted_threads += 1
         keep_largest(totals.figures, sim.figures)
+
+
+def _count_drops(
+    totals: PolicyTotals, breaks: Sequence[CacheBreak], announced: Sequence[CacheBreak]
+) -> None:
+    """A thread's breaks (what Claude Code's detector reports) and every drop, by cause."""
+    if not breaks and not announced:
+        return
+    totals.cache_breaks += len(breaks)
+    totals.breaks_by_cause.update(b.cause.value for b in breaks)
+    totals.drops_by_cause.update(d.cause.value for d in (*breaks, *announced))
+    totals.cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in announced)
 
 
 def _compaction_threshold(call: CalCall, before: CalCall) -> int:
@@ -209,13 +286,9 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
     return min(call.compaction_pre_tokens, before.prompt_tokens)
 
 
-def _recorded_rows(
-    rows: SessionRows,
-    session: CalSession,
-    recorded: list[tuple[list[float | None], dict[int, CacheBreak]]],
-) -> None:
+def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[RecordedThread]) -> None:
     rows.start_run(RECORDED)
-    for thread, (costs, found) in zip(session.threads, recorded, strict=True):
+    for thread, (costs, found, causes) in zip(session.threads, recorded, strict=True):
         calls = thread.calls
         n = len(calls)
         rows.add(
@@ -234,7 +307,7 @@ def _recorded_rows(
             ([False] * n, [False] * n, [i in found for i in range(n)]),
             [c.model for c in calls],
             [c.ttl for c in calls],
-            ((i, b.cause.value) for i, b in sorted(found.items())),
+            sorted(causes.items()),
         )
 
 
@@ -261,7 +334,7 @@ def _rows(
         (sim.rewrote, sim.cache_edit, broke),
         sim.model,
         sim.ttl,
-        ((b.call_index, b.cause.value) for b in sim.breaks),
+        sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops)),
     )
     for b in sim.breaks:
         row = (
@@ -400,6 +473,19 @@ class ReplayReport:
         for provider, names in sorted(named.items()):
             text += f"; on {provider}'s cache: {', '.join(names)}"
         return text
+
+    def layer_notes(self) -> list[str]:
+        """What the replay did with a policy's layers otherwise than written: a value read
+        otherwise (`keep_recent: 0` acts as 1)."""
+        notes: list[str] = []
+        for scenario in self.scenarios:
+            for layer in scenario.layers:
+                notes += (f"{scenario.name}: {layer.kind}: {note}" for note in
+                          layer.build().value_notes())  # fmt: skip
+            totals = self.policies.get(scenario.name)
+            if totals is not None and totals.unsupported:
+                notes += unsupported_notes(scenario.name, totals.unsupported)
+        return notes
 
     def provider_notes(self) -> list[str]:
         """What the providers' caches could not do, or their recordings do not tell."""

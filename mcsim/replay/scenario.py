@@ -427,6 +427,9 @@ def check_value(param: Param, value: Any, where: str) -> Any:
     if value in param.choices:
         return value
     kind = param.kind
+    if kind is str:  # a word among the choices
+        choices = " or ".join(map(repr, param.choices))
+        raise PolicyFileError(bad + f"must be {choices}, not {shown(value)}")
     if isinstance(kind, tuple) or kind in (bool, list):
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if bool in kinds and isinstance(value, bool):

@@ -23,18 +23,20 @@ request.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import or_
 from typing import Any, NamedTuple, cast
 
-from mcsim.accounting.breaks import CacheBreak, detect_breaks_columns
+from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
+from mcsim.replay.model_support import supports
 from mcsim.replay.policies import Mode, can_clear
 from mcsim.replay.pricing import Pricer
 from mcsim.replay.providers import CacheRules, rules_for
@@ -150,16 +152,25 @@ class SimThread:
     # ... of which the recording cannot tell whether they were needed again: their tool's
     # calls have no resource keys (refetch.py); not assessed, neither hazards nor safe
     unassessed_results: int = 0
-    # Drops in reads that cache edits explain: not breaks (Claude Code's detector is told)
-    edit_drops: tuple[CacheBreak, ...] = ()
+    # Drops in reads the detector was told to expect (a compaction, a rewrite or a cache edit
+    # on their call): not breaks, as Claude Code's detector does not report them
+    announced_drops: tuple[CacheBreak, ...] = ()
     # Per policy that ran on the thread (none when none did): Policy.figures, what it compared
     # with its thresholds. Not part of the replay's result: two equal replays may differ here.
     figures: tuple[dict[str, float], ...] = field(default=(), compare=False)
     unavailable_edits: int = 0  # cache edits decided on a cache that has none (not made)
+    # (kind, model, calls): the calls a layer did not apply on, its mechanism not supported
+    # by their model (mcsim.replay.model_support)
+    unsupported: tuple[tuple[str, str, int], ...] = ()
     # What the thread would cost more if the tokens cache edits deleted were still billed as
     # cache reads on every call from the edit on: the other reading of their billing, which
     # Anthropic does not document (the replay's own: they are billed no more).
     edit_reread_usd: float = 0.0
+
+    @property
+    def edit_drops(self) -> tuple[CacheBreak, ...]:
+        """The announced drops cache edits explain (nothing else does)."""
+        return tuple(d for d in self.announced_drops if d.cause is BreakCause.CACHE_EDIT)
 
     @property
     def calls(self) -> list[SimCall]:
@@ -233,6 +244,7 @@ class Decisions:
     cleared_log: list[tuple[Any, int]]
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
+    unsupported: tuple[tuple[str, str, int], ...] = ()
 
 
 class _Decider:
@@ -242,16 +254,25 @@ class _Decider:
         self.thread = thread
         self.policies = [p for p in scenario.build() if can_clear(type(p))]
         prepared.reset()
-        self.context = Context(thread, scenario, prepared)
+        self.context = Context(thread, scenario, prepared, len(self.policies))
+        # The layers the harness applies itself: what the client sends is net of theirs
+        self.client_layers = [j for j, p in enumerate(self.policies) if type(p).client_side]
         self.columns = prepared.columns
         self.edits_possible = thread_rules(thread, scenario).cache_edits
         self.unavailable_edits = 0  # cache edits decided where the cache has none
+        # Per policy, the mechanism its model must support (None: any model), and the calls
+        # each policy did not apply on by model
+        self.needs = [type(p).needs for p in self.policies]
+        self.unsupported: Counter[tuple[str, str]] = Counter()
 
     def decide(self) -> Decisions:
         rows = [self._plan(i, call) for i, call in enumerate(self.thread.calls)]
         plans = Plans._make(map(list, zip(*rows, strict=True))) if rows else _no_plans()
         figures = tuple(p.figures() for p in self.policies)
-        return Decisions(plans, self.context.cleared_log, figures, self.unavailable_edits)
+        unsupported = tuple((k, m, n) for (k, m), n in sorted(self.unsupported.items()))
+        return Decisions(
+            plans, self.context.cleared_log, figures, self.unavailable_edits, unsupported
+        )
 
     def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
         """Before call `i`: a compaction restarts the context, the call's items arrive, and
@@ -276,14 +297,20 @@ class _Decider:
         view.model = call.model
         view.thinking_in_prompt = self.columns.thinking_in_prompt[i]
         view.rewritten = False
-        for policy in self.policies:
+        layer_saved, client_layers = context.layer_saved, self.client_layers
+        for j, (policy, needs) in enumerate(zip(self.policies, self.needs, strict=True)):
+            if needs is not None and not supports(needs, call.model):
+                self.unsupported[policy.kind, call.model] += 1  # its model cannot
+                continue
+            view.layer, view.own_saved = j, layer_saved[j]
+            view.sent_prompt_tokens = recorded_prompt - sum(layer_saved[k] for k in client_layers)
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
             if clearing.mode is Mode.CACHE_EDIT and not self.edits_possible:
                 self.unavailable_edits += 1  # this provider's cache cannot (providers/)
                 continue
-            net, cached = context.apply(clearing, i)
+            net, cached = context.apply(clearing, i, j)
             newly += net
             view.prompt_tokens = recorded_prompt - context.saved
             if clearing.mode is Mode.REWRITE:
@@ -326,14 +353,17 @@ def _serve(
     cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
     same = 0
     if unpruned is not None and decisions is not None:
-        same = plans.first_change()
+        # The calls before the first change are the unpruned replay's; serving starts far
+        # enough before it that the entries the cache's lookback can still reach are there.
+        same = _lookback_start(columns.blocks, plans.first_change(), cache.rules.lookback_blocks)
         if same:
-            _resume(cache, calls, columns.request_s, same, fixed_ttl)
+            _resume(cache, calls, columns, same, fixed_ttl)
     rest = plans.since(same)
     prompt = rest.prompt_tokens
     uncached, read, w5, w1 = cache.serve(
         calls[same:], prompt, columns.request_s[same:], ttls[same:], rest.rewrote,
         rest.deleted_tokens, rest.fallback_read_tokens, rest.unchanged_tokens,
+        columns.blocks[same:],
     )  # fmt: skip
     pricer = Pricer(prices)
     cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
@@ -347,18 +377,31 @@ def _serve(
                    unpruned if same else None, same)  # fmt: skip
 
 
+def _lookback_start(blocks: list[int], first_change: int, lookback: int) -> int:
+    """Where to start serving when the calls before `first_change` can be copied: the first
+    call whose entry a call from `first_change` on can still reach, `lookback` blocks back
+    (`first_change` itself without a lookback, or when nothing changes)."""
+    if not lookback or first_change >= len(blocks) or not first_change:
+        return first_change
+    return bisect.bisect_left(blocks, blocks[first_change] - lookback, 0, first_change)
+
+
 def _resume(
-    cache: PromptCache, calls: Sequence[CalCall], sent: list[float], same: int,
+    cache: PromptCache, calls: Sequence[CalCall], columns: CallColumns, same: int,
     fixed_ttl: str | None,
 ) -> None:  # fmt: skip
     """The cache as the copied calls [0, same) left it: their last cacheable prompt."""
     cached = next(
-        (c.prompt_tokens for c in calls[same - 1 :: -1]
-         if c.prompt_tokens >= cache.rules.min_tokens(c.model)),
+        (i for i in range(same - 1, -1, -1)
+         if calls[i].prompt_tokens >= cache.rules.min_tokens(calls[i].model)),
         None,
     )  # fmt: skip
     last = calls[same - 1]
-    cache.resume(cached, sent[same - 1], TTL_SECONDS[fixed_ttl or last.ttl], last.ttl)
+    cache.resume(
+        None if cached is None else calls[cached].prompt_tokens, columns.request_s[same - 1],
+        TTL_SECONDS[fixed_ttl or last.ttl], last.ttl,
+        0 if cached is None else columns.blocks[cached],
+    )  # fmt: skip
 
 
 class _Served(NamedTuple):
@@ -406,7 +449,8 @@ def _thread(
     )  # fmt: skip
     copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
     if unpruned is not None:
-        copied = [b for b in (*unpruned.breaks, *unpruned.edit_drops) if b.call_index < same]
+        copied = [b for b in (*unpruned.breaks, *unpruned.announced_drops) if b.call_index < same]
+        copied.sort(key=_index)
     drops = (*copied, *found)
     hazards: tuple[Hazard, ...] = ()
     if decisions is not None and prepared is not None:
@@ -436,11 +480,16 @@ def _thread(
         unassessed_results=(
             sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
         ),
-        edit_drops=tuple(b for b in drops if not b.is_break),
+        announced_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
+        unsupported=decisions.unsupported if decisions else (),
         edit_reread_usd=reread,
     )
+
+
+def _index(drop: CacheBreak) -> int:
+    return drop.call_index
 
 
 def _hazards(

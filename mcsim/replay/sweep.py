@@ -55,7 +55,7 @@ from mcsim.errors import UsageError
 from mcsim.replay.policies import REGISTRY
 from mcsim.replay.refetch import DEFAULT_MAX_RISK as DEFAULT_MAX_RISK
 from mcsim.replay.results import PolicyTotals
-from mcsim.replay.run import ReplayReport
+from mcsim.replay.run import ReplayReport, cleared_set_reading
 from mcsim.replay.scenario import (
     BASELINE,
     TTLS,
@@ -325,6 +325,30 @@ class Outcome:
     # net_savings_pct if what cache edits deleted were still billed as cache reads (the other
     # reading of their undocumented billing); NaN when the variant made no cache edits
     reread_net_pct: float = math.nan
+    # net_savings_pct under the other reading of API context editing's undocumented
+    # cleared-set rule, and the reading the figure takes (`cleared_set`); NaN and None when
+    # the variant has no clear_tool_uses layer
+    other_cleared_set_net_pct: float = math.nan
+    cleared_set: str | None = None
+
+    def cleared_set_caveat(self) -> str | None:
+        """The range of its net savings over the two readings of which results API context
+        editing clears on a request, for a policy with a clear_tool_uses layer: Anthropic
+        does not document it, so the figure rests on it."""
+        if self.cleared_set is None or math.isnan(self.other_cleared_set_net_pct):
+            return None
+        net, other = self.net_savings_pct, self.other_cleared_set_net_pct
+        shown = {
+            "in_steps": ("clearing in steps (modelled)", "clearing all but keep on every request"),
+            "every_request": (
+                "clearing all but keep on every request (as set)",
+                "clearing in steps",
+            ),
+        }.get(self.cleared_set, ("as set", "with each clear_tool_uses layer's reading swapped"))
+        return (
+            f"API context editing's cleared-set rule, which Anthropic does not document: "
+            f"{net:+.2f}% net {shown[0]}, {other:+.2f}% {shown[1]}"
+        )
 
     def edits_caveat(self) -> str | None:
         """The range of its net savings over the two readings of cache edits' billing, when
@@ -367,9 +391,9 @@ def cautions(best: Outcome, results: Sequence[Outcome]) -> tuple[str, ...]:
     least bad), that its own interval reaches below 0, or that a swept number sits at the end
     of its range (the best may lie beyond what was tried)."""
     out = []
-    caveat = best.edits_caveat()
-    if caveat is not None:
-        out.append(f"its savings rest on {caveat}")
+    for caveat in (best.edits_caveat(), best.cleared_set_caveat()):
+        if caveat is not None:
+            out.append(f"its savings rest on {caveat}")
     if best.net_savings_pct <= 0:
         out.append(
             f"it saves nothing net of re-fetches ({best.net_savings_pct:+.2f}%): no pruning "
@@ -471,7 +495,13 @@ def outcomes(
         reread = (
             savings_pct(t.net_cost_usd + t.edit_reread_usd, base) if t.edit_reread_usd else math.nan
         )
-        out.append(Outcome(v, t, savings, net_pct, low, high, mine, spread, reread))
+        reading = cleared_set_reading(v.scenario)
+        other = (
+            math.nan
+            if reading is None
+            else savings_pct(t.net_cost_usd + t.cleared_set_other_usd, base)
+        )
+        out.append(Outcome(v, t, savings, net_pct, low, high, mine, spread, reread, other, reading))
     return out
 
 

@@ -13,7 +13,8 @@ names the best and its figures.
 Dollars are against what was recorded (recorded cost minus the policy's cost with its
 re-fetches); percentages against the baseline (no pruning, the cache as recorded), as every
 "vs baseline" figure, with the interval. When the policy's figure rests on cache edits, whose
-billing Anthropic does not document, the line gives the range over both readings.
+billing Anthropic does not document, or on API context editing, whose cleared-set rule it does
+not document, the line gives the range over both readings.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class Verdict:
             "refetch_risk": best.totals.refetch_risk if best else None,
             "net_savings_if_edits_reread_pct": (
                 None if best is None or math.isnan(best.reread_net_pct) else best.reread_net_pct
+            ),
+            "net_savings_if_other_cleared_set_pct": (
+                None
+                if best is None or math.isnan(best.other_cleared_set_net_pct)
+                else best.other_cleared_set_net_pct
             ),
         }
 
@@ -152,7 +158,7 @@ def _line(
     unknown = [o.variant.name for o in results if not o.totals.refetch_known]
     if unknown:
         parts.append(f"not weighed, re-fetch risk not assessed: {', '.join(unknown)}")
-    caveat = best.edits_caveat()
-    if caveat is not None:
-        parts.append(f"rests on {caveat}")
+    for caveat in (best.edits_caveat(), best.cleared_set_caveat()):
+        if caveat is not None:
+            parts.append(f"rests on {caveat}")
     return "; ".join(parts)

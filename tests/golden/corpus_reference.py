@@ -8,11 +8,13 @@ the first line, output = max over the call's lines, a call belongs to the sessio
 its first line, 5-minute writes = cache_creation_input_tokens - the 1-hour split, list prices.
 Cache breaks: per thread (the main conversation, each agent file or agentId, each inline
 sidechain chain), calls in file order; a read more than 5% and 2,000 tokens below the previous
-call's is a break, caused by a compaction line in between, else a model change, else a gap
+call's is a drop, caused by a compaction line in between, else a model change, else a gap
 of at least the previous call's TTL (1h when it wrote 1-hour cache, else 5m), else a
-`prefix_changed` when something was read, else `unknown`. The gap runs from request to
-request: a call's request time is that of the last user, assistant, system or attachment
-line of its thread written before its first line (its own first line if there is none).
+`prefix_changed` when something was read, else `unknown`. Every drop is a break but the one
+after a compaction: Claude Code's detector is told of a compaction and resets its baseline.
+The gap runs from request to request: a call's request time is that of the last user,
+assistant, system or attachment line of its thread written before its first line (its own
+first line if there is none).
 
     python tests/golden/corpus_reference.py tests/data/corpus/claude/projects \\
         > tests/golden/corpus_sessions.json
@@ -98,6 +100,7 @@ def main(root: str) -> None:
                 "output_tokens": 0,
                 "cost_usd": 0.0,
                 "cache_breaks": 0,
+                "cache_drops": 0,
             },
         )
         p = PRICES[c["model"]]
@@ -114,7 +117,8 @@ def main(root: str) -> None:
             + c["read"] * p[3]
             + c["output"] * p[4]
         ) / 1e6
-    causes: dict = {}
+    causes: dict = {}  # the breaks'
+    drop_causes: dict = {}  # every drop's
     for (session, _thread), events in threads.items():
         prev, compacted = None, False
         for event in events:
@@ -136,8 +140,11 @@ def main(root: str) -> None:
                         cause = "prefix_changed"
                     else:
                         cause = "unknown"
-                    causes[cause] = causes.get(cause, 0) + 1
-                    sessions[session]["cache_breaks"] += 1
+                    drop_causes[cause] = drop_causes.get(cause, 0) + 1
+                    sessions[session]["cache_drops"] += 1
+                    if not compacted:
+                        causes[cause] = causes.get(cause, 0) + 1
+                        sessions[session]["cache_breaks"] += 1
             if cur["session"] == session:
                 prev, compacted = cur, False
     for s in sessions.values():
@@ -147,6 +154,7 @@ def main(root: str) -> None:
     doc = {
         "totals": totals,
         "breaks_by_cause": dict(sorted(causes.items())),
+        "drops_by_cause": dict(sorted(drop_causes.items())),
         "sessions": dict(sorted(sessions.items())),
     }
     json.dump(doc, sys.stdout, indent=1)

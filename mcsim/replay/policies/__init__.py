@@ -28,7 +28,8 @@ class Param:
     """A policy parameter as users write it in YAML."""
 
     name: str
-    kind: type | tuple[type, ...]  # int, float, bool or list (of tool names); (bool, list): either
+    # int, float, bool, list (of tool names), str (one of `choices`); (bool, list): either
+    kind: type | tuple[type, ...]
     default: Any
     help: str
     minimum: float | None = None
@@ -64,6 +65,7 @@ class LiveSegment:
     edited: bool = False
     recorded: bool = False  # the recording itself cleared it (it is not in the recorded prompt)
     saved: int = 0  # tokens its clearing (or deletion) removed from the prompt
+    layer: int = -1  # the index of the layer of the stack that cleared it (-1: none)
     resource: str | None = None  # what its tool call touched (calibrate.Segment.resource)
     # `class:<its tool's class>` (CLASS_PREFIX): how tool lists name the class of its tool
     class_key: str | None = None
@@ -93,6 +95,12 @@ class View:
     # each tool result is one, and so is each earlier call's response (PreparedThread).
     messages: int = 0
     excluded_tools: frozenset[str] = frozenset()  # the scenario's exclude_tools: never cleared
+    # The prompt the client sends: the recorded one less what client-side layers cleared
+    # (not what the server removes: API context editing, cache edits). API context editing
+    # measures its trigger on it, the history the client sends (docs/domain.md#api-context-editing).
+    sent_prompt_tokens: int = 0
+    layer: int = -1  # the index in the stack of the policy looking (set before each asks)
+    own_saved: int = 0  # the tokens that policy's own clearing keeps out of the prompt
 
     def tool_results(self) -> Sequence[LiveSegment]:
         return self.results
@@ -130,6 +138,12 @@ class Policy:
     # Parameters that had another name: old name -> why it changed (a file using it is refused).
     renamed: ClassVar[dict[str, str]] = {}
     figure_names: ClassVar[tuple[str, ...]] = ()  # the attributes `figures` hands the replay
+    # The server-side mechanism the kind needs the call's model to support
+    # (mcsim.replay.model_support: "context_editing", "cache_editing"); None: any model.
+    needs: ClassVar[str | None] = None
+    # Whether the harness itself rewrites the messages it sends (a microcompact, masking),
+    # rather than the server editing them (API context editing, cache edits)
+    client_side: ClassVar[bool] = False
 
     def __init__(self, **values: Any) -> None:
         self.values = {p.name: values.get(p.name, p.default) for p in self.params}
@@ -153,6 +167,11 @@ class Policy:
         """Why the policy cleared nothing, from the largest `figures` over the threads it ran
         on (a clause to follow "cleared nothing: ")."""
         return "found nothing to clear"
+
+    def value_notes(self) -> list[str]:
+        """What the replay does with a value the file gave that it reads otherwise than
+        written (`keep_recent: 0` acts as 1): clauses for the run's notes."""
+        return []
 
 
 # The clause of a policy whose trigger was reached but whose clearing freed nothing: what it
@@ -216,6 +235,19 @@ def is_compactable(seg: LiveSegment, allowed: frozenset[str], excluded: frozense
     if tool is None or listed(seg, excluded):
         return False
     return listed(seg, allowed) or (tool in SHELL_TOOL_NAMES and "Bash" in allowed)
+
+
+def at_least_one(keep: int) -> int:
+    """Claude Code's floor on a microcompact's kept results, `Math.max(1, keepRecent)` in its
+    time-based path (src/services/compact/microCompact.ts): keeping 0 would clear the
+    result the model has just been given, so 0 acts as 1."""
+    return max(1, keep)
+
+
+KEEP_ZERO_NOTE = (
+    "keep_recent 0 acts as 1: Claude Code never keeps fewer than the newest result "
+    "(Math.max(1, keepRecent))"
+)
 
 
 def keep_newest(candidates: Sequence[LiveSegment], keep: int) -> list[LiveSegment]:

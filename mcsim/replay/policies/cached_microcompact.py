@@ -8,10 +8,11 @@ re-sent with every later call, at no cost in the model). When more than
 `trigger_threshold` results are registered, every registered result but the `keep_recent`
 newest that is not deleted yet is deleted from the server's cached copy with a
 `cache_edits` block. So after the first trigger each new result pushes one more out: a
-rolling window of `keep_recent`, not batches. The local prompt is not rewritten, so the
-prefix does not break. Skipped on a call where an earlier layer rewrote the prompt (the
-time-based path wins), and the state is reset then: the next call registers every result
-in the prompt again. Main thread only.
+rolling window of `keep_recent` (0 acts as 1, as Claude Code's time-based path floors it;
+the cache-edit module is not in its public source), not batches. The local prompt is not
+rewritten, so the prefix does not break. Skipped on a call where an earlier layer rewrote
+the prompt (the time-based path wins), and the state is reset then: the next call registers
+every result in the prompt again. Main thread only.
 
 The billing of cache edits is not documented; the simulation models deleted tokens as no
 longer billed, neither read nor written, from the call that carries the edit, with no
@@ -24,12 +25,14 @@ from collections.abc import Mapping
 
 from mcsim.replay.policies import (
     FREED_NOTHING,
+    KEEP_ZERO_NOTE,
     NO_MAIN_THREAD,
     Clearing,
     Mode,
     Param,
     Policy,
     View,
+    at_least_one,
     register,
 )
 
@@ -37,6 +40,7 @@ from mcsim.replay.policies import (
 @register
 class CachedMicrocompact(Policy):
     kind = "cached_microcompact"
+    needs = "cache_editing"  # docs/domain.md#model-support
     summary = "Delete old tool results from the server's cache without breaking the prefix."
     params = (
         Param(
@@ -47,7 +51,14 @@ class CachedMicrocompact(Policy):
             minimum=1,
             conservative=1,
         ),
-        Param("keep_recent", int, 5, "newest results kept", minimum=1, conservative=1),
+        Param(
+            "keep_recent",
+            int,
+            5,
+            "newest results kept (0 acts as 1, as in Claude Code)",
+            minimum=0,
+            conservative=1,
+        ),
     )
 
     figure_names = ("saw_main_thread", "most_registered")
@@ -73,7 +84,7 @@ class CachedMicrocompact(Policy):
         n = len(registered)
         if n > self.most_registered:
             self.most_registered = n
-        end = n - self.values["keep_recent"]
+        end = n - at_least_one(self.values["keep_recent"])
         if n <= self.values["trigger_threshold"] or end <= self.settled:
             return None
         deleted = [s for s in registered[self.settled : end] if not s.cleared and not s.edited]
@@ -81,7 +92,7 @@ class CachedMicrocompact(Policy):
         return Clearing(tuple(deleted), Mode.CACHE_EDIT, placeholder="") if deleted else None
 
     def idle_note(self, figures: Mapping[str, float]) -> str:
-        trigger, keep = self.values["trigger_threshold"], self.values["keep_recent"]
+        trigger, keep = self.values["trigger_threshold"], at_least_one(self.values["keep_recent"])
         if not figures["saw_main_thread"]:
             return NO_MAIN_THREAD
         most = int(figures["most_registered"])
@@ -90,3 +101,6 @@ class CachedMicrocompact(Policy):
         if most <= keep:
             return f"keep_recent {keep} kept every registered result (most: {most})"
         return FREED_NOTHING
+
+    def value_notes(self) -> list[str]:
+        return [KEEP_ZERO_NOTE] if self.values["keep_recent"] == 0 else []

@@ -21,6 +21,13 @@ simulation. On such transcripts this policy clears nothing, and the replay says 
 The API's default `keep` depends on the model (all turns on the models above, where it
 matters); here it is 1, the value the strategy shipped with, so that a bare `kind:
 clear_thinking` shows what clearing does.
+
+Claude Code sends `keep: "all"` (which never breaks the cache) except on the cold start:
+after an idle gap of at least `after_gap_minutes`, when the cache is cold anyway, it keeps
+the newest turn's thinking only (docs/domain.md#clearing-thinking). With `after_gap_minutes`
+the strategy applies only on such a call; what it cleared stays cleared, as every clearing
+in the replay does. `latched: true` keeps it applying on every later call until a
+compaction, as Claude Code's source does (`thinkingClearLatched`).
 """
 
 from __future__ import annotations
@@ -29,12 +36,22 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from mcsim.model import ItemKind
-from mcsim.replay.policies import FREED_NOTHING, Clearing, Mode, Param, Policy, View, register
+from mcsim.replay.policies import (
+    FREED_NOTHING,
+    Clearing,
+    Mode,
+    Param,
+    Policy,
+    View,
+    minutes,
+    register,
+)
 
 
 @register
 class ClearThinking(Policy):
     kind = "clear_thinking"
+    needs = "context_editing"  # docs/domain.md#model-support
     summary = "Clear the thinking of all but the newest assistant turns with thinking."
     params = (
         Param(
@@ -47,22 +64,50 @@ class ClearThinking(Policy):
             api_type="thinking_turns",
             conservative=1,
         ),
+        Param(
+            "after_gap_minutes",
+            float,
+            None,
+            "apply only on a call after an idle gap this long (the cold start); none: always",
+            minimum=0,
+            optional=True,
+            conservative=1,
+        ),
+        Param(
+            "latched",
+            bool,
+            False,
+            "with after_gap_minutes: once applied, apply on every later call until a compaction",
+        ),
     )
     renamed: ClassVar[dict[str, str]] = {
         "keep_turns": "now 'keep', as in the API: it counts assistant turns that carry thinking",
     }
 
-    figure_names = ("resends_thinking", "most_blocks", "most_sized", "most_turns")
+    figure_names = ("resends_thinking", "most_blocks", "most_sized", "most_turns", "longest_gap_s")
     resends_thinking = 0  # 1 once a call was on a model that re-sends earlier thinking
     most_blocks = 0  # the most thinking blocks in a prompt, signature-only ones included
     most_sized = 0  # the most thinking blocks of a known size in a prompt
     most_turns = 0  # the most assistant turns with thinking in a prompt
+    longest_gap_s = 0.0  # the longest idle gap before a call (after_gap_minutes)
+
+    def reset(self) -> None:
+        self.latched_on = False  # it applied since the conversation started or was compacted
 
     def before_call(self, view: View) -> Clearing | None:
         keep = self.values["keep"]
         if keep == "all" or not view.thinking_in_prompt:
             return None
         self.resends_thinking = 1
+        after = self.values["after_gap_minutes"]
+        if after is not None:
+            gap = view.gap_seconds
+            if gap is not None and gap > self.longest_gap_s:
+                self.longest_gap_s = gap
+            cold = gap is not None and gap >= 60 * after
+            if not cold and not self.latched_on:
+                return None  # Claude Code sends keep "all" on a warm cache
+            self.latched_on = self.values["latched"]
         thinking = [s for s in view.segments if s.kind is ItemKind.THINKING]
         turns = sorted({s.turn for s in thinking})  # the assistant turns that carry thinking
         self.most_blocks = max(self.most_blocks, len(thinking))
@@ -82,6 +127,12 @@ class ClearThinking(Policy):
             return (
                 "no earlier thinking in the prompt: no call was on a model that re-sends it "
                 "(Opus 4.5+, Sonnet 4.6+)"
+            )
+        after = self.values["after_gap_minutes"]
+        if after is not None and figures["longest_gap_s"] < 60 * after:
+            return (
+                f"never applied: no idle gap reached {after:g} min (longest "
+                f"{minutes(figures['longest_gap_s'])} min)"
             )
         blocks, turns = int(figures["most_blocks"]), int(figures["most_turns"])
         if not blocks:

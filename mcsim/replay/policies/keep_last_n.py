@@ -31,6 +31,7 @@ from mcsim.replay.policies import Clearing, Mode, Param, Policy, View, listed, r
 @register
 class KeepLastN(Policy):
     kind = "keep_last_n"
+    client_side = True  # the harness rewrites the messages it sends
     summary = "Keep the newest n tool results, mask older ones (every `polling` calls)."
     params = (
         Param("n", int, 5, "newest tool results kept", minimum=1, conservative=1),

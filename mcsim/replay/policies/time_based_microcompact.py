@@ -2,8 +2,9 @@
 
 When the time since the last assistant message reaches the threshold, the cache is certainly
 cold, so rewriting old tool results costs nothing extra: all compactable results but the
-`keep_recent` newest are replaced by a placeholder. Main thread only. The mechanism as Claude
-Code runs it: docs/domain.md#time-based-microcompact.
+`keep_recent` newest are replaced by a placeholder (never fewer than 1 kept: 0 acts as 1, as
+in Claude Code). Main thread only. The mechanism as Claude Code runs it:
+docs/domain.md#time-based-microcompact.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from collections.abc import Mapping
 
 from mcsim.replay.policies import (
     FREED_NOTHING,
+    KEEP_ZERO_NOTE,
     NO_MAIN_THREAD,
     Clearing,
     Mode,
     Param,
     Policy,
     View,
+    at_least_one,
     keep_newest,
     minutes,
     register,
@@ -27,6 +30,7 @@ from mcsim.replay.policies import (
 @register
 class TimeBasedMicrocompact(Policy):
     kind = "time_based_microcompact"
+    client_side = True  # the harness rewrites the messages it sends
     summary = "After an idle gap, clear all but the newest compactable tool results."
     params = (
         Param(
@@ -37,7 +41,14 @@ class TimeBasedMicrocompact(Policy):
             minimum=0,
             conservative=1,
         ),
-        Param("keep_recent", int, 5, "newest compactable results kept", minimum=1, conservative=1),
+        Param(
+            "keep_recent",
+            int,
+            5,
+            "newest compactable results kept (0 acts as 1, as in Claude Code)",
+            minimum=0,
+            conservative=1,
+        ),
     )
 
     figure_names = ("saw_main_thread", "longest_gap_s", "most_after_gap")
@@ -59,11 +70,12 @@ class TimeBasedMicrocompact(Policy):
         results = view.compactable_results()
         if len(results) > self.most_after_gap:
             self.most_after_gap = len(results)
-        cleared = keep_newest(results, self.values["keep_recent"])
+        cleared = keep_newest(results, at_least_one(self.values["keep_recent"]))
         return Clearing(tuple(cleared), Mode.REWRITE) if cleared else None
 
     def idle_note(self, figures: Mapping[str, float]) -> str:
-        threshold, keep = self.values["gap_threshold_minutes"], self.values["keep_recent"]
+        threshold = self.values["gap_threshold_minutes"]
+        keep = at_least_one(self.values["keep_recent"])
         if not figures["saw_main_thread"]:
             return NO_MAIN_THREAD
         longest = figures["longest_gap_s"]
@@ -79,3 +91,6 @@ class TimeBasedMicrocompact(Policy):
                 f"compactable results were in the prompt (most: {most})"
             )
         return FREED_NOTHING
+
+    def value_notes(self) -> list[str]:
+        return [KEEP_ZERO_NOTE] if self.values["keep_recent"] == 0 else []

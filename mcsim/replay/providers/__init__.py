@@ -21,6 +21,9 @@ class CacheRules:
     block_tokens: int  # a cached prefix is a whole number of these (1: any length)
     bills_writes: bool  # writes are counted (and priced) apart from uncached input
     cache_edits: bool  # deletes from the cached copy without breaking it (cached microcompact)
+    # With breakpoints: how many blocks before its breakpoint a lookup checks for an entry an
+    # earlier request wrote (0: none, a prefix cache reads up to the first change instead)
+    lookback_blocks: int = 0
 
 
 REGISTRY: dict[str, CacheRules] = {}

@@ -1,6 +1,8 @@
 """Anthropic's prompt cache (docs/domain.md#cache-mechanics): explicit breakpoints, a 5-minute
 or 1-hour entry refreshed on every hit, writes billed at a premium (1.25x or 2x input) apart
-from uncached input, reads at a tenth; below a per-model minimum nothing is cached."""
+from uncached input, reads at a tenth; below a per-model minimum nothing is cached. A lookup
+checks the block boundaries up to 20 blocks before its breakpoint for an entry an earlier
+request wrote (docs/domain.md#the-lookback)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,17 @@ def min_tokens(model: str) -> int:
     return _MIN_CACHEABLE.get(parsed, 1024) if parsed else 1024
 
 
+# How far back from its breakpoint a lookup checks block boundaries for an existing entry
+LOOKBACK_BLOCKS = 20
+
 register(
     CacheRules(
-        "anthropic", ("5m", "1h"), min_tokens, block_tokens=1, bills_writes=True, cache_edits=True
+        "anthropic",
+        ("5m", "1h"),
+        min_tokens,
+        block_tokens=1,
+        bills_writes=True,
+        cache_edits=True,
+        lookback_blocks=LOOKBACK_BLOCKS,
     )
 )
