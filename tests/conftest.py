@@ -81,10 +81,11 @@ def _entries(folder: Path) -> set[Path]:
 def forbid_tokenizing(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
     """Fail the test if anything is tokenized from now on (a fresh estimator, no counter)."""
 
-    def refuse(self: object, text: str) -> int:
+    def refuse(self: object, text: object) -> int:
         raise AssertionError(why)
 
     monkeypatch.setattr(TiktokenCounter, "count", refuse)
+    monkeypatch.setattr(TiktokenCounter, "count_many", refuse)
     monkeypatch.setattr(mcsim.replay.session_cache, "_ESTIMATOR", None)
 
 

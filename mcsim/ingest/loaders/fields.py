@@ -1,15 +1,25 @@
 """What every JSON-lines loader needs: reading a file's objects line by line (every line
 counted, a bad one reported with its number), and reading fields with one-line reasons
-(`BadField`: the key and what is wrong with it, never the content)."""
+(`BadField`: the key and what is wrong with it, never the content).
+
+A loader may read its lines typed (`read_typed`): msgspec decodes each line straight into a
+Struct holding only the fields the loader reads, of the types it expects, skipping the rest
+(tool results, file snapshots) without building it, and the loader reads attributes rather
+than walking dicts. A line the typed decode refuses (a field of another type, broken JSON)
+is read as `read_objects` reads it, so broken and odd lines are counted exactly as they are
+there (docs/performance.md#typed-parsing).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
+import simdjson
 
 from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
 from mcsim.model import SkipReport
@@ -112,6 +122,68 @@ def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int
         skips.add(name, 0, "not_regular_file", exc.what)
     except OSError as exc:
         skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+
+_BOM = b"\xef\xbb\xbf"
+_REFUSED = (msgspec.MsgspecError, ValueError, RuntimeError)  # what the two parsers raise
+
+
+def read_typed(
+    path: Path, name: str, skips: SkipReport, decode: Callable[[memoryview], Any]
+) -> Iterator[tuple[int, Any]]:
+    """Each object line of `path` with its number, as `read_objects` gives them, but decoded
+    by `decode` (a msgspec typed decoder) where it can be: the object is then a Struct, else
+    (a line the decoder refuses) the dict orjson gives, or nothing when the line is skipped.
+
+    msgspec checks only what it decodes: it passes over the UTF-8 and the numbers of the
+    fields it skips, where orjson refuses bad bytes (a line then repaired) and numbers past a
+    double's range. So a line is kept typed only once simdjson, which checks a whole document
+    (a parse at over 1 GB/s), takes it too; simdjson takes no line orjson refuses but one that
+    starts with a byte-order mark (tested on mutated lines: tests/test_typed_lines.py).
+    """
+    validate = simdjson.Parser().parse
+    loads = orjson.loads
+    try:
+        with open_regular(path) as fh:
+            for number, raw, size, unterminated in iter_lines(fh):
+                if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
+                    continue
+                skips.lines_read += 1
+                if raw is None:
+                    skips.add(
+                        name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
+                    )
+                    continue
+                try:
+                    typed = decode(raw)
+                    validate(raw)  # the document it returns is dropped at once (reused parser)
+                    if raw[:3] == _BOM:
+                        raise ValueError("a byte-order mark")
+                except _REFUSED:
+                    pass
+                else:
+                    yield number, typed
+                    continue
+                try:
+                    obj = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    obj = _decode_repaired(bytes(raw), name, number, unterminated, exc, skips)
+                    if obj is _INVALID:
+                        continue
+                if isinstance(obj, dict):
+                    yield number, obj
+                else:
+                    skips.add(name, number, "not_object", f"a JSON {type(obj).__name__}")
+    except NotRegularFileError as exc:
+        skips.add(name, 0, "not_regular_file", exc.what)
+    except OSError as exc:
+        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+
+def raw_json_text(raw: msgspec.Raw) -> str:
+    """`json_text` of a value a typed decode kept as its raw JSON: the same text, since it is
+    parsed and written by the same library."""
+    return json_text(orjson.loads(memoryview(raw)))
 
 
 def _decode_repaired(
