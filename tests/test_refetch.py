@@ -150,9 +150,11 @@ def test_results_that_cannot_be_keyed_are_not_assessed() -> None:
     assert [h.resource for h in sim.hazards] == ["file:a"]
 
 
-def test_plain_commands_split_as_shlex_splits() -> None:
-    """_words splits a command with no quote, escape, operator, comment or newline itself:
-    the words must be shlex's, for any command (random ones from the characters that matter)."""
+@pytest.mark.slow  # 25,000 commands through shlex: 3 to 5 s
+def test_commands_split_as_shlex_splits() -> None:
+    """_words splits commands itself (plain ones by blanks, the rest by one regular
+    expression): the words, and the refusals, must be shlex's for any command (random ones
+    from every character either treats specially, short and long, and the real ones)."""
     import random
     import shlex
 
@@ -175,6 +177,17 @@ def test_plain_commands_split_as_shlex_splits() -> None:
     rng = random.Random(7)
     alphabet = [*"ab./-_~*?=$`{}!@%^+:,0 \t\r\n'\"\\();<>|&#\x0b\x0c\xa0é→", "ls", "cat", "  "]
     commands = ["".join(rng.choices(alphabet, k=rng.randint(0, 25))) for _ in range(20_000)]
+    commands += ["".join(rng.choices(alphabet, k=rng.randint(26, 120))) for _ in range(1_500)]
+    commands += [
+        'grep -rn "a \\"b\\" \\$x \\\\" src | head -5 # note',
+        "sed -n '1,20p' f.py && cat a\\ b.txt 2>&1 >out;ls",
+        'echo ""; echo \'\'; printf "%s\\n" x\ny',
+        "cd 'dir with space' && rg -n foo#bar",
+        'echo "unclosed',
+        "echo trailing \\",
+    ]
     plain = [c for c in commands if refetch._PLAIN.fullmatch(c.strip(" \t\r"))]
     assert len(plain) > 1_000
+    refused = [c for c in commands if by_shlex(c) == "unbalanced"]
+    assert len(refused) > 1_000 and len(commands) - len(plain) - len(refused) > 3_000
     assert [ours(c) for c in commands] == [by_shlex(c) for c in commands]
