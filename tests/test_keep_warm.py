@@ -1,0 +1,292 @@
+"""Per-thread TTLs and keep-warm pings, worked by hand on a session with a 3-minute, a
+20-minute and a 2-hour idle gap.
+
+The session (one main thread, claude-sonnet-4-5, recorded under the 5-minute TTL):
+
+| call | time    | gap    | prompt | recorded                      | output |
+|------|---------|--------|--------|-------------------------------|--------|
+| 1    | 0       |        | 20,000 | write 20,000                  | 500    |
+| 2    | 3 min   | 3 min  | 30,000 | read 20,000, write 10,000     | 500    |
+| 3    | 23 min  | 20 min | 40,000 | write 40,000 (the 5m expired) | 500    |
+| 4    | 143 min | 2 h    | 50,000 | write 50,000                  | 500    |
+
+Prices (docs/domain.md#prices, Sonnet 4.5, USD per million tokens): input 3, 5-minute write
+3.75, 1-hour write 6, read 0.30, output 15. The four outputs cost 2,000 x 15 / 1e6 = $0.03
+under every variant. Every dollar figure below is worked out here, from those prices, and
+not by the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcsim.accounting.prices import default_table
+from mcsim.replay.keep_warm import KeepWarm, pings_in_gap
+from mcsim.replay.run import ReplayReport, run_replay
+from mcsim.replay.scenario import PolicyFileError, Scenario, parse_policies
+
+MODEL = "claude-sonnet-4-5-20250929"
+T0 = 1_800_000_000
+MINUTE = 60
+
+OUTPUTS = 4 * 500 * 15 / 1e6  # $0.03
+
+# 5m (as recorded): every gap past 5 minutes writes the whole prompt again.
+FIVE_MINUTES = (
+    20_000 * 3.75 / 1e6  # call 1: write 20,000             0.075
+    + 20_000 * 0.30 / 1e6  # call 2: read 20,000            0.006
+    + 10_000 * 3.75 / 1e6  # ... write 10,000               0.0375
+    + 40_000 * 3.75 / 1e6  # call 3: write 40,000 (cold)    0.15
+    + 50_000 * 3.75 / 1e6  # call 4: write 50,000 (cold)    0.1875
+    + OUTPUTS
+)  # $0.486
+# 1h: every write at 2x input; the 20-minute gap stays warm, the 2-hour one does not.
+ONE_HOUR = (
+    20_000 * 6 / 1e6  # call 1: write 20,000                0.12
+    + 20_000 * 0.30 / 1e6  # call 2: read 20,000            0.006
+    + 10_000 * 6 / 1e6  # ... write 10,000                  0.06
+    + 30_000 * 0.30 / 1e6  # call 3: read 30,000            0.009
+    + 10_000 * 6 / 1e6  # ... write 10,000                  0.06
+    + 50_000 * 6 / 1e6  # call 4: write 50,000 (cold)       0.30
+    + OUTPUTS
+)  # $0.585
+# A ping reads the cached prompt and sends 10 tokens of its own for 1 token back.
+PING_30K = 30_000 * 0.30 / 1e6 + 10 * 3 / 1e6 + 1 * 15 / 1e6  # 0.009045
+PING_40K = 40_000 * 0.30 / 1e6 + 10 * 3 / 1e6 + 1 * 15 / 1e6  # 0.012045
+# 5m + pings every 4.5 minutes up to 30: the 3-minute gap needs none; the 20-minute gap gets 4
+# (at 4.5, 9, 13.5, 18; the next, 22.5, is after call 3) and call 3 finds the cache warm
+# (2 minutes after the last ping); the 2-hour gap gets 6 (4.5 .. 27; 31.5 is past 30) and
+# call 4 finds it cold all the same (27 + 5 = 32 minutes < 120).
+KEEP_WARM_PINGS = 4 * PING_30K + 6 * PING_40K  # 0.03618 + 0.07227 = 0.10845
+KEEP_WARM = (
+    20_000 * 3.75 / 1e6  # call 1                            0.075
+    + 20_000 * 0.30 / 1e6 + 10_000 * 3.75 / 1e6  # call 2    0.0435
+    + 30_000 * 0.30 / 1e6 + 10_000 * 3.75 / 1e6  # call 3    0.0465 (warm)
+    + 50_000 * 3.75 / 1e6  # call 4                          0.1875 (cold)
+    + OUTPUTS
+    + KEEP_WARM_PINGS
+)  # $0.49095
+# The advisor's other variants, worked the same way:
+# 5m + pings up to 15 minutes: 3 pings in each long gap (4.5, 9, 13.5), and the cache expires
+# at 18.5 minutes, before call 3: both long gaps miss, and the pings are paid for nothing.
+KEEP_WARM_15 = FIVE_MINUTES + 3 * PING_30K + 3 * PING_40K  # 0.54927
+# 5m + pings up to 60 minutes: 4 pings in the 20-minute gap, 13 in the 2-hour one (to 58.5).
+KEEP_WARM_60 = KEEP_WARM - 6 * PING_40K + 13 * PING_40K  # 0.575265
+# 1h + pings every 55 minutes up to 3 hours: the 2-hour gap gets 2 (at 55 and 110) and call 4
+# reads 40,000 and writes 10,000 instead of writing 50,000.
+ONE_HOUR_WARM = (
+    ONE_HOUR - 50_000 * 6 / 1e6 + 40_000 * 0.30 / 1e6 + 10_000 * 6 / 1e6 + 2 * PING_40K
+)  # 0.38109
+
+
+def _line(line_type: str, **fields: Any) -> str:
+    return json.dumps({"type": line_type, **fields})
+
+
+def _call(i: int, at_s: float, read: int, write_5m: int, thread: str = "main") -> str:
+    return _line(
+        "call", thread=thread, id=f"{thread}-m{i}", request_id=f"{thread}-r{i}", model=MODEL,
+        timestamp=at_s, sent_at=at_s, done_at=at_s,
+        usage={"input_tokens": 0, "cache_read_tokens": read, "cache_write_5m_tokens": write_5m,
+               "output_tokens": 500},
+    )  # fmt: skip
+
+
+def _result(i: int, tokens: int, thread: str = "main") -> list[str]:
+    use = f"{thread}-u{i}"
+    return [
+        _line("item", thread=thread, kind="tool_use", tokens=50, tool_name="Read",
+              tool_use_id=use),
+        _line("item", thread=thread, kind="tool_result", tokens=tokens - 50, tool_name="Read",
+              tool_use_id=use),
+    ]  # fmt: skip
+
+
+def write_session(folder: Path, session_id: str = "s1", project: str = "p") -> Path:
+    """The session of the module docstring, in the interchange format."""
+    at = [T0, T0 + 3 * MINUTE, T0 + 23 * MINUTE, T0 + 143 * MINUTE]
+    lines = [
+        _line("session", format="mcsim-interchange", version=1, session_id=session_id,
+              project=project),
+        _line("thread", thread="main", kind="main"),
+        _line("item", thread="main", kind="user_text", tokens=20_000),
+        _call(0, at[0], 0, 20_000),
+        *_result(1, 10_000),
+        _call(1, at[1], 20_000, 10_000),
+        *_result(2, 10_000),
+        _call(2, at[2], 0, 40_000),
+        *_result(3, 10_000),
+        _call(3, at[3], 0, 50_000),
+    ]  # fmt: skip
+    path = folder / project / f"{session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def scenarios(policies: list[dict[str, Any]]) -> list[Scenario]:
+    return parse_policies({"policies": policies}, "test")
+
+
+def replay(folder: Path, policies: list[dict[str, Any]]) -> ReplayReport:
+    return run_replay([str(folder)], scenarios(policies), default_table(), cache_dir=None,
+                      workers=1)  # fmt: skip
+
+
+NONE = {"kind": "none"}
+WARM = {"interval_minutes": 4.5, "max_idle_minutes": 30}
+
+
+@pytest.fixture(scope="module")
+def worked(tmp_path_factory: pytest.TempPathFactory) -> ReplayReport:
+    folder = tmp_path_factory.mktemp("warm")
+    write_session(folder)
+    return replay(folder, [
+        {"name": "ttl-5m", "ttl": "5m", **NONE},
+        {"name": "ttl-1h", "ttl": "1h", **NONE},
+        {"name": "warm", "ttl": "5m", "keep_warm": WARM, **NONE},
+    ])  # fmt: skip
+
+
+def test_the_hand_worked_figures_are_what_they_say() -> None:
+    assert round(FIVE_MINUTES, 6) == 0.486
+    assert round(ONE_HOUR, 6) == 0.585
+    assert round(KEEP_WARM, 6) == 0.49095
+    assert round(ONE_HOUR_WARM, 6) == 0.38109
+
+
+def test_five_minutes_one_hour_and_keep_warm_cost_what_was_worked_by_hand(
+    worked: ReplayReport,
+) -> None:
+    cost = {name: t.cost_usd for name, t in worked.policies.items()}
+    assert worked.recorded.cost_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
+    assert cost["baseline"] == pytest.approx(FIVE_MINUTES, abs=1e-9)
+    assert cost["ttl-5m"] == pytest.approx(FIVE_MINUTES, abs=1e-9)
+    assert cost["ttl-1h"] == pytest.approx(ONE_HOUR, abs=1e-9)
+    assert cost["warm"] == pytest.approx(KEEP_WARM, abs=1e-9)
+    # to the cent: $0.486, $0.585 and $0.49095
+    for name, dollars in (("ttl-5m", 0.486), ("ttl-1h", 0.585), ("warm", 0.49095)):
+        assert abs(cost[name] - dollars) < 0.005, name
+    warm = worked.policies["warm"]
+    assert warm.pings == 10
+    assert warm.ping_cost_usd == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
+    assert worked.policies["ttl-5m"].pings == 0
+
+
+def test_pings_sit_in_the_gaps_that_had_them_and_are_priced_apart(worked: ReplayReport) -> None:
+    from mcsim.outputs.replay_tables import calls_frame
+
+    calls = calls_frame(worked)
+    warm = calls.filter(calls["policy"] == "warm").sort("call_index")
+    assert warm["pings"].to_list() == [0, 0, 4, 6]
+    assert warm["ping_cost_usd"].to_list() == pytest.approx([0, 0, 4 * PING_30K, 6 * PING_40K])
+    # the calls' own cost leaves the pings out; with them it is the policy's cost
+    own = sum(warm["cost_usd"].to_list())
+    assert own + sum(warm["ping_cost_usd"].to_list()) == pytest.approx(KEEP_WARM, abs=1e-9)
+    # call 3 read the prompt the pings kept warm; call 4 found it cold
+    assert warm["cache_read_tokens"].to_list() == [0, 20_000, 30_000, 0]
+    others = calls.filter(calls["policy"] != "warm")
+    assert set(others["pings"].to_list()) == {0}
+
+
+def test_pings_per_gap_by_hand() -> None:
+    ttl_5m, every, longest = 300.0, 270.0, 1800.0
+    assert pings_in_gap(3 * MINUTE, ttl_5m, every, longest) == 0  # the gap ends first
+    assert pings_in_gap(20 * MINUTE, ttl_5m, every, longest) == 4
+    assert pings_in_gap(120 * MINUTE, ttl_5m, every, longest) == 6  # none past 30 minutes
+    assert pings_in_gap(9 * MINUTE, ttl_5m, every, longest) == 1  # not at the request itself
+    # a ping that would land after the TTL ran out is not sent: the cache is already cold
+    assert pings_in_gap(20 * MINUTE, ttl_5m, 6 * MINUTE, 3600.0) == 0
+    assert pings_in_gap(20 * MINUTE, 3600.0, 6 * MINUTE, 3600.0) == 3
+
+
+def test_a_ping_past_the_recorded_ttl_is_not_sent(tmp_path: Path) -> None:
+    """With the TTL as recorded (5m here), pings every 6 minutes would land on a cold cache:
+    none is sent, and the replay is the recording's."""
+    write_session(tmp_path)
+    warm = {"interval_minutes": 6, "max_idle_minutes": 60}
+    report = replay(tmp_path, [{"name": "late", "keep_warm": warm, **NONE}])
+    assert report.policies["late"].pings == 0
+    assert report.policies["late"].cost_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
+
+
+def test_a_time_based_microcompact_sees_the_real_gap_under_pings(tmp_path: Path) -> None:
+    """Pings are not agent turns: a 15-minute idle-gap microcompact fires on the 20-minute gap
+    with or without them, and clears the same results."""
+    write_session(tmp_path)
+    micro = {"kind": "time_based_microcompact", "gap_threshold_minutes": 15, "keep_recent": 1}
+    report = replay(tmp_path, [
+        {"name": "cold", "ttl": "5m", **micro},
+        {"name": "warm", "ttl": "5m", "keep_warm": WARM, **micro},
+    ])  # fmt: skip
+    cold, warm = report.policies["cold"], report.policies["warm"]
+    assert cold.cleared_tokens > 0
+    assert warm.cleared_tokens == cold.cleared_tokens
+    assert warm.pings == 10
+    from mcsim.outputs.replay_tables import calls_frame
+
+    calls = calls_frame(report)
+    rows = calls.filter(calls["policy"] == "warm").sort("call_index")
+    assert rows["rewrote"].to_list() == [False, False, True, True]
+    assert rows["pings"].to_list() == [0, 0, 4, 6]
+
+
+def test_ttl_by_thread_kind_and_keep_warm_are_validated() -> None:
+    [_, policy] = scenarios([{"name": "a", "ttl": {"main": "1h", "subagent": "5m"}, **NONE}])
+    assert policy.ttl_for("main") == "1h"
+    assert policy.ttl_for("subagent") == "5m"
+    assert policy.ttl_for("compact") == "recorded"  # not named: as the defaults (recorded)
+    assert "ttl=main:1h,subagent:5m,compact:recorded" in policy.describe()
+    [_, warm] = scenarios([{"name": "w", "ttl": "5m", "keep_warm": WARM, **NONE}])
+    assert warm.keep_warm == KeepWarm(4.5, 30.0)
+    bad = [
+        ({"ttl": {"mian": "1h"}}, "key 'ttl': 'mian' is not a thread kind (allowed: main, "
+                                  "subagent, compact)"),
+        ({"ttl": {"main": "2h"}}, "key 'ttl.main': must be one of 5m, 1h, 24h, recorded"),
+        ({"ttl": "5m", "keep_warm": {"interval_minutes": 5, "max_idle_minutes": 30}},
+         "key 'keep_warm.interval_minutes': 5 is not below the TTL of main threads (5m)"),
+        ({"keep_warm": {"interval_minutes": -1, "max_idle_minutes": 30}},
+         "keep_warm'.interval_minutes: must be a number of minutes from 0"),
+        ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 3}},
+         "no ping would ever be sent"),
+        ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "every": 3}},
+         "unknown key 'every' (allowed: interval_minutes, max_idle_minutes"),
+        ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "threads": ["bots"]}},
+         "'bots' is not a thread kind"),
+        ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "input_tokens": -2}},
+         "input_tokens: must be a whole number from 0"),
+    ]  # fmt: skip
+    for settings, message in bad:
+        with pytest.raises(PolicyFileError) as err:
+            scenarios([{"name": "a", **settings, **NONE}])
+        assert "\n" not in str(err.value)
+        assert message in str(err.value), str(err.value)
+
+
+def test_ttl_and_keep_warm_change_the_result_cache_key() -> None:
+    """Every field of a scenario is in the result cache's key, so two setups that differ in
+    any one never share cached results."""
+    import dataclasses
+
+    from mcsim.replay.result_cache import setup_key
+
+    base = scenarios([{"name": "a", **NONE}])
+    prices = default_table()
+    key = setup_key(tuple(base), prices, True)
+    changed = {
+        "name": "b", "ttl": "1h", "ttl_by_kind": (("subagent", "5m"),),
+        "compactable_tools": frozenset({"Read"}), "exclude_tools": frozenset({"Bash"}),
+        "main_thread_only": False, "provider": "openai", "keep_warm": KeepWarm(4.5, 30.0),
+        "layers": (),
+    }  # fmt: skip
+    fields = {f.name for f in dataclasses.fields(Scenario)}
+    assert fields == set(changed), "a new Scenario field: add it here and to setup_key"
+    for name, value in changed.items():
+        other = [base[0], dataclasses.replace(base[1], **{name: value})]
+        assert setup_key(tuple(other), prices, True) != key, name
+    assert not math.isnan(KEEP_WARM)
