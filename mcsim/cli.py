@@ -642,6 +642,63 @@ def sweep(
         _gate(checks, fail_under_savings, fail_over_risk)
 
 
+@cli.group()
+def advise() -> None:
+    """Advice from replaying your own sessions under alternatives (see `advise cache`)."""
+
+
+@advise.command("cache")
+@_input_options
+@_engine_options
+@click.option(
+    "--out",
+    "out_dir",
+    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
+    help="Run directory to write (default: reports/<UTC time>-advise-cache).",
+)
+@_cache_options
+def advise_cache(
+    paths: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    prices_path: Path | None,
+    force: bool,
+    as_json: bool,
+    workers: int | None,
+    engine: str,
+    ray_address: str | None,
+    out_dir: Path | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+) -> None:
+    """Which prompt-cache setting would have cost least on these sessions: no change, the
+    5-minute TTL, the 1-hour TTL, or keep-warm pings (5m with a ping every 4.5 minutes for up
+    to 15, 30 or 60 minutes; 1h with one every 55 minutes for up to 3 hours), for main
+    threads and sub-agents apart, over the whole input and per project.
+
+    Prints each variant's cost and savings against what was recorded, the pick with its 95%
+    interval over sessions and the reason, and the pick as a policy file. Writes the replay's
+    tables and charts, advice.json and idle_gaps.png (the gaps, break-even points marked)
+    to the run directory; `mcsim report` on it shows the advice.
+
+    \b
+    Example:
+      mcsim advise cache ~/.claude/projects
+    """
+    from mcsim.outputs.advise_tables import advice_json, advice_text
+    from mcsim.outputs.runs import AdviseConfig, advise_run
+
+    _dates(since, until)
+    config = AdviseConfig(paths, out_dir, force, since, until, prices_path, cache_dir,
+                          not no_cache, workers, engine, ray_address)  # fmt: skip
+    with _progress(not as_json) as progress, _no_calls_told(as_json):
+        run = advise_run(config, progress)
+    if as_json:
+        _print_json({**advice_json(run.advice), "out": str(run.out_dir)})
+    else:
+        _echo(advice_text(run.advice, str(run.out_dir)))
+
+
 @cli.command()
 @click.argument("run_dir", type=_PathOrUrl(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")

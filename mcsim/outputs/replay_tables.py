@@ -281,6 +281,7 @@ def write_replay_outputs(
     chart_process: ChartProcess | None = None,
     sink: RowsSink | None = None,
     cache_dir: Path | None = None,
+    extra: dict[str, Callable[[Path], None]] | None = None,
 ) -> list[str]:
     """Tables, run.json and charts; the charts are drawn by `chart_process` when given, and
     then kept in `cache_dir` (a chart kept there for the same data is copied, not drawn:
@@ -305,6 +306,7 @@ def write_replay_outputs(
         "calls.parquet": calls,
         "breaks.parquet": breaks,
         "run.json": lambda p: write_json(p, run),
+        **(extra or {}),  # a command's own files (advise: advice.json, idle_gaps.png)
     }
 
     def per_call() -> Any:
