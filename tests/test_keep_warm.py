@@ -290,3 +290,98 @@ def test_ttl_and_keep_warm_change_the_result_cache_key() -> None:
         other = [base[0], dataclasses.replace(base[1], **{name: value})]
         assert setup_key(tuple(other), prices, True) != key, name
     assert not math.isnan(KEEP_WARM)
+
+
+# ---------------------------------------------------------------- the advisor
+
+# The advisor's variants on the worked session, by hand (above): the cheapest is the 1-hour
+# TTL with a ping every 55 minutes.
+ADVISED = {
+    "no change": FIVE_MINUTES,
+    "5m": FIVE_MINUTES,
+    "1h": ONE_HOUR,
+    "5m+pings/4.5m<=15m": KEEP_WARM_15,
+    "5m+pings/4.5m<=30m": KEEP_WARM,
+    "5m+pings/4.5m<=60m": KEEP_WARM_60,
+    "1h+pings/55m<=180m": ONE_HOUR_WARM,
+}
+# A sub-agent beside it: calls 1 and 3 minutes into the session, prompts 15,000 and 25,000
+# (recorded: write 15,000; read 15,000 and write 10,000), 500 output tokens each. Its gap of
+# 2 minutes needs no pings and no longer TTL: the 1-hour TTL only adds its write premium.
+SUB_FIVE_MINUTES = (15_000 * 3.75 + 15_000 * 0.30 + 10_000 * 3.75 + 1000 * 15) / 1e6  # 0.11325
+SUB_ONE_HOUR = (15_000 * 6 + 15_000 * 0.30 + 10_000 * 6 + 1000 * 15) / 1e6  # 0.1695
+
+
+def write_with_subagent(folder: Path) -> Path:
+    path = write_session(folder)
+    at = [T0 + 1 * MINUTE, T0 + 3 * MINUTE]
+    lines = [
+        _line("thread", thread="sub", kind="subagent"),
+        _line("item", thread="sub", kind="user_text", tokens=15_000),
+        _call(0, at[0], 0, 15_000, thread="sub"),
+        *_result(1, 10_000, thread="sub"),
+        _call(1, at[1], 15_000, 10_000, thread="sub"),
+    ]
+    with path.open("a") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def _advice(folder: Path) -> Any:
+    from mcsim.replay.advise import advise, cache_variants, variant_scenarios
+
+    variants = cache_variants()
+    report = run_replay([str(folder)], variant_scenarios(variants, False), default_table(),
+                        cache_dir=None, workers=1)  # fmt: skip
+    return advise(report, variants, default_table())
+
+
+def test_the_advisor_picks_what_was_worked_by_hand(tmp_path: Path) -> None:
+    write_session(tmp_path)
+    advice = _advice(tmp_path)
+    main = next(a for a in advice.overall if a.group == "main")
+    assert {o.name: round(o.cost_usd, 9) for o in main.options} == {
+        name: round(cost, 9) for name, cost in ADVISED.items()
+    }
+    assert main.pick.name == "1h+pings/55m<=180m"
+    assert main.pick.cost_usd == pytest.approx(ONE_HOUR_WARM, abs=1e-9)
+    assert main.recorded_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
+    assert main.saved_usd == pytest.approx(FIVE_MINUTES - ONE_HOUR_WARM, abs=1e-9)  # $0.10491
+    assert main.pick.pings == 2
+    assert "1 idle gap between 5 and 60 minutes (and 1 longer) re-wrote 40k tokens" in main.reason
+    assert math.isnan(main.low_pct)  # one session: no interval
+    assert main.spread is not None and main.spread.describe() == "one session: no interval"
+
+
+def test_the_advisors_pick_is_the_cheapest_replay_of_the_variants_it_names(
+    tmp_path: Path,
+) -> None:
+    """Main threads and sub-agents apart: the main thread's pick (1h + pings) and the
+    sub-agent's (no change) together, as one policy, are the cheapest; replaying every
+    variant the advisor names, from the policy file it prints, gives its figures."""
+    import yaml
+
+    write_with_subagent(tmp_path)
+    advice = _advice(tmp_path)
+    by_group = {a.group: a for a in advice.overall}
+    assert by_group["main"].pick.name == "1h+pings/55m<=180m"
+    assert by_group["sub-agents"].pick.name == "no change"
+    sub = {o.name: o.cost_usd for o in by_group["sub-agents"].options}
+    assert sub["5m"] == pytest.approx(SUB_FIVE_MINUTES, abs=1e-9)
+    assert sub["1h"] == pytest.approx(SUB_ONE_HOUR, abs=1e-9)
+    whole = by_group["all threads"]
+    assert whole.pick.name == "main 1h+pings/55m<=180m, sub-agents no change"
+    assert whole.pick.cost_usd == pytest.approx(ONE_HOUR_WARM + SUB_FIVE_MINUTES, abs=1e-9)
+    assert whole.pick.cost_usd == min(o.cost_usd for o in whole.options)
+    assert whole.saved_usd == pytest.approx(
+        FIVE_MINUTES + SUB_FIVE_MINUTES - ONE_HOUR_WARM - SUB_FIVE_MINUTES, abs=1e-9
+    )
+    # every named variant, replayed from its printed policy: the same cost
+    policies = [yaml.safe_load(o.policy)["policies"][0] for o in whole.options]
+    report = replay(tmp_path, policies)
+    for option in whole.options:
+        assert report.policies[option.name].cost_usd == pytest.approx(
+            option.cost_usd, abs=1e-9
+        ), option.name
+        assert report.policies[option.name].pings == option.pings
+    assert advice.projects["p"] == advice.overall  # one project: the same advice

@@ -320,7 +320,7 @@ def _group(
     group: str, mask: Any, cols: _Columns, variants: Sequence[CacheVariant],
     per_call: dict[str, _PerCall], recorded: Any, gaps: Any, resamples: int, seed: int,
 ) -> GroupAdvice:  # fmt: skip
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(v.scenario()))
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(replace(v.scenario(), name=v.name)))
                for v in variants]  # fmt: skip
     session_costs = np.column_stack(
         [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
@@ -336,7 +336,7 @@ def _all(
     """Every thread of a scope: each variant as it is, and the best of main threads with the
     best of sub-agents as one policy (when both groups are there and their picks differ)."""
     mask = scope & np.isin(cols.kind, [k for kinds in GROUPS.values() for k in kinds])
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(v.scenario()))
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(replace(v.scenario(), name=v.name)))
                for v in variants]  # fmt: skip
     columns = [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
     picks = {g.group: g.pick.name for g in groups}
