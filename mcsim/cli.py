@@ -863,6 +863,21 @@ def cache_clear(cache_dir: Path | None) -> None:
     _echo(f"removed {len(removed)} entries from {printable(folder)}, freed {freed}")
 
 
+# The keys every policy takes beside its kind or stack (mcsim.replay.scenario), as
+# `policies --json` lists them.
+SCENARIO_KEYS = {
+    "ttl": "5m | 1h | 24h (with provider: openai) | recorded, or by thread kind: "
+    "{main: 1h, subagent: 5m, compact: 5m} (kinds not named keep the defaults')",
+    "provider": "recorded | anthropic | openai: whose prompt cache",
+    "compactable_tools": "tool names or classes (class:<class>) whose results may be cleared",
+    "exclude_tools": "tool names or classes never cleared",
+    "main_thread_only": "true: sub-agents are never pruned",
+    "keep_warm": "{interval_minutes, max_idle_minutes, input_tokens: 10, output_tokens: 1, "
+    "threads: [main, subagent]}: in an idle gap, a ping every interval (below the TTL) up to "
+    "max_idle_minutes, each reading the cached prompt at the cache-read price",
+}
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the kinds and presets as JSON.")
 @click.option("--show", metavar="NAME", help="Print a preset's YAML, to start your own from.")
@@ -894,7 +909,7 @@ def policies(as_json: bool, show: str | None) -> None:
         for cls in REGISTRY.values()
     ]
     if as_json:
-        _print_json({"kinds": kinds, "presets": presets})
+        _print_json({"kinds": kinds, "presets": presets, "scenario_keys": SCENARIO_KEYS})
         return
     for kind in kinds:
         _echo(f"{kind['kind']}: {kind['summary']}")
@@ -902,8 +917,11 @@ def policies(as_json: bool, show: str | None) -> None:
             _echo(f"    {p['name']} (default {_as_yaml(p['default'])}): {p['help']}")
     _echo(
         "Every policy also takes the scenario keys: ttl (5m|1h|24h|recorded; 24h with "
-        "provider: openai), provider (recorded|anthropic|openai), compactable_tools, "
-        "exclude_tools, main_thread_only."
+        "provider: openai; or by thread kind, {main: 1h, subagent: 5m}), provider "
+        "(recorded|anthropic|openai), compactable_tools, exclude_tools, main_thread_only, "
+        "keep_warm ({interval_minutes, max_idle_minutes, input_tokens: 10, output_tokens: 1, "
+        "threads: [main, subagent]}: a ping reading the cached prompt every interval of an "
+        "idle gap, below the TTL, up to max_idle_minutes)."
     )
     _echo("Presets (--policy NAME; see one with --show NAME):")
     for preset in presets:

@@ -235,6 +235,7 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
     sessions = report.sessions
     rec = report.recorded
     return {
+        "pings": ping_lines(report),
         "analysed": {
             "sessions": len(sessions),
             "calls": rec.calls,
