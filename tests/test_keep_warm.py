@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -65,8 +65,10 @@ PING_40K = 40_000 * 0.30 / 1e6 + 10 * 3 / 1e6 + 1 * 15 / 1e6  # 0.012045
 KEEP_WARM_PINGS = 4 * PING_30K + 6 * PING_40K  # 0.03618 + 0.07227 = 0.10845
 KEEP_WARM = (
     20_000 * 3.75 / 1e6  # call 1                            0.075
-    + 20_000 * 0.30 / 1e6 + 10_000 * 3.75 / 1e6  # call 2    0.0435
-    + 30_000 * 0.30 / 1e6 + 10_000 * 3.75 / 1e6  # call 3    0.0465 (warm)
+    + 20_000 * 0.30 / 1e6
+    + 10_000 * 3.75 / 1e6  # call 2    0.0435
+    + 30_000 * 0.30 / 1e6
+    + 10_000 * 3.75 / 1e6  # call 3    0.0465 (warm)
     + 50_000 * 3.75 / 1e6  # call 4                          0.1875 (cold)
     + OUTPUTS
     + KEEP_WARM_PINGS
@@ -261,7 +263,7 @@ def test_ttl_by_thread_kind_and_keep_warm_are_validated() -> None:
         ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "input_tokens": -2}},
          "input_tokens: must be a whole number from 0"),
     ]  # fmt: skip
-    for settings, message in bad:
+    for settings, message in cast(list[tuple[dict[str, Any], str]], bad):
         with pytest.raises(PolicyFileError) as err:
             scenarios([{"name": "a", **settings, **NONE}])
         assert "\n" not in str(err.value)
@@ -278,7 +280,7 @@ def test_ttl_and_keep_warm_change_the_result_cache_key() -> None:
     base = scenarios([{"name": "a", **NONE}])
     prices = default_table()
     key = setup_key(tuple(base), prices, True)
-    changed = {
+    changed: dict[str, Any] = {
         "name": "b", "ttl": "1h", "ttl_by_kind": (("subagent", "5m"),),
         "compactable_tools": frozenset({"Read"}), "exclude_tools": frozenset({"Bash"}),
         "main_thread_only": False, "provider": "openai", "keep_warm": KeepWarm(4.5, 30.0),
@@ -380,8 +382,8 @@ def test_the_advisors_pick_is_the_cheapest_replay_of_the_variants_it_names(
     policies = [yaml.safe_load(o.policy)["policies"][0] for o in whole.options]
     report = replay(tmp_path, policies)
     for option in whole.options:
-        assert report.policies[option.name].cost_usd == pytest.approx(
-            option.cost_usd, abs=1e-9
-        ), option.name
+        assert report.policies[option.name].cost_usd == pytest.approx(option.cost_usd, abs=1e-9), (
+            option.name
+        )
         assert report.policies[option.name].pings == option.pings
     assert advice.projects["p"] == advice.overall  # one project: the same advice

@@ -58,8 +58,9 @@ def advice_json(advice: CacheAdvice) -> dict[str, Any]:
         "variants": list(advice.variants),
         "openai_only": advice.openai_only,
         "overall": [_group_json(a) for a in advice.overall],
-        "projects": {p: [_group_json(a) for a in groups]
-                     for p, groups in sorted(advice.projects.items())},  # fmt: skip
+        "projects": {
+            p: [_group_json(a) for a in groups] for p, groups in sorted(advice.projects.items())
+        },
         "breakevens_minutes": [{"minutes": m, "what": w} for m, w in advice.breakevens],
         "idle_gaps": {
             group: {"count": len(g), "median_minutes": _median(g)}
@@ -89,7 +90,7 @@ def _digits(recorded_usd: float) -> int:
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
     import textwrap
 
-    from mcsim.outputs.terminal import terminal_width
+    from mcsim.text import terminal_width
 
     width = min(terminal_width() or 80, 100)
     return textwrap.wrap(text, width=width, subsequent_indent=indent, break_long_words=False,
@@ -152,7 +153,8 @@ def advice_text(advice: CacheAdvice, out_dir: str | None = None) -> str:
     lines.append("")
     lines += _wrapped(
         "saved: against what was recorded; pings are keep-warm requests, priced apart "
-        "(ping $) and included in cost $", ""
+        "(ping $) and included in cost $",
+        "",
     )
     if out_dir is not None:
         lines.append(f"wrote {printable(out_dir)}/ (advice.json, idle_gaps.png, replay tables)")

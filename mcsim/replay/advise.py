@@ -92,6 +92,15 @@ def variant_scenarios(variants: Sequence[CacheVariant], openai_only: bool) -> li
     return runs
 
 
+def named(variant: CacheVariant, openai_only: bool) -> Scenario:
+    """A variant's scenario under its own name (no change: the baseline's settings), as the
+    policy file the advisor prints holds it."""
+    scenario = replace(variant.scenario(), name=variant.name)
+    if openai_only and not scenario.as_recorded:
+        scenario = replace(scenario, provider="openai")
+    return scenario
+
+
 def combined(main: CacheVariant, sub: CacheVariant, openai_only: bool = False) -> Scenario | None:
     """One policy with `main`'s cache on main threads and `sub`'s on sub-agents (and
     compaction threads); None when it cannot be written as one (two different pings)."""
@@ -226,9 +235,10 @@ class _Columns:
     def column(self, run: str, name: str) -> npt.NDArray[Any]:
         index = self.names.index(run)
         values = self.rows.numbers[name][index * self.n : (index + 1) * self.n]
-        if values.dtype.kind == "f":
-            return np.nan_to_num(values, nan=0.0)
-        return values
+        out: npt.NDArray[Any] = (
+            np.nan_to_num(values, nan=0.0) if values.dtype.kind == "f" else values
+        )
+        return out
 
 
 def advise(
@@ -242,12 +252,14 @@ def advise(
     """The advice from a replay (with per-call rows) of `variant_scenarios(variants)`."""
     cols = _Columns(report)
     names = [BASELINE if v.name == NO_CHANGE else v.name for v in variants]
-    per_call = {v.name: _per_call(cols, run, prices) for v, run in zip(variants, names, strict=True)}
+    per_call = {
+        v.name: _per_call(cols, run, prices) for v, run in zip(variants, names, strict=True)
+    }
     recorded = cols.column(RECORDED, "cost_usd")
     gaps = _gaps(cols)
     scopes: list[tuple[str | None, Any]] = [(None, np.ones(cols.n, dtype=bool))]
-    for code, project in enumerate(cols.projects):
-        scopes.append((project, cols.project == code))
+    for code, name in enumerate(cols.projects):
+        scopes.append((name, cols.project == code))
     overall: tuple[GroupAdvice, ...] = ()
     projects: dict[str, tuple[GroupAdvice, ...]] = {}
     for project, scope in scopes:
@@ -257,7 +269,7 @@ def advise(
             if not mask.any():
                 continue
             groups.append(_group(group, mask, cols, variants, per_call, recorded, gaps,
-                                 resamples, seed))  # fmt: skip
+                                 resamples, seed, openai_only))  # fmt: skip
         if groups:
             groups.append(_all(groups, scope, cols, variants, per_call, recorded, gaps,
                                resamples, seed, openai_only))  # fmt: skip
@@ -319,8 +331,9 @@ def _by_session(values: Any, cols: _Columns, mask: Any) -> Any:
 def _group(
     group: str, mask: Any, cols: _Columns, variants: Sequence[CacheVariant],
     per_call: dict[str, _PerCall], recorded: Any, gaps: Any, resamples: int, seed: int,
+    openai_only: bool,
 ) -> GroupAdvice:  # fmt: skip
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(replace(v.scenario(), name=v.name)))
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)))
                for v in variants]  # fmt: skip
     session_costs = np.column_stack(
         [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
@@ -336,7 +349,7 @@ def _all(
     """Every thread of a scope: each variant as it is, and the best of main threads with the
     best of sub-agents as one policy (when both groups are there and their picks differ)."""
     mask = scope & np.isin(cols.kind, [k for kinds in GROUPS.values() for k in kinds])
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(replace(v.scenario(), name=v.name)))
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)))
                for v in variants]  # fmt: skip
     columns = [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
     picks = {g.group: g.pick.name for g in groups}
@@ -346,7 +359,6 @@ def _all(
         policy = combined(main, sub, openai_only)
         if policy is not None:
             main_mask = mask & np.isin(cols.kind, GROUPS["main"])
-            sub_mask = mask & ~main_mask
             parts = [per_call[main.name], per_call[sub.name]]
             joined = _PerCall(*(np.where(main_mask, getattr(parts[0], f), getattr(parts[1], f))
                                 for f in ("cost", "ping_usd", "pings", "writes", "reads",
@@ -426,7 +438,8 @@ def _reason(
     window = (gaps >= 5) & (gaps < 60)
     rewritten = int(np.sum(window))
     recorded_writes = (
-        cols.column(RECORDED, "cache_write_5m_tokens") + cols.column(RECORDED, "cache_write_1h_tokens")
+        cols.column(RECORDED, "cache_write_5m_tokens")
+        + cols.column(RECORDED, "cache_write_1h_tokens")
     )[mask]
     gap_writes = int(recorded_writes[window].sum())
     longer = int(np.sum(gaps >= 60))

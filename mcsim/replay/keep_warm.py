@@ -111,7 +111,9 @@ def parse_keep_warm(raw: Any, where: str, error: type[UsageError]) -> KeepWarm |
             raise error(f"{bad}: key '{key}' is required")
     interval = _number(raw["interval_minutes"], f"{bad}.interval_minutes", error, low=0.0)
     if interval <= 0:
-        raise error(f"{bad}.interval_minutes: must be above 0, not {shown(raw['interval_minutes'])}")
+        raise error(
+            f"{bad}.interval_minutes: must be above 0, not {shown(raw['interval_minutes'])}"
+        )
     max_idle = _number(raw["max_idle_minutes"], f"{bad}.max_idle_minutes", error, low=0.0)
     if max_idle < interval:
         raise error(

@@ -25,9 +25,9 @@ from typing import Any
 import yaml
 from yaml.nodes import Node, ScalarNode
 
+from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders.jsonl import read_input_file
-from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.model import ToolClass
 from mcsim.replay.keep_warm import THREAD_KINDS, KeepWarm, parse_keep_warm
 from mcsim.replay.policies import CLASS_PREFIX, REGISTRY, Param, Policy, can_clear

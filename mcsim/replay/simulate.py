@@ -377,7 +377,8 @@ def _serve(
     kept = rest.edit_deleted_tokens
     reread = pricer.reads_usd(calls[same:], prompt, kept) if any(kept) else 0.0
     n = len(prompt)
-    pings, ping_cost = [0] * n, [0.0] * n
+    pings: list[int] = [0] * n
+    ping_cost: list[float | None] = [0.0] * n
     if warm is not None:
         pings = cache.pings
         ping_cost = pricer.pings_usd(
