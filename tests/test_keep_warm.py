@@ -302,10 +302,10 @@ ADVISED = {
     "no change": FIVE_MINUTES,
     "5m": FIVE_MINUTES,
     "1h": ONE_HOUR,
-    "5m+pings/4.5m<=15m": KEEP_WARM_15,
-    "5m+pings/4.5m<=30m": KEEP_WARM,
-    "5m+pings/4.5m<=60m": KEEP_WARM_60,
-    "1h+pings/55m<=180m": ONE_HOUR_WARM,
+    "5m+warm4.5/15": KEEP_WARM_15,
+    "5m+warm4.5/30": KEEP_WARM,
+    "5m+warm4.5/60": KEEP_WARM_60,
+    "1h+warm55/180": ONE_HOUR_WARM,
 }
 # A sub-agent beside it: calls 1 and 3 minutes into the session, prompts 15,000 and 25,000
 # (recorded: write 15,000; read 15,000 and write 10,000), 500 output tokens each. Its gap of
@@ -345,7 +345,7 @@ def test_the_advisor_picks_what_was_worked_by_hand(tmp_path: Path) -> None:
     assert {o.name: round(o.cost_usd, 9) for o in main.options} == {
         name: round(cost, 9) for name, cost in ADVISED.items()
     }
-    assert main.pick.name == "1h+pings/55m<=180m"
+    assert main.pick.name == "1h+warm55/180"
     assert main.pick.cost_usd == pytest.approx(ONE_HOUR_WARM, abs=1e-9)
     assert main.recorded_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
     assert main.saved_usd == pytest.approx(FIVE_MINUTES - ONE_HOUR_WARM, abs=1e-9)  # $0.10491
@@ -366,13 +366,13 @@ def test_the_advisors_pick_is_the_cheapest_replay_of_the_variants_it_names(
     write_with_subagent(tmp_path)
     advice = _advice(tmp_path)
     by_group = {a.group: a for a in advice.overall}
-    assert by_group["main"].pick.name == "1h+pings/55m<=180m"
+    assert by_group["main"].pick.name == "1h+warm55/180"
     assert by_group["sub-agents"].pick.name == "no change"
     sub = {o.name: o.cost_usd for o in by_group["sub-agents"].options}
     assert sub["5m"] == pytest.approx(SUB_FIVE_MINUTES, abs=1e-9)
     assert sub["1h"] == pytest.approx(SUB_ONE_HOUR, abs=1e-9)
     whole = by_group["all threads"]
-    assert whole.pick.name == "main 1h+pings/55m<=180m, sub-agents no change"
+    assert whole.pick.name == "main 1h+warm55/180; sub no change"
     assert whole.pick.cost_usd == pytest.approx(ONE_HOUR_WARM + SUB_FIVE_MINUTES, abs=1e-9)
     assert whole.pick.cost_usd == min(o.cost_usd for o in whole.options)
     assert whole.saved_usd == pytest.approx(

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mcsim.replay.advise import ALL, CacheAdvice, GroupAdvice, Option
+from mcsim.replay.advise import ALL, NAMING, CacheAdvice, GroupAdvice, Option
 from mcsim.text import NAME_LIMIT, printable
 
 
@@ -138,7 +138,7 @@ def advice_text(advice: CacheAdvice, out_dir: str | None = None) -> str:
     lines += ["  " + line for line in pick.pick.policy.rstrip("\n").splitlines()]
     if advice.projects:
         lines.append("")
-        lines.append("per project (all threads; * main / sub-agents picks apart):")
+        lines.append("per project (all threads; the picks for main threads / sub-agents):")
         rows = []
         d = _digits(pick.recorded_usd)
         for project, project_groups in sorted(advice.projects.items()):
@@ -148,12 +148,12 @@ def advice_text(advice: CacheAdvice, out_dir: str | None = None) -> str:
                 printable(project, limit=NAME_LIMIT), printable(whole.pick.name, limit=NAME_LIMIT),
                 _usd(whole.saved_usd, d), f"{whole.saved_pct:+.1f}%", printable(apart, limit=200),
             ])  # fmt: skip
-        lines += table(["project", "pick", "saved $", "saved", "* main / sub-agents"], rows,
+        lines += table(["project", "pick", "saved $", "saved", "main / sub-agents"], rows,
                        right={2, 3}, key=1)  # fmt: skip
     lines.append("")
     lines += _wrapped(
         "saved: against what was recorded; pings are keep-warm requests, priced apart "
-        "(ping $) and included in cost $",
+        f"(ping $) and included in cost $; {NAMING}",
         "",
     )
     if out_dir is not None:
@@ -193,10 +193,16 @@ def idle_gaps_chart(advice: CacheAdvice, path: Path) -> None:
     longest = re.search(r"max_idle_minutes: ([0-9.]+)", warm)
     if found is not None and found.pings and longest is not None:
         marks.append((float(longest[1]), "the pick's pings stop (max_idle_minutes)"))
-    styles = ("--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+    # Okabe and Ito's colours (as the break causes'), each with a dash of its own
+    looks = (("#000000", "--"), ("#0072B2", ":"), ("#D55E00", "-."), ("#009E73", (0, (5, 1))),
+             ("#CC79A7", (0, (1, 3))))  # fmt: skip
     for i, (minutes, what) in enumerate(marks):
-        ax.axvline(minutes, color="black", linestyle=styles[i % len(styles)], linewidth=1.2,
+        colour, dash = looks[i % len(looks)]
+        ax.axvline(minutes, color=colour, linestyle=dash, linewidth=1.6,
                    label=f"{minutes:g} min: {what}")  # fmt: skip
+        ax.annotate(f"{minutes:g}m", (minutes, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -12 - 11 * i), textcoords="offset points", fontsize=8,
+                    color=colour)  # fmt: skip
     finish(
         plt, fig, ax, path,
         f"Idle gaps between calls, and where each cache choice breaks even (pick: {pick})"[:110],

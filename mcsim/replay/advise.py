@@ -78,10 +78,18 @@ def cache_variants(openai_only: bool = False) -> list[CacheVariant]:
     else:
         out.append(CacheVariant("1h", "1h"))
     for longest in (15.0, 30.0, 60.0):
-        out.append(CacheVariant(f"5m+pings/4.5m<={longest:g}m", "5m", KeepWarm(4.5, longest)))
+        out.append(CacheVariant(f"5m+warm4.5/{longest:g}", "5m", KeepWarm(4.5, longest)))
     if not openai_only:
-        out.append(CacheVariant("1h+pings/55m<=180m", "1h", KeepWarm(55.0, 180.0)))
+        out.append(CacheVariant("1h+warm55/180", "1h", KeepWarm(55.0, 180.0)))
     return out
+
+
+# How the variants' names read: `5m+warm4.5/30` is the 5-minute TTL with a ping every 4.5
+# minutes of an idle gap, for up to 30 minutes of it.
+NAMING = (
+    "5m+warm4.5/30: TTL 5m and a keep-warm ping every 4.5 minutes of an idle gap, for up "
+    "to 30 minutes of it"
+)
 
 
 def variant_scenarios(variants: Sequence[CacheVariant], openai_only: bool) -> list[Scenario]:
@@ -116,7 +124,7 @@ def combined(main: CacheVariant, sub: CacheVariant, openai_only: bool = False) -
         warm = None
     ttl_main, ttl_sub = main.ttl or "recorded", sub.ttl or "recorded"
     by_kind = () if ttl_sub == ttl_main else (("compact", ttl_sub), ("subagent", ttl_sub))
-    name = f"main {main.name}, sub-agents {sub.name}"
+    name = f"main {main.name}; sub {sub.name}"
     scenario = Scenario(name, (Layer("none", ()),), ttl_main, ttl_by_kind=by_kind, keep_warm=warm)
     return replace(scenario, provider="openai") if openai_only else scenario
 
@@ -443,10 +451,13 @@ def _reason(
     )[mask]
     gap_writes = int(recorded_writes[window].sum())
     longer = int(np.sum(gaps >= 60))
-    head = (
-        f"{rewritten:,} idle gap{'' if rewritten == 1 else 's'} between 5 and 60 minutes "
-        f"(and {longer:,} longer) re-wrote {_tokens(gap_writes)} tokens as recorded"
-    )
+    if rewritten or longer:
+        head = (
+            f"{rewritten:,} idle gap{'' if rewritten == 1 else 's'} between 5 and 60 minutes "
+            f"(and {longer:,} longer) re-wrote {_tokens(gap_writes)} tokens as recorded"
+        )
+    else:
+        head = "no idle gap reached 5 minutes, so no TTL ran out"
     if pick.name == none.name:
         return (
             f"{head}; no variant costs less than the cache as recorded "
