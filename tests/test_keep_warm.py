@@ -350,7 +350,10 @@ def test_the_advisor_picks_what_was_worked_by_hand(tmp_path: Path) -> None:
     assert main.recorded_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
     assert main.saved_usd == pytest.approx(FIVE_MINUTES - ONE_HOUR_WARM, abs=1e-9)  # $0.10491
     assert main.pick.pings == 2
-    assert "1 idle gap between 5 and 60 minutes (and 1 longer) re-wrote 40k tokens" in main.reason
+    assert main.reason.startswith(
+        "1 idle gap between 5 and 60 minutes and 1 longer; the TTL ran out before 2 calls, "
+        "which re-wrote 90k tokens as recorded; 1h+warm55/180 writes 70k fewer tokens"
+    ), main.reason
     assert math.isnan(main.low_pct)  # one session: no interval
     assert main.spread is not None and main.spread.describe() == "one session: no interval"
 
@@ -387,3 +390,77 @@ def test_the_advisors_pick_is_the_cheapest_replay_of_the_variants_it_names(
         )
         assert report.policies[option.name].pings == option.pings
     assert advice.projects["p"] == advice.overall  # one project: the same advice
+
+
+def test_pings_are_shown_apart_in_the_printed_replay_and_its_json(worked: ReplayReport) -> None:
+    from mcsim.outputs.replay_tables import replay_json, replay_text, summary_frame
+
+    text = replay_text(worked)
+    assert (
+        "pings: warm sent 10 keep-warm pings (every 4.5m up to 30m), ping $ 0.1084 of its cost $ (not the agent's calls)"
+        in text
+    )
+    assert "pings: ttl-1h" not in text  # no keep_warm: no line
+    doc = {p["name"]: p for p in replay_json(worked, None)["policies"]}
+    assert doc["warm"]["pings"] == 10
+    assert doc["warm"]["ping_cost_usd"] == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
+    assert doc["ttl-1h"]["pings"] == 0
+    summary = {r["policy"]: r for r in summary_frame(worked).iter_rows(named=True)}
+    assert summary["warm"]["pings"] == 10
+    assert summary["warm"]["ping_cost_usd"] == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
+    assert summary["warm"]["cost_usd"] == pytest.approx(KEEP_WARM, abs=1e-9)
+
+
+def test_pings_on_openais_cache_read_whole_blocks(tmp_path: Path) -> None:
+    """On OpenAI's prefix cache a ping reads the cached prompt in whole 128-token blocks (all
+    of 30,000 and 40,000 here: 234 and 312.5 blocks, so 39,936 read and 64 uncached) and
+    writing costs nothing apart."""
+    write_session(tmp_path)
+    warm = {"interval_minutes": 4.5, "max_idle_minutes": 30}
+    report = replay(tmp_path, [
+        {"name": "oa", "provider": "openai", "ttl": "5m", **NONE},
+        {"name": "oa-warm", "provider": "openai", "ttl": "5m", "keep_warm": warm, **NONE},
+    ])  # fmt: skip
+    from mcsim.outputs.replay_tables import calls_frame
+
+    calls = calls_frame(report)
+    rows = calls.filter(calls["policy"] == "oa-warm").sort("call_index")
+    assert rows["pings"].to_list() == [0, 0, 4, 6]
+    # the price of Sonnet 4.5 as the table has it: read 0.30, input 3, output 15 per million
+    ping_30k = (29_952 * 0.30 + (48 + 10) * 3 + 15) / 1e6
+    ping_40k = (39_936 * 0.30 + (64 + 10) * 3 + 15) / 1e6
+    assert rows["ping_cost_usd"].to_list() == pytest.approx([0, 0, 4 * ping_30k, 6 * ping_40k])
+    # call 3 reads the 30,000 the pings kept warm (in whole blocks); without pings, nothing
+    assert rows["cache_read_tokens"].to_list()[2] == 29_952
+    cold = calls.filter(calls["policy"] == "oa").sort("call_index")
+    assert cold["cache_read_tokens"].to_list()[2] == 0
+
+
+@pytest.mark.slow
+def test_advise_cache_on_the_command_line_writes_the_advice_and_the_report_shows_it(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from mcsim.cli import cli
+
+    write_with_subagent(tmp_path / "in")
+    out = tmp_path / "out"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["advise", "cache", str(tmp_path / "in"), "--out", str(out),
+                                 "--json", "--no-cache"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    whole = next(g for g in doc["overall"] if g["group"] == "all threads")
+    assert whole["pick"] == "main 1h+warm55/180; sub no change"
+    assert whole["cost_usd"] == pytest.approx(ONE_HOUR_WARM + SUB_FIVE_MINUTES, abs=1e-6)
+    assert whole["saved_usd"] == pytest.approx(FIVE_MINUTES - ONE_HOUR_WARM, abs=1e-6)
+    for name in ("advice.json", "idle_gaps.png", "summary.parquet", "run.json"):
+        assert (out / name).exists(), name
+    assert json.loads((out / "advice.json").read_text())["overall"] == doc["overall"]
+    result = runner.invoke(cli, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    assert "## Cache advice: TTL and keep-warm pings" in report
+    assert "main 1h+warm55/180; sub no change (pick)" in report
+    assert "idle_gaps.png" in report

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.replay.keep_warm import KeepWarm
 from mcsim.replay.run import RECORDED, ReplayReport
 from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
@@ -239,6 +240,9 @@ class _Columns:
         self.thread = rows.codes["thread_id"][:n]
         self.timestamp = rows.numbers["timestamp"][:n]
         self.model = rows.codes["model"][:n]
+        # Per call, the TTL it was recorded with, in minutes
+        ttls = np.array([TTL_SECONDS.get(t, 300.0) / 60 for t in rows.values["ttl"]])
+        self.ttl_minutes = ttls[rows.codes["ttl"][:n]] if n else np.zeros(0)
 
     def column(self, run: str, name: str) -> npt.NDArray[Any]:
         index = self.names.index(run)
@@ -443,18 +447,21 @@ def _reason(
     pick: Option, none: Option, gaps: Any, cols: _Columns, mask: Any, recorded_usd: float
 ) -> str:
     """One sentence: what the idle gaps cost as recorded, and what the pick changes."""
-    window = (gaps >= 5) & (gaps < 60)
-    rewritten = int(np.sum(window))
+    window = int(np.sum((gaps >= 5) & (gaps < 60)))
+    longer = int(np.sum(gaps >= 60))
+    # The recorded calls the recorded TTL ran out before, and what they wrote
+    expired = gaps >= cols.ttl_minutes[mask]
     recorded_writes = (
         cols.column(RECORDED, "cache_write_5m_tokens")
         + cols.column(RECORDED, "cache_write_1h_tokens")
     )[mask]
-    gap_writes = int(recorded_writes[window].sum())
-    longer = int(np.sum(gaps >= 60))
-    if rewritten or longer:
+    misses = int(expired.sum())
+    if window or longer:
         head = (
-            f"{rewritten:,} idle gap{'' if rewritten == 1 else 's'} between 5 and 60 minutes "
-            f"(and {longer:,} longer) re-wrote {_tokens(gap_writes)} tokens as recorded"
+            f"{window:,} idle gap{'' if window == 1 else 's'} between 5 and 60 minutes and "
+            f"{longer:,} longer; the TTL ran out before {misses:,} call"
+            f"{'' if misses == 1 else 's'}, which re-wrote "
+            f"{_tokens(int(recorded_writes[expired].sum()))} tokens as recorded"
         )
     else:
         head = "no idle gap reached 5 minutes, so no TTL ran out"
@@ -474,6 +481,7 @@ def _reason(
         f"({'+' if read_delta >= 0 else '-'}${abs(read_delta):,.2f})",
     ]
     if pick.pings:
-        parts.append(f"sends {pick.pings:,} pings (${pick.ping_usd:,.2f})")
+        plural = "" if pick.pings == 1 else "s"
+        parts.append(f"sends {pick.pings:,} ping{plural} (${pick.ping_usd:,.2f})")
     saved = none.cost_usd - pick.cost_usd
     return f"{head}; {', '.join(parts)}: ${saved:,.2f} less than no change"
