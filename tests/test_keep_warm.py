@@ -397,8 +397,8 @@ def test_pings_are_shown_apart_in_the_printed_replay_and_its_json(worked: Replay
 
     text = replay_text(worked)
     assert (
-        "pings: warm sent 10 keep-warm pings (every 4.5m up to 30m), ping $ 0.1084 of its cost $ (not the agent's calls)"
-        in text
+        "pings: warm sent 10 keep-warm pings (every 4.5m up to 30m), ping $ 0.1084 of its "
+        "cost $ (not the agent's calls)" in text
     )
     assert "pings: ttl-1h" not in text  # no keep_warm: no line
     doc = {p["name"]: p for p in replay_json(worked, None)["policies"]}
