@@ -316,6 +316,13 @@ def _cache_options(fn: F) -> F:
     return fn
 
 
+def _out_option(help: str, required: bool = False) -> Callable[[F], F]:
+    """--out DIR: a folder, or an s3:// gs:// prefix (checked by check_out_dir, in one line)."""
+    return click.option(
+        "--out", "out_dir", required=required, type=_PathOrUrl(path_type=Path), help=help
+    )
+
+
 def _replay_options(fn: F) -> F:
     """Options shared by the commands that replay: policy file, cache, run directory, gates."""
     options = [
@@ -327,11 +334,8 @@ def _replay_options(fn: F) -> F:
             # Kept as typed (not a Path): `./claude-code` is a path, `claude-code` a preset.
             help="YAML policy file, or a built-in preset's name (see `mcsim policies`).",
         ),
-        click.option(
-            "--out",
-            "out_dir",
-            type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-            help="Run directory to write (default: reports/<UTC time>-<policy or preset name>).",
+        _out_option(
+            "Run directory to write (default: reports/<UTC time>-<policy or preset name>)."
         ),
         *_CACHE_OPTIONS,
         click.option(
@@ -391,12 +395,7 @@ def _gate(
 @cli.command()
 @_input_options
 @_engine_options
-@click.option(
-    "--out",
-    "out_dir",
-    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-    help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
-)
+@_out_option("Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.")
 @_cache_options
 @click.option(
     "--by",
@@ -650,12 +649,7 @@ def advise() -> None:
 @advise.command("cache")
 @_input_options
 @_engine_options
-@click.option(
-    "--out",
-    "out_dir",
-    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-    help="Run directory to write (default: reports/<UTC time>-advise-cache).",
-)
+@_out_option("Run directory to write (default: reports/<UTC time>-advise-cache).")
 @_cache_options
 def advise_cache(
     paths: tuple[str, ...],
@@ -737,13 +731,7 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     required=True,
     help="The format to write: mcsim's interchange format (docs/interchange.md).",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-    help="Write DIR/<project>/<session_id>.jsonl here, and run.json.",
-)
+@_out_option("Write DIR/<project>/<session_id>.jsonl here, and run.json.", required=True)
 @click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Only sessions from this day.")
 @click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Only sessions to this day.")
 @click.option("--force", is_flag=True, help="Replace a folder mcsim convert wrote.")

@@ -74,11 +74,11 @@ class SweepConfig(RunInputs):
 
 
 @dataclass(frozen=True)
-class AdviseConfig:
-    """`mcsim advise cache`: the cheapest of no change, 5m, 1h and keep-warm pings."""
+class ReadInputs:
+    """What a command that reads transcripts without a policy file takes (inspect, advise)."""
 
-    paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs
-    out_dir: Path | None = None  # None: reports/<UTC time>-advise-cache/
+    paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs; () = the defaults
+    out_dir: Path | None = None  # inspect: None writes nothing; advise: its default folder
     force: bool = False
     since: datetime | None = None
     until: datetime | None = None
@@ -91,20 +91,15 @@ class AdviseConfig:
 
 
 @dataclass(frozen=True)
-class InspectConfig:
+class AdviseConfig(ReadInputs):
+    """`mcsim advise cache`: the cheapest of no change, 5m, 1h and keep-warm pings; `out_dir`
+    None writes reports/<UTC time>-advise-cache/."""
+
+
+@dataclass(frozen=True)
+class InspectConfig(ReadInputs):
     """`mcsim inspect`: the recorded usage, exactly; tables written when `out_dir` is given."""
 
-    paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs; () = the defaults
-    out_dir: Path | None = None  # None: nothing written
-    force: bool = False
-    since: datetime | None = None
-    until: datetime | None = None
-    prices_path: Path | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    workers: int | None = None
-    engine: str = "local"
-    ray_address: str | None = None
     by: str = "session"  # day, week, month, model, project or session
     timezone: tzinfo = field(default=UTC)  # the days, weeks and months are this zone's
     project: str | None = None  # only projects whose folder name matches this glob
@@ -325,7 +320,7 @@ def _prepare(config: RunInputs, source: PolicySource | None = None) -> _Prepared
                                                             cache), dates)  # fmt: skip
 
 
-def _date_options(config: RunInputs | InspectConfig | AdviseConfig) -> dict[str, str | None]:
+def _date_options(config: RunInputs | ReadInputs) -> dict[str, str | None]:
     return {
         "since": str(config.since) if config.since else None,
         "until": str(config.until) if config.until else None,
