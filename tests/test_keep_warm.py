@@ -464,3 +464,78 @@ def test_advise_cache_on_the_command_line_writes_the_advice_and_the_report_shows
     assert "## Cache advice: TTL and keep-warm pings" in report
     assert "main 1h+warm55/180; sub no change (pick)" in report
     assert "idle_gaps.png" in report
+
+
+def write_openai_session(folder: Path) -> Path:
+    """The worked session's calls as an OpenAI recording (gpt-5.1-codex: input 1.25, cached
+    input 0.125, output 10 per million; docs/counting.md#cost): every prompt is sent as
+    uncached input but what the prefix cache read, in whole 128-token blocks."""
+    at = [T0, T0 + 3 * MINUTE, T0 + 23 * MINUTE, T0 + 143 * MINUTE]
+    prompts, reads = [20_000, 30_000, 40_000, 50_000], [0, 19_968, 0, 0]
+    lines = [
+        _line("session", format="mcsim-interchange", version=1, session_id="o1", project="p"),
+        _line("thread", thread="main", kind="main"),
+    ]
+    for i, (when, prompt, read) in enumerate(zip(at, prompts, reads, strict=True)):
+        lines.append(_line("item", thread="main", kind="user_text",
+                           tokens=prompt - (prompts[i - 1] if i else 0)))  # fmt: skip
+        lines.append(_line(
+            "call", thread="main", id=f"o{i}", request_id=f"q{i}", model="gpt-5.1-codex",
+            provider="openai", timestamp=when, sent_at=when, done_at=when,
+            usage={"input_tokens": prompt - read, "cache_read_tokens": read,
+                   "cache_write_5m_tokens": 0, "output_tokens": 500},
+        ))  # fmt: skip
+    path = folder / "p" / "o1.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# In micro-dollars: input 1.25, read 0.125 per token-million. Reads are whole blocks of 128:
+# 19,968 of 20,000, 29,952 of 30,000, 39,936 of 40,000. Outputs: 2,000 x 10 = 20,000.
+OPENAI_IN_MEMORY = (
+    20_000 * 1.25  # call 1: all uncached
+    + 19_968 * 0.125
+    + 10_032 * 1.25  # call 2: reads the first prompt's blocks
+    + 40_000 * 1.25
+    + 50_000 * 1.25  # calls 3 and 4: the 5-minute retention ran out
+    + 20_000
+) / 1e6  # $0.172536
+OPENAI_24H = (
+    20_000 * 1.25
+    + 19_968 * 0.125
+    + 10_032 * 1.25
+    + 29_952 * 0.125
+    + 10_048 * 1.25  # call 3: 20 minutes is within 24 hours
+    + 39_936 * 0.125
+    + 10_064 * 1.25  # call 4: so is 2 hours
+    + 20_000
+) / 1e6  # $0.093912
+
+
+def test_on_openai_recordings_the_advisor_weighs_in_memory_against_24h_retention(
+    tmp_path: Path,
+) -> None:
+    import yaml
+
+    from mcsim.replay.advise import advise, cache_variants, variant_scenarios
+
+    write_openai_session(tmp_path)
+    variants = cache_variants(openai_only=True)
+    assert [v.name for v in variants] == [
+        "no change", "5m", "24h", "5m+warm4.5/15", "5m+warm4.5/30", "5m+warm4.5/60",
+    ]  # fmt: skip
+    report = run_replay([str(tmp_path)], variant_scenarios(variants, True), default_table(),
+                        cache_dir=None, workers=1)  # fmt: skip
+    advice = advise(report, variants, default_table(), openai_only=True)
+    main = next(a for a in advice.overall if a.group == "main")
+    costs = {o.name: o.cost_usd for o in main.options}
+    assert costs["no change"] == pytest.approx(OPENAI_IN_MEMORY, abs=1e-9)
+    assert costs["5m"] == pytest.approx(OPENAI_IN_MEMORY, abs=1e-9)
+    assert costs["24h"] == pytest.approx(OPENAI_24H, abs=1e-9)
+    assert main.pick.name == "24h"
+    assert "sends 70k fewer tokens uncached" in main.reason
+    policy = yaml.safe_load(main.pick.policy)["policies"][0]
+    assert policy["provider"] == "openai" and policy["ttl"] == "24h"
+    replayed = replay(tmp_path, [policy])
+    assert replayed.policies["24h"].cost_usd == pytest.approx(OPENAI_24H, abs=1e-9)

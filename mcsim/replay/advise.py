@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mcsim.accounting.recorded import TTL_SECONDS
-from mcsim.replay.keep_warm import KeepWarm
+from mcsim.replay.keep_warm import THREAD_KINDS, KeepWarm
 from mcsim.replay.run import RECORDED, ReplayReport
 from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.sweep import (
@@ -78,10 +78,13 @@ def cache_variants(openai_only: bool = False) -> list[CacheVariant]:
         out.append(CacheVariant("24h", "24h"))
     else:
         out.append(CacheVariant("1h", "1h"))
+    # Pings on every thread kind, so each group's figures are what its threads cost under
+    # the variant whichever kinds a combined policy gives them to (`combined`).
     for longest in (15.0, 30.0, 60.0):
-        out.append(CacheVariant(f"5m+warm4.5/{longest:g}", "5m", KeepWarm(4.5, longest)))
+        warm = KeepWarm(4.5, longest, threads=THREAD_KINDS)
+        out.append(CacheVariant(f"5m+warm4.5/{longest:g}", "5m", warm))
     if not openai_only:
-        out.append(CacheVariant("1h+warm55/180", "1h", KeepWarm(55.0, 180.0)))
+        out.append(CacheVariant("1h+warm55/180", "1h", KeepWarm(55.0, 180.0, threads=THREAD_KINDS)))
     return out
 
 
@@ -116,7 +119,7 @@ def combined(main: CacheVariant, sub: CacheVariant, openai_only: bool = False) -
     if main.keep_warm is not None and sub.keep_warm is not None:
         if main.keep_warm != sub.keep_warm:
             return None
-        warm: KeepWarm | None = replace(main.keep_warm, threads=("main", "subagent", "compact"))
+        warm: KeepWarm | None = replace(main.keep_warm, threads=THREAD_KINDS)
     elif main.keep_warm is not None:
         warm = replace(main.keep_warm, threads=("main",))
     elif sub.keep_warm is not None:
@@ -225,7 +228,8 @@ class CacheAdvice:
 class _Columns:
     """The calls table of a replay as numpy columns, one slice per run."""
 
-    def __init__(self, report: ReplayReport) -> None:
+    def __init__(self, report: ReplayReport, openai_only: bool = False) -> None:
+        self.openai_only = openai_only  # OpenAI's cache: writes are uncached input
         rows = report.call_rows()
         self.rows = rows
         self.names = [RECORDED, *(s.name for s in report.scenarios)]
@@ -262,7 +266,7 @@ def advise(
     seed: int = DEFAULT_SEED,
 ) -> CacheAdvice:
     """The advice from a replay (with per-call rows) of `variant_scenarios(variants)`."""
-    cols = _Columns(report)
+    cols = _Columns(report, openai_only)
     names = [BASELINE if v.name == NO_CHANGE else v.name for v in variants]
     per_call = {
         v.name: _per_call(cols, run, prices) for v, run in zip(variants, names, strict=True)
@@ -302,23 +306,39 @@ class _PerCall:
         self.writes, self.reads, self.write_usd, self.read_usd = writes, reads, write_usd, read_usd
 
 
+def _written(cols: _Columns, run: str) -> npt.NDArray[Any]:
+    """Per call, what it wrote to the cache; on OpenAI's cache, which bills no writes, what it
+    sent uncached (what a warm cache would have read instead)."""
+    if cols.openai_only:
+        return cols.column(run, "input_tokens")
+    return cols.column(run, "cache_write_5m_tokens") + cols.column(run, "cache_write_1h_tokens")
+
+
 def _per_call(cols: _Columns, run: str, prices: Any) -> _PerCall:
     ping_usd = cols.column(run, "ping_cost_usd")
     w5 = cols.column(run, "cache_write_5m_tokens")
     w1 = cols.column(run, "cache_write_1h_tokens")
+    uncached = cols.column(run, "input_tokens")
     reads = cols.column(run, "cache_read_tokens")
-    # The base rates of each call's model: what its writes and reads cost (the reason's words)
-    rate_w5, rate_w1, rate_r = (np.zeros(cols.n) for _ in range(3))
+    # The base rates of each call's model: what its writes and reads cost (the reason's words;
+    # a long-context call's are higher)
+    rate_in, rate_w5, rate_w1, rate_r = (np.zeros(cols.n) for _ in range(4))
     for code, model in enumerate(cols.rows.values["model"]):
         price = prices.lookup(model)
         if price is None:
             continue
         at = cols.model == code
         r = price.rates
-        rate_w5[at], rate_w1[at], rate_r[at] = r.cache_write_5m, r.cache_write_1h, r.cache_read
+        rate_in[at], rate_w5[at], rate_w1[at], rate_r[at] = (
+            r.input,
+            r.cache_write_5m,
+            r.cache_write_1h,
+            r.cache_read,
+        )
+    write_usd = uncached * rate_in if cols.openai_only else w5 * rate_w5 + w1 * rate_w1
     return _PerCall(
         cols.column(run, "cost_usd") + ping_usd, ping_usd, cols.column(run, "pings"),
-        w5 + w1, reads, (w5 * rate_w5 + w1 * rate_w1) / 1e6, reads * rate_r / 1e6,
+        _written(cols, run), reads, write_usd / 1e6, reads * rate_r / 1e6,
     )  # fmt: skip
 
 
@@ -451,17 +471,16 @@ def _reason(
     longer = int(np.sum(gaps >= 60))
     # The recorded calls the recorded TTL ran out before, and what they wrote
     expired = gaps >= cols.ttl_minutes[mask]
-    recorded_writes = (
-        cols.column(RECORDED, "cache_write_5m_tokens")
-        + cols.column(RECORDED, "cache_write_1h_tokens")
-    )[mask]
+    recorded_writes = _written(cols, RECORDED)[mask]
+    wrote, writes = ("sent", "sends") if cols.openai_only else ("re-wrote", "writes")
     misses = int(expired.sum())
     if window or longer:
         head = (
             f"{window:,} idle gap{'' if window == 1 else 's'} between 5 and 60 minutes and "
             f"{longer:,} longer; the TTL ran out before {misses:,} call"
-            f"{'' if misses == 1 else 's'}, which re-wrote "
-            f"{_tokens(int(recorded_writes[expired].sum()))} tokens as recorded"
+            f"{'' if misses == 1 else 's'}, which {wrote} "
+            f"{_tokens(int(recorded_writes[expired].sum()))} tokens"
+            f"{' uncached' if cols.openai_only else ''} as recorded"
         )
     else:
         head = "no idle gap reached 5 minutes, so no TTL ran out"
@@ -473,9 +492,11 @@ def _reason(
     write_delta = pick.write_usd - none.write_usd
     read_delta = pick.read_usd - none.read_usd
     parts = [
-        f"{pick.name} writes {_tokens(none.write_tokens - pick.write_tokens)} "
-        f"{'fewer' if pick.write_tokens <= none.write_tokens else 'more'} tokens "
-        f"({'-' if write_delta <= 0 else '+'}${abs(write_delta):,.2f}, the premium included)",
+        f"{pick.name} {writes} {_tokens(none.write_tokens - pick.write_tokens)} "
+        f"{'fewer' if pick.write_tokens <= none.write_tokens else 'more'} tokens"
+        f"{' uncached' if cols.openai_only else ''} "
+        f"({'-' if write_delta <= 0 else '+'}${abs(write_delta):,.2f}"
+        f"{'' if cols.openai_only else ', the premium included'})",
         f"reads {_tokens(pick.read_tokens - none.read_tokens)} "
         f"{'more' if pick.read_tokens >= none.read_tokens else 'fewer'} "
         f"({'+' if read_delta >= 0 else '-'}${abs(read_delta):,.2f})",

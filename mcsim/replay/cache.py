@@ -21,6 +21,10 @@ a gap equal to the TTL the entry is gone. What one call reads:
   warm elsewhere) stays a hit. Misses the recorded TTL explains are left to this clock;
 * below the model's minimum cacheable length nothing is cached.
 
+Keep-warm pings (keep_warm.py), when the thread has them: in the gap before a call, each ping
+reads the cached prompt and refreshes its lifetime, so the call's gap runs from the last one;
+what they read is left in `pings`, `ping_read` and `ping_uncached` for the caller to price.
+
 What differs between providers (the minimum, whole blocks, whether writes are billed apart) is
 the thread's `CacheRules` (mcsim.replay.providers): with no breakpoints (OpenAI) everything a
 call does not read is uncached input, and what is read is a whole number of blocks.
