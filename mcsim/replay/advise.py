@@ -311,7 +311,10 @@ def _written(cols: _Columns, run: str) -> npt.NDArray[Any]:
     sent uncached (what a warm cache would have read instead)."""
     if cols.openai_only:
         return cols.column(run, "input_tokens")
-    return cols.column(run, "cache_write_5m_tokens") + cols.column(run, "cache_write_1h_tokens")
+    both: npt.NDArray[Any] = cols.column(run, "cache_write_5m_tokens") + cols.column(
+        run, "cache_write_1h_tokens"
+    )
+    return both
 
 
 def _per_call(cols: _Columns, run: str, prices: Any) -> _PerCall:
