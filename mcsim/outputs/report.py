@@ -36,7 +36,8 @@ from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, markdown, printable
 CHART_MAX_BYTES = 64 * 1024 * 1024
 
 CHART_CAPTIONS = {
-    "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
+    "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy "
+    "(keep-warm pings included, at the call after their gap).",
     "savings.png": "Savings by policy, against no pruning and against the recorded spend.",
     "context_size.png": "Context (prompt) size sent on each main-thread call under each "
     "policy; sub-agents' calls below.",
