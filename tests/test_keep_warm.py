@@ -539,3 +539,20 @@ def test_on_openai_recordings_the_advisor_weighs_in_memory_against_24h_retention
     assert policy["provider"] == "openai" and policy["ttl"] == "24h"
     replayed = replay(tmp_path, [policy])
     assert replayed.policies["24h"].cost_usd == pytest.approx(OPENAI_24H, abs=1e-9)
+
+
+def test_pings_in_the_defaults_add_a_baseline_of_their_own() -> None:
+    """A policy file whose defaults send pings gets the no-pruning run under them beside the
+    baseline (which stays the cache as recorded), as a TTL in the defaults does."""
+    runs = parse_policies(
+        {"defaults": {"ttl": {"main": "1h", "subagent": "5m"}, "keep_warm": WARM},
+         "policies": [{"name": "a", **NONE}]},
+        "test",
+    )  # fmt: skip
+    assert [s.name for s in runs] == [
+        "baseline",
+        "baseline:ttl=main:1h,subagent:5m,compact:recorded,keep_warm=every_4.5m_up_to_30m",
+        "a",
+    ]
+    assert runs[0].as_recorded and not runs[1].as_recorded
+    assert runs[2].keep_warm == KeepWarm(4.5, 30.0) and runs[2].ttl_for("subagent") == "5m"
