@@ -60,9 +60,9 @@ PING_30K = 30_000 * 0.30 / 1e6 + 10 * 3 / 1e6 + 1 * 15 / 1e6  # 0.009045
 PING_40K = 40_000 * 0.30 / 1e6 + 10 * 3 / 1e6 + 1 * 15 / 1e6  # 0.012045
 # 5m + pings every 4.5 minutes up to 30: the 3-minute gap needs none; the 20-minute gap gets 4
 # (at 4.5, 9, 13.5, 18; the next, 22.5, is after call 3) and call 3 finds the cache warm
-# (2 minutes after the last ping); the 2-hour gap gets 6 (4.5 .. 27; 31.5 is past 30) and
-# call 4 finds it cold all the same (27 + 5 = 32 minutes < 120).
-KEEP_WARM_PINGS = 4 * PING_30K + 6 * PING_40K  # 0.03618 + 0.07227 = 0.10845
+# (2 minutes after the last ping); the 2-hour gap, longer than 30 minutes, gets none (the
+# default reading of longer gaps, `none`) and call 4 finds the cache cold.
+KEEP_WARM_PINGS = 4 * PING_30K  # 0.03618
 KEEP_WARM = (
     20_000 * 3.75 / 1e6  # call 1                            0.075
     + 20_000 * 0.30 / 1e6
@@ -72,13 +72,21 @@ KEEP_WARM = (
     + 50_000 * 3.75 / 1e6  # call 4                          0.1875 (cold)
     + OUTPUTS
     + KEEP_WARM_PINGS
-)  # $0.49095
+)  # $0.41868
+# The other reading (`longer_gaps: paid`, a scheduler that cannot see the user's return):
+# the 2-hour gap gets 6 pings too (4.5 .. 27; 31.5 is past 30), paid, and call 4 still
+# finds the cache cold (27 + 5 = 32 minutes < 120).
+KEEP_WARM_PAID = KEEP_WARM + 6 * PING_40K  # 0.41868 + 0.07227 = $0.49095
 # The advisor's other variants, worked the same way:
-# 5m + pings up to 15 minutes: 3 pings in each long gap (4.5, 9, 13.5), and the cache expires
-# at 18.5 minutes, before call 3: both long gaps miss, and the pings are paid for nothing.
-KEEP_WARM_15 = FIVE_MINUTES + 3 * PING_30K + 3 * PING_40K  # 0.54927
-# 5m + pings up to 60 minutes: 4 pings in the 20-minute gap, 13 in the 2-hour one (to 58.5).
-KEEP_WARM_60 = KEEP_WARM - 6 * PING_40K + 13 * PING_40K  # 0.575265
+# 5m + pings up to 15 minutes: both long gaps are longer than 15 minutes: no pings, the
+# recording's cost. Paid: 3 pings in each (4.5, 9, 13.5), and the cache expires at 18.5
+# minutes, before call 3: both long gaps miss, and the pings are paid for nothing.
+KEEP_WARM_15 = FIVE_MINUTES  # 0.486
+KEEP_WARM_15_PAID = FIVE_MINUTES + 3 * PING_30K + 3 * PING_40K  # 0.54927
+# 5m + pings up to 60 minutes: 4 pings in the 20-minute gap, none in the 2-hour one (as 30).
+# Paid: 13 in the 2-hour one (to 58.5).
+KEEP_WARM_60 = KEEP_WARM  # 0.41868
+KEEP_WARM_60_PAID = KEEP_WARM + 13 * PING_40K  # 0.575265
 # 1h + pings every 55 minutes up to 3 hours: the 2-hour gap gets 2 (at 55 and 110) and call 4
 # reads 40,000 and writes 10,000 instead of writing 50,000.
 ONE_HOUR_WARM = (
@@ -152,13 +160,18 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> ReplayReport:
         {"name": "ttl-5m", "ttl": "5m", **NONE},
         {"name": "ttl-1h", "ttl": "1h", **NONE},
         {"name": "warm", "ttl": "5m", "keep_warm": WARM, **NONE},
+        {"name": "warm-paid", "ttl": "5m", "keep_warm": {**WARM, "longer_gaps": "paid"},
+         **NONE},
     ])  # fmt: skip
 
 
 def test_the_hand_worked_figures_are_what_they_say() -> None:
     assert round(FIVE_MINUTES, 6) == 0.486
     assert round(ONE_HOUR, 6) == 0.585
-    assert round(KEEP_WARM, 6) == 0.49095
+    assert round(KEEP_WARM, 6) == 0.41868
+    assert round(KEEP_WARM_PAID, 6) == 0.49095
+    assert round(KEEP_WARM_15_PAID, 6) == 0.54927
+    assert round(KEEP_WARM_60_PAID, 6) == 0.575265
     assert round(ONE_HOUR_WARM, 6) == 0.38109
 
 
@@ -171,11 +184,14 @@ def test_five_minutes_one_hour_and_keep_warm_cost_what_was_worked_by_hand(
     assert cost["ttl-5m"] == pytest.approx(FIVE_MINUTES, abs=1e-9)
     assert cost["ttl-1h"] == pytest.approx(ONE_HOUR, abs=1e-9)
     assert cost["warm"] == pytest.approx(KEEP_WARM, abs=1e-9)
-    # to the cent: $0.486, $0.585 and $0.49095
-    for name, dollars in (("ttl-5m", 0.486), ("ttl-1h", 0.585), ("warm", 0.49095)):
+    assert cost["warm-paid"] == pytest.approx(KEEP_WARM_PAID, abs=1e-9)
+    # to the cent: $0.486, $0.585, $0.41868 and $0.49095
+    for name, dollars in (("ttl-5m", 0.486), ("ttl-1h", 0.585), ("warm", 0.41868),
+                          ("warm-paid", 0.49095)):  # fmt: skip
         assert abs(cost[name] - dollars) < 0.005, name
     warm = worked.policies["warm"]
-    assert warm.pings == 10
+    assert warm.pings == 4
+    assert worked.policies["warm-paid"].pings == 10
     assert warm.ping_cost_usd == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
     assert worked.policies["ttl-5m"].pings == 0
 
@@ -184,27 +200,35 @@ def test_pings_sit_in_the_gaps_that_had_them_and_are_priced_apart(worked: Replay
     from mcsim.outputs.replay_tables import calls_frame
 
     calls = calls_frame(worked)
+    # Pings only where the gap was shorter than max_idle_minutes (20 < 30) and the cache warm
     warm = calls.filter(calls["policy"] == "warm").sort("call_index")
-    assert warm["pings"].to_list() == [0, 0, 4, 6]
-    assert warm["ping_cost_usd"].to_list() == pytest.approx([0, 0, 4 * PING_30K, 6 * PING_40K])
+    assert warm["pings"].to_list() == [0, 0, 4, 0]
+    assert warm["ping_cost_usd"].to_list() == pytest.approx([0, 0, 4 * PING_30K, 0])
+    paid = calls.filter(calls["policy"] == "warm-paid").sort("call_index")
+    assert paid["pings"].to_list() == [0, 0, 4, 6]
+    assert paid["ping_cost_usd"].to_list() == pytest.approx([0, 0, 4 * PING_30K, 6 * PING_40K])
     # the calls' own cost leaves the pings out; with them it is the policy's cost
     own = sum(warm["cost_usd"].to_list())
     assert own + sum(warm["ping_cost_usd"].to_list()) == pytest.approx(KEEP_WARM, abs=1e-9)
     # call 3 read the prompt the pings kept warm; call 4 found it cold
     assert warm["cache_read_tokens"].to_list() == [0, 20_000, 30_000, 0]
-    others = calls.filter(calls["policy"] != "warm")
+    others = calls.filter(~calls["policy"].is_in(["warm", "warm-paid"]))
     assert set(others["pings"].to_list()) == {0}
 
 
 def test_pings_per_gap_by_hand() -> None:
     ttl_5m, every, longest = 300.0, 270.0, 1800.0
-    assert pings_in_gap(3 * MINUTE, ttl_5m, every, longest) == 0  # the gap ends first
-    assert pings_in_gap(20 * MINUTE, ttl_5m, every, longest) == 4
-    assert pings_in_gap(120 * MINUTE, ttl_5m, every, longest) == 6  # none past 30 minutes
-    assert pings_in_gap(9 * MINUTE, ttl_5m, every, longest) == 1  # not at the request itself
-    # a ping that would land after the TTL ran out is not sent: the cache is already cold
-    assert pings_in_gap(20 * MINUTE, ttl_5m, 6 * MINUTE, 3600.0) == 0
-    assert pings_in_gap(20 * MINUTE, 3600.0, 6 * MINUTE, 3600.0) == 3
+    for paid in (False, True):
+        assert pings_in_gap(3 * MINUTE, ttl_5m, every, longest, paid) == 0  # the gap ends first
+        assert pings_in_gap(20 * MINUTE, ttl_5m, every, longest, paid) == 4
+        assert pings_in_gap(9 * MINUTE, ttl_5m, every, longest, paid) == 1  # not at the request
+        # a ping that would land after the TTL ran out is not sent: the cache is already cold
+        assert pings_in_gap(20 * MINUTE, ttl_5m, 6 * MINUTE, 3600.0, paid) == 0
+        assert pings_in_gap(20 * MINUTE, 3600.0, 6 * MINUTE, 3600.0, paid) == 3
+    # a gap of max_idle_minutes or more: none, or (paid) those of its first 30 minutes
+    assert pings_in_gap(120 * MINUTE, ttl_5m, every, longest, False) == 0
+    assert pings_in_gap(30 * MINUTE, ttl_5m, every, longest, False) == 0
+    assert pings_in_gap(120 * MINUTE, ttl_5m, every, longest, True) == 6  # none past 30
 
 
 def test_a_ping_past_the_recorded_ttl_is_not_sent(tmp_path: Path) -> None:
@@ -229,13 +253,13 @@ def test_a_time_based_microcompact_sees_the_real_gap_under_pings(tmp_path: Path)
     cold, warm = report.policies["cold"], report.policies["warm"]
     assert cold.cleared_tokens > 0
     assert warm.cleared_tokens == cold.cleared_tokens
-    assert warm.pings == 10
+    assert warm.pings == 4
     from mcsim.outputs.replay_tables import calls_frame
 
     calls = calls_frame(report)
     rows = calls.filter(calls["policy"] == "warm").sort("call_index")
     assert rows["rewrote"].to_list() == [False, False, True, True]
-    assert rows["pings"].to_list() == [0, 0, 4, 6]
+    assert rows["pings"].to_list() == [0, 0, 4, 0]
 
 
 def test_ttl_by_thread_kind_and_keep_warm_are_validated() -> None:
@@ -262,6 +286,8 @@ def test_ttl_by_thread_kind_and_keep_warm_are_validated() -> None:
          "'bots' is not a thread kind"),
         ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "input_tokens": -2}},
          "input_tokens: must be a whole number from 0"),
+        ({"keep_warm": {"interval_minutes": 4, "max_idle_minutes": 30, "longer_gaps": "pay"}},
+         "keep_warm'.longer_gaps: must be one of none, paid, not 'pay'"),
     ]  # fmt: skip
     for settings, message in cast(list[tuple[dict[str, Any], str]], bad):
         with pytest.raises(PolicyFileError) as err:
@@ -307,6 +333,13 @@ ADVISED = {
     "5m+warm4.5/60": KEEP_WARM_60,
     "1h+warm55/180": ONE_HOUR_WARM,
 }
+# ... and each under the other reading of longer gaps (pings paid in them too)
+ADVISED_PAID = {
+    **ADVISED,
+    "5m+warm4.5/15": KEEP_WARM_15_PAID,
+    "5m+warm4.5/30": KEEP_WARM_PAID,
+    "5m+warm4.5/60": KEEP_WARM_60_PAID,
+}
 # A sub-agent beside it: calls 1 and 3 minutes into the session, prompts 15,000 and 25,000
 # (recorded: write 15,000; read 15,000 and write 10,000), 500 output tokens each. Its gap of
 # 2 minutes needs no pings and no longer TTL: the 1-hour TTL only adds its write premium.
@@ -345,7 +378,11 @@ def test_the_advisor_picks_what_was_worked_by_hand(tmp_path: Path) -> None:
     assert {o.name: round(o.cost_usd, 9) for o in main.options} == {
         name: round(cost, 9) for name, cost in ADVISED.items()
     }
+    assert {o.name: round(o.paid_cost_usd, 9) for o in main.options} == {
+        name: round(cost, 9) for name, cost in ADVISED_PAID.items()
+    }
     assert main.pick.name == "1h+warm55/180"
+    assert not main.pick.paid_differs  # the 2-hour gap is under its 180 minutes
     assert main.pick.cost_usd == pytest.approx(ONE_HOUR_WARM, abs=1e-9)
     assert main.recorded_usd == pytest.approx(FIVE_MINUTES, abs=1e-9)
     assert main.saved_usd == pytest.approx(FIVE_MINUTES - ONE_HOUR_WARM, abs=1e-9)  # $0.10491
@@ -397,16 +434,16 @@ def test_pings_are_shown_apart_in_the_printed_replay_and_its_json(worked: Replay
 
     text = replay_text(worked)
     assert (
-        "pings: warm sent 10 keep-warm pings (every 4.5m up to 30m), ping $ 0.1084 of its "
+        "pings: warm sent 4 keep-warm pings (every 4.5m up to 30m), ping $ 0.0362 of its "
         "cost $ (not the agent's calls)" in text
     )
     assert "pings: ttl-1h" not in text  # no keep_warm: no line
     doc = {p["name"]: p for p in replay_json(worked, None)["policies"]}
-    assert doc["warm"]["pings"] == 10
+    assert doc["warm"]["pings"] == 4
     assert doc["warm"]["ping_cost_usd"] == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
     assert doc["ttl-1h"]["pings"] == 0
     summary = {r["policy"]: r for r in summary_frame(worked).iter_rows(named=True)}
-    assert summary["warm"]["pings"] == 10
+    assert summary["warm"]["pings"] == 4
     assert summary["warm"]["ping_cost_usd"] == pytest.approx(KEEP_WARM_PINGS, abs=1e-9)
     assert summary["warm"]["cost_usd"] == pytest.approx(KEEP_WARM, abs=1e-9)
 
@@ -416,7 +453,7 @@ def test_pings_on_openais_cache_read_whole_blocks(tmp_path: Path) -> None:
     of 30,000 and 40,000 here: 234 and 312.5 blocks, so 39,936 read and 64 uncached) and
     writing costs nothing apart."""
     write_session(tmp_path)
-    warm = {"interval_minutes": 4.5, "max_idle_minutes": 30}
+    warm = {"interval_minutes": 4.5, "max_idle_minutes": 30, "longer_gaps": "paid"}
     report = replay(tmp_path, [
         {"name": "oa", "provider": "openai", "ttl": "5m", **NONE},
         {"name": "oa-warm", "provider": "openai", "ttl": "5m", "keep_warm": warm, **NONE},

@@ -27,6 +27,21 @@ def _option_json(o: Option, recorded_usd: float) -> dict[str, Any]:
         "cache_write_tokens": o.write_tokens,
         "cache_read_tokens": o.read_tokens,
         "policy_yaml": o.policy,
+        "if_longer_gaps_paid": _paid_json(o, recorded_usd),
+    }
+
+
+def _paid_json(o: Option, recorded_usd: float) -> dict[str, Any] | None:
+    """The option's figures under the other reading of its longer gaps (pings paid in gaps
+    of max_idle_minutes or more); None when it has no pings or they make no difference."""
+    if not o.paid_differs:
+        return None
+    saved = recorded_usd - o.paid_cost_usd
+    return {
+        "cost_usd": o.paid_cost_usd,
+        "saved_usd": saved,
+        "saved_pct": 100 * saved / recorded_usd if recorded_usd else 0.0,
+        "pings": o.paid_pings,
     }
 
 
@@ -47,6 +62,7 @@ def _group_json(a: GroupAdvice) -> dict[str, Any]:
         "interval": a.interval_text(),
         "pings": a.pick.pings,
         "ping_cost_usd": a.pick.ping_usd,
+        "if_longer_gaps_paid": _paid_json(a.pick, a.recorded_usd),
         "reason": a.reason,
         "options": [_option_json(o, a.recorded_usd) for o in a.options],
     }
@@ -131,6 +147,14 @@ def advice_text(advice: CacheAdvice, out_dir: str | None = None) -> str:
             f"pick: {printable(a.pick.name, limit=NAME_LIMIT)}, saves "
             f"${_usd(a.saved_usd, d)} ({a.saved_pct:+.1f}%; {a.interval_text()})"
         )
+        if a.pick.paid_differs:
+            paid = a.recorded_usd - a.pick.paid_cost_usd
+            pct = 100 * paid / a.recorded_usd if a.recorded_usd else 0.0
+            lines += _wrapped(
+                f"if its pings also went out in gaps of max_idle_minutes or more (a scheduler "
+                f"that cannot see the user's return: {a.pick.paid_pings:,} pings), it saves "
+                f"${_usd(paid, d)} ({pct:+.1f}%)"
+            )
         lines += _wrapped(f"why: {printable(a.reason, limit=1000)}")
         lines.append("")
     pick = advice.pick
@@ -192,7 +216,9 @@ def idle_gaps_chart(advice: CacheAdvice, path: Path) -> None:
     found = next((o for o in advice.pick.options if o.name == pick), None)
     longest = re.search(r"max_idle_minutes: ([0-9.]+)", warm)
     if found is not None and found.pings and longest is not None:
-        marks.append((float(longest[1]), "the pick's pings stop (max_idle_minutes)"))
+        marks.append(
+            (float(longest[1]), "longer gaps get none of the pick's pings (max_idle_minutes)")
+        )
     # Okabe and Ito's colours (as the break causes'), each with a dash of its own
     looks = (("#000000", "--"), ("#0072B2", ":"), ("#D55E00", "-."), ("#009E73", (0, (5, 1))),
              ("#CC79A7", (0, (1, 3))))  # fmt: skip

@@ -96,9 +96,25 @@ NAMING = (
 )
 
 
+# The other reading of a keep-warm variant (keep_warm.py, `longer_gaps`): its pings also go
+# out, and are paid, in the gaps of max_idle_minutes or more. Replayed beside each keep-warm
+# variant so that its figures are given both ways; never a candidate of its own.
+PAID = " (longer gaps paid)"
+
+
+def paid_twins(variants: Sequence[CacheVariant]) -> list[CacheVariant]:
+    """Each keep-warm variant under the `paid` reading of its longer gaps."""
+    return [
+        CacheVariant(v.name + PAID, v.ttl, replace(v.keep_warm, longer_gaps="paid"))
+        for v in variants
+        if v.keep_warm is not None
+    ]
+
+
 def variant_scenarios(variants: Sequence[CacheVariant], openai_only: bool) -> list[Scenario]:
-    """The replay's scenarios: the baseline (no change) first, then one per other variant."""
-    runs = [v.scenario() for v in variants]
+    """The replay's scenarios: the baseline (no change) first, then one per other variant,
+    then the keep-warm variants' twins under the other reading (`paid_twins`)."""
+    runs = [v.scenario() for v in [*variants, *paid_twins(variants)]]
     if openai_only:
         runs = [s if s.name == BASELINE else replace(s, provider="openai") for s in runs]
     return runs
@@ -151,6 +167,8 @@ def policy_yaml(scenario: Scenario) -> str:
             f"      max_idle_minutes: {warm.max_idle_minutes:g}",
             f"      threads: [{', '.join(warm.threads)}]",
         ]
+        if warm.longer_gaps != "none":
+            lines.append(f"      longer_gaps: {warm.longer_gaps}")
     return "\n".join(lines) + "\n"
 
 
@@ -174,6 +192,14 @@ class Option:
     write_usd: float  # what its cache writes cost
     read_usd: float  # what its cache reads cost (the pings' reads not included)
     policy: str = ""  # the variant as a policy file (policy_yaml)
+    # Its cost if its pings also went out, paid, in the gaps of max_idle_minutes or more
+    # (keep_warm.py, `longer_gaps: paid`); cost_usd for a variant without pings
+    paid_cost_usd: float = math.nan
+    paid_pings: int = 0
+
+    @property
+    def paid_differs(self) -> bool:
+        return not math.isnan(self.paid_cost_usd) and self.paid_cost_usd != self.cost_usd
 
 
 @dataclass(frozen=True)
@@ -271,6 +297,8 @@ def advise(
     per_call = {
         v.name: _per_call(cols, run, prices) for v, run in zip(variants, names, strict=True)
     }
+    for twin in paid_twins(variants):
+        per_call[twin.name] = _per_call(cols, twin.name, prices)
     recorded = cols.column(RECORDED, "cost_usd")
     gaps = _gaps(cols)
     scopes: list[tuple[str | None, Any]] = [(None, np.ones(cols.n, dtype=bool))]
@@ -345,7 +373,10 @@ def _per_call(cols: _Columns, run: str, prices: Any) -> _PerCall:
     )  # fmt: skip
 
 
-def _option(name: str, figures: _PerCall, mask: Any, policy: str = "") -> Option:
+def _option(
+    name: str, figures: _PerCall, mask: Any, policy: str = "", paid: _PerCall | None = None
+) -> Option:
+    paid = figures if paid is None else paid
     return Option(
         name,
         float(figures.cost[mask].sum()),
@@ -356,6 +387,8 @@ def _option(name: str, figures: _PerCall, mask: Any, policy: str = "") -> Option
         float(figures.write_usd[mask].sum()),
         float(figures.read_usd[mask].sum()),
         policy,
+        float(paid.cost[mask].sum()),
+        int(paid.pings[mask].sum()),
     )
 
 
@@ -368,8 +401,8 @@ def _group(
     per_call: dict[str, _PerCall], recorded: Any, gaps: Any, resamples: int, seed: int,
     openai_only: bool,
 ) -> GroupAdvice:  # fmt: skip
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)))
-               for v in variants]  # fmt: skip
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)),
+                       per_call.get(v.name + PAID)) for v in variants]  # fmt: skip
     session_costs = np.column_stack(
         [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
     )
@@ -384,8 +417,8 @@ def _all(
     """Every thread of a scope: each variant as it is, and the best of main threads with the
     best of sub-agents as one policy (when both groups are there and their picks differ)."""
     mask = scope & np.isin(cols.kind, [k for kinds in GROUPS.values() for k in kinds])
-    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)))
-               for v in variants]  # fmt: skip
+    options = [_option(v.name, per_call[v.name], mask, policy_yaml(named(v, openai_only)),
+                       per_call.get(v.name + PAID)) for v in variants]  # fmt: skip
     columns = [_by_session(per_call[v.name].cost, cols, mask) for v in variants]
     picks = {g.group: g.pick.name for g in groups}
     if len(picks) == len(GROUPS) and picks["main"] != picks["sub-agents"]:
@@ -394,14 +427,19 @@ def _all(
         policy = combined(main, sub, openai_only)
         if policy is not None:
             main_mask = mask & np.isin(cols.kind, GROUPS["main"])
-            parts = [per_call[main.name], per_call[sub.name]]
-            joined = _PerCall(*(np.where(main_mask, getattr(parts[0], f), getattr(parts[1], f))
-                                for f in ("cost", "ping_usd", "pings", "writes", "reads",
-                                          "write_usd", "read_usd")))  # fmt: skip
-            options.append(_option(policy.name, joined, mask, policy_yaml(policy)))
+            joined = _joined(main_mask, per_call[main.name], per_call[sub.name])
+            paid = _joined(main_mask, per_call.get(main.name + PAID, per_call[main.name]),
+                           per_call.get(sub.name + PAID, per_call[sub.name]))  # fmt: skip
+            options.append(_option(policy.name, joined, mask, policy_yaml(policy), paid))
             columns.append(_by_session(joined.cost, cols, mask))
     return _advice(ALL, mask, cols, options, np.column_stack(columns), recorded, gaps,
                    resamples, seed)  # fmt: skip
+
+
+def _joined(main_mask: Any, main: _PerCall, sub: _PerCall) -> _PerCall:
+    """Per call, `main`'s figures on main threads and `sub`'s on the others."""
+    fields = ("cost", "ping_usd", "pings", "writes", "reads", "write_usd", "read_usd")
+    return _PerCall(*(np.where(main_mask, getattr(main, f), getattr(sub, f)) for f in fields))
 
 
 def _advice(

@@ -124,7 +124,11 @@ class PromptCache:
             self.rules.bills_writes,
         )
         warm = self.keep_warm
-        every, longest = (warm.interval_s, warm.max_idle_s) if warm is not None else (0.0, 0.0)
+        every, longest, paid = (
+            (warm.interval_s, warm.max_idle_s, warm.longer_gaps == "paid")
+            if warm is not None
+            else (0.0, 0.0, False)
+        )
         pings, ping_read, ping_uncached = self.pings, self.ping_read, self.ping_uncached
         pings.clear()
         ping_read.clear()
@@ -138,7 +142,7 @@ class PromptCache:
             if warm is not None:
                 sent_pings = 0
                 if gap is not None and gap > every and valid:
-                    sent_pings = pings_in_gap(gap, lifetime, every, longest)
+                    sent_pings = pings_in_gap(gap, lifetime, every, longest, paid)
                 pings.append(sent_pings)
                 if sent_pings:
                     # Each ping reads the cached prompt and refreshes it; the next request's

@@ -19,11 +19,20 @@ When a ping is sent, on the request clock the TTL runs on (from the previous req
 previous ping, which refreshed the entry): the k-th ping of a gap goes at k x interval after
 the previous request, if that is before the next request, no later than `max_idle_minutes`
 into the gap, and the entry is still alive then (a ping that would land after the TTL ran out
-is not sent: the cache is already cold, and nothing would be kept warm). A scheduler cannot
-see the future, so in a gap longer than `max_idle_minutes` plus the TTL its pings are paid
-and the next call still misses. Pings are sent only in gaps between two calls of a thread:
-the pings a scheduler would send after a thread's last call (at most max_idle / interval of
-them, each a read of the last prompt) are not modelled.
+is not sent: the cache is already cold, and nothing would be kept warm).
+
+What happens in a gap of `max_idle_minutes` or more is a reading, and both are offered
+(`longer_gaps`):
+- `none` (the default, as the feature was asked for: pings keep the cache warm through the
+  idle gaps up to `max_idle_minutes`): such a gap gets no pings; pings appear only in gaps
+  shorter than `max_idle_minutes`, where the cache was still warm. This is a client that knows
+  whether its user is coming back (the best case for pings).
+- `paid`: a scheduler that cannot see when its user comes back pings for the first
+  `max_idle_minutes` of every gap; in a longer gap those pings are paid and, past the TTL, the
+  next call still misses (the worst case). The advisor prices its picks both ways.
+Pings are sent only in gaps between two calls of a thread: the pings a scheduler would send
+after a thread's last call (at most max_idle / interval of them, each a read of the last
+prompt) are not modelled.
 
 The defaults of a ping's own tokens: 10 uncached input tokens (a one-word user message and
 its turn markers; an assumption, not a measurement) and 1 output token (`max_tokens: 1`, the
@@ -42,7 +51,11 @@ from mcsim.text import shown
 DEFAULT_INPUT_TOKENS = 10
 DEFAULT_OUTPUT_TOKENS = 1
 THREAD_KINDS = ("main", "subagent", "compact")
-KEYS = ("interval_minutes", "max_idle_minutes", "input_tokens", "output_tokens", "threads")
+KEYS = (
+    "interval_minutes", "max_idle_minutes", "input_tokens", "output_tokens", "threads",
+    "longer_gaps",
+)  # fmt: skip
+LONGER_GAPS = ("none", "paid")  # the readings of a gap of max_idle_minutes or more
 _MAX_MINUTES = 10_080.0  # a week: no TTL is longer than a day
 _MAX_TOKENS = 1_000_000
 
@@ -57,6 +70,7 @@ class KeepWarm:
     input_tokens: int = DEFAULT_INPUT_TOKENS
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
     threads: tuple[str, ...] = ("main", "subagent")
+    longer_gaps: str = "none"  # one of LONGER_GAPS
 
     @property
     def interval_s(self) -> float:
@@ -76,6 +90,8 @@ class KeepWarm:
             text += f" on {'+'.join(self.threads)}"
         if (self.input_tokens, self.output_tokens) != (DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS):
             text += f", {self.input_tokens} in/{self.output_tokens} out"
+        if self.longer_gaps != "none":
+            text += f", longer gaps {self.longer_gaps}"
         return text
 
 
@@ -83,13 +99,18 @@ def _minutes(value: float) -> str:
     return f"{value:g}m"
 
 
-def pings_in_gap(gap_s: float, lifetime_s: float, interval_s: float, max_idle_s: float) -> int:
+def pings_in_gap(
+    gap_s: float, lifetime_s: float, interval_s: float, max_idle_s: float, longer_paid: bool
+) -> int:
     """How many pings a gap of `gap_s` seconds between two requests gets: one every
     `interval_s` after the previous request while it is before the next request and at most
     `max_idle_s` into the gap, each sent only if the entry (lifetime `lifetime_s`, refreshed
-    by the ping before) is still alive when it lands."""
+    by the ping before) is still alive when it lands; a gap of `max_idle_s` or more gets none
+    unless `longer_paid` (the `paid` reading of `longer_gaps`)."""
     if interval_s >= lifetime_s or interval_s <= 0:
         return 0  # the first ping would land on a cold cache: none is sent
+    if gap_s >= max_idle_s and not longer_paid:
+        return 0
     # k x interval < gap and k x interval <= max_idle, with k a whole number from 1
     before_next = math.ceil(gap_s / interval_s) - 1
     within = math.floor(max_idle_s / interval_s + 1e-9)
@@ -140,7 +161,12 @@ def parse_keep_warm(raw: Any, where: str, error: type[UsageError]) -> KeepWarm |
                 f"{', '.join(THREAD_KINDS)})"
             )
     ordered = tuple(k for k in THREAD_KINDS if k in threads)
-    return KeepWarm(interval, max_idle, tokens[0], tokens[1], ordered)
+    longer = raw.get("longer_gaps", "none")
+    if longer not in LONGER_GAPS:
+        raise error(
+            f"{bad}.longer_gaps: must be one of {', '.join(LONGER_GAPS)}, not {shown(longer)}"
+        )
+    return KeepWarm(interval, max_idle, tokens[0], tokens[1], ordered, longer)
 
 
 def _number(value: Any, where: str, error: type[UsageError], low: float) -> float:
