@@ -31,13 +31,14 @@ from mcsim.version import __version__
 def __getattr__(name: str) -> Any:
     """The replay's entry points, imported on first use: `import mcsim` stays light for the
     loading workers. `run_replay` is the replay in memory (also mcsim.replay.run_replay);
-    `replay_run`, `sweep_run` and `inspect_run` do what the commands of their names do."""
+    `replay_run`, `sweep_run`, `advise_run` and `inspect_run` do what the commands of their
+    names do."""
     if name == "run_replay":
         from mcsim.replay.run import run_replay
 
         return run_replay
     if name in ("ReplayConfig", "replay_run", "SweepConfig", "sweep_run", "InspectConfig",
-                "inspect_run"):  # fmt: skip
+                "inspect_run", "AdviseConfig", "advise_run"):  # fmt: skip
         from mcsim.outputs import runs
 
         return getattr(runs, name)
@@ -45,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AdviseConfig",
     "Call",
     "InspectConfig",
     "InspectReport",
@@ -58,6 +60,7 @@ __all__ = [
     "Thread",
     "Usage",
     "__version__",
+    "advise_run",
     "analyse_session",
     "default_table",
     "inspect_run",

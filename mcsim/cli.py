@@ -316,6 +316,13 @@ def _cache_options(fn: F) -> F:
     return fn
 
 
+def _out_option(help: str, required: bool = False) -> Callable[[F], F]:
+    """--out DIR: a folder, or an s3:// gs:// prefix (checked by check_out_dir, in one line)."""
+    return click.option(
+        "--out", "out_dir", required=required, type=_PathOrUrl(path_type=Path), help=help
+    )
+
+
 def _replay_options(fn: F) -> F:
     """Options shared by the commands that replay: policy file, cache, run directory, gates."""
     options = [
@@ -327,11 +334,8 @@ def _replay_options(fn: F) -> F:
             # Kept as typed (not a Path): `./claude-code` is a path, `claude-code` a preset.
             help="YAML policy file, or a built-in preset's name (see `mcsim policies`).",
         ),
-        click.option(
-            "--out",
-            "out_dir",
-            type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-            help="Run directory to write (default: reports/<UTC time>-<policy or preset name>).",
+        _out_option(
+            "Run directory to write (default: reports/<UTC time>-<policy or preset name>)."
         ),
         *_CACHE_OPTIONS,
         click.option(
@@ -391,12 +395,7 @@ def _gate(
 @cli.command()
 @_input_options
 @_engine_options
-@click.option(
-    "--out",
-    "out_dir",
-    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-    help="Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.",
-)
+@_out_option("Write sessions.parquet, calls.parquet, breaks.parquet and run.json here.")
 @_cache_options
 @click.option(
     "--by",
@@ -642,6 +641,58 @@ def sweep(
         _gate(checks, fail_under_savings, fail_over_risk)
 
 
+@cli.group()
+def advise() -> None:
+    """Advice from replaying your own sessions under alternatives (see `advise cache`)."""
+
+
+@advise.command("cache")
+@_input_options
+@_engine_options
+@_out_option("Run directory to write (default: reports/<UTC time>-advise-cache).")
+@_cache_options
+def advise_cache(
+    paths: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    prices_path: Path | None,
+    force: bool,
+    as_json: bool,
+    workers: int | None,
+    engine: str,
+    ray_address: str | None,
+    out_dir: Path | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+) -> None:
+    """Which prompt-cache setting would have cost least on these sessions: no change, the
+    5-minute TTL, the 1-hour TTL, or keep-warm pings (5m with a ping every 4.5 minutes for up
+    to 15, 30 or 60 minutes; 1h with one every 55 minutes for up to 3 hours), for main
+    threads and sub-agents apart, over the whole input and per project.
+
+    Prints each variant's cost and savings against what was recorded, the pick with its 95%
+    interval over sessions and the reason, and the pick as a policy file. Writes the replay's
+    tables and charts, advice.json and idle_gaps.png (the gaps, break-even points marked)
+    to the run directory; `mcsim report` on it shows the advice.
+
+    \b
+    Example:
+      mcsim advise cache ~/.claude/projects
+    """
+    from mcsim.outputs.advise_tables import advice_json, advice_text
+    from mcsim.outputs.runs import AdviseConfig, advise_run
+
+    _dates(since, until)
+    config = AdviseConfig(paths, out_dir, force, since, until, prices_path, cache_dir,
+                          not no_cache, workers, engine, ray_address)  # fmt: skip
+    with _progress(not as_json) as progress, _no_calls_told(as_json):
+        run = advise_run(config, progress)
+    if as_json:
+        _print_json({**advice_json(run.advice), "out": str(run.out_dir)})
+    else:
+        _echo(advice_text(run.advice, str(run.out_dir)))
+
+
 @cli.command()
 @click.argument("run_dir", type=_PathOrUrl(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
@@ -680,13 +731,7 @@ def report(run_dir: Path, as_json: bool, redact: bool) -> None:
     required=True,
     help="The format to write: mcsim's interchange format (docs/interchange.md).",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=_PathOrUrl(path_type=Path),  # checked by check_out_dir, in one line
-    help="Write DIR/<project>/<session_id>.jsonl here, and run.json.",
-)
+@_out_option("Write DIR/<project>/<session_id>.jsonl here, and run.json.", required=True)
 @click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Only sessions from this day.")
 @click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Only sessions to this day.")
 @click.option("--force", is_flag=True, help="Replace a folder mcsim convert wrote.")
@@ -806,6 +851,21 @@ def cache_clear(cache_dir: Path | None) -> None:
     _echo(f"removed {len(removed)} entries from {printable(folder)}, freed {freed}")
 
 
+# The keys every policy takes beside its kind or stack (mcsim.replay.scenario), as
+# `policies --json` lists them.
+SCENARIO_KEYS = {
+    "ttl": "5m | 1h | 24h (with provider: openai) | recorded, or by thread kind: "
+    "{main: 1h, subagent: 5m, compact: 5m} (kinds not named keep the defaults')",
+    "provider": "recorded | anthropic | openai: whose prompt cache",
+    "compactable_tools": "tool names or classes (class:<class>) whose results may be cleared",
+    "exclude_tools": "tool names or classes never cleared",
+    "main_thread_only": "true: sub-agents are never pruned",
+    "keep_warm": "{interval_minutes, max_idle_minutes, input_tokens: 10, output_tokens: 1, "
+    "threads: [main, subagent]}: in an idle gap, a ping every interval (below the TTL) up to "
+    "max_idle_minutes, each reading the cached prompt at the cache-read price",
+}
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the kinds and presets as JSON.")
 @click.option("--show", metavar="NAME", help="Print a preset's YAML, to start your own from.")
@@ -837,7 +897,7 @@ def policies(as_json: bool, show: str | None) -> None:
         for cls in REGISTRY.values()
     ]
     if as_json:
-        _print_json({"kinds": kinds, "presets": presets})
+        _print_json({"kinds": kinds, "presets": presets, "scenario_keys": SCENARIO_KEYS})
         return
     for kind in kinds:
         _echo(f"{kind['kind']}: {kind['summary']}")
@@ -845,8 +905,11 @@ def policies(as_json: bool, show: str | None) -> None:
             _echo(f"    {p['name']} (default {_as_yaml(p['default'])}): {p['help']}")
     _echo(
         "Every policy also takes the scenario keys: ttl (5m|1h|24h|recorded; 24h with "
-        "provider: openai), provider (recorded|anthropic|openai), compactable_tools, "
-        "exclude_tools, main_thread_only."
+        "provider: openai; or by thread kind, {main: 1h, subagent: 5m}), provider "
+        "(recorded|anthropic|openai), compactable_tools, exclude_tools, main_thread_only, "
+        "keep_warm ({interval_minutes, max_idle_minutes, input_tokens: 10, output_tokens: 1, "
+        "threads: [main, subagent]}: a ping reading the cached prompt every interval of an "
+        "idle gap, below the TTL, up to max_idle_minutes)."
     )
     _echo("Presets (--policy NAME; see one with --show NAME):")
     for preset in presets:

@@ -54,7 +54,7 @@ def add_thread(
     ints = [list(range(len(times))), prompts] + [[0] * len(times)] * (len(INT_COLUMNS) - 2)
     broke = [i in causes for i in range(len(times))]
     bools = [[False] * len(times), [False] * len(times), broke]
-    s.add(ints, [times, costs], bools, ["m"] * len(times), ["5m"] * len(times),
+    s.add(ints, [times, costs, [0.0] * len(times)], bools, ["m"] * len(times), ["5m"] * len(times),
           sorted(causes.items()))  # fmt: skip
 
 

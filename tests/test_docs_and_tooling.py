@@ -62,16 +62,21 @@ def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_readme_and_docs_policy_examples_load(tmp_path: Path) -> None:
     from mcsim.replay.scenario import load_policy_file
 
-    expected = {
-        "README.md": ["baseline", "claude-code", "api-defaults"],  # baseline: always run
-        "docs/policy-files.md": ["baseline", "claude-code", "api-defaults", "naive-keep-6"],
+    expected = {  # per file, each yaml block's policies (baseline: always run)
+        "README.md": [["baseline", "warm-5m", "claude-code", "api-defaults"]],
+        "docs/policy-files.md": [
+            ["baseline", "claude-code", "api-defaults", "naive-keep-6"],
+            ["baseline", "warm-5m"],
+        ],
+        "docs/advise.md": [["baseline", "main 1h+warm55/180; sub no change"]],
     }
-    for name, policies in expected.items():
+    for name, per_block in expected.items():
         blocks = re.findall(r"```yaml\n(.+?)```", (REPO / name).read_text(), re.S)
-        assert len(blocks) == 1, name
-        path = tmp_path / f"{Path(name).stem}.yaml"
-        path.write_text(blocks[0])
-        assert [s.name for s in load_policy_file(path)] == policies, name
+        assert len(blocks) == len(per_block), name
+        for i, (block, policies) in enumerate(zip(blocks, per_block, strict=True)):
+            path = tmp_path / f"{Path(name).stem}-{i}.yaml"
+            path.write_text(block)
+            assert [s.name for s in load_policy_file(path)] == policies, name
 
 
 def test_every_example_policy_file_loads() -> None:

@@ -135,11 +135,12 @@ LAUGHS = (  # the billion laughs: nine times nine times ... "lol" from a few hun
         ),
         (
             policy(kind="none", ttl="[5m]"),
-            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded, not a list",
+            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded or a mapping by thread "
+            "kind ({main: 1h, subagent: 5m}), not a list",
         ),
         (
             policy(kind="none", ttl="{5m: 1}"),
-            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded, not a mapping",
+            "policy 'a': key 'ttl': '5m' is not a thread kind (allowed: main, subagent, compact)",
         ),
         (
             policy(stack="[[kind, none]]"),
@@ -151,7 +152,11 @@ LAUGHS = (  # the billion laughs: nine times nine times ... "lol" from a few hun
         ),
         ("defaults: [1]\n" + policy(kind="none"), "defaults: must be a mapping"),
         ("defaults: []\n" + policy(kind="none"), "defaults: must be a mapping"),
-        ("defaults: {ttl: {a: 1}}\n" + policy(kind="none"), "defaults: key 'ttl': must be one"),
+        ("defaults: {ttl: {a: 1}}\n" + policy(kind="none"), "defaults: key 'ttl': 'a' is not a"),
+        (
+            "defaults: {ttl: {main: 1}}\n" + policy(kind="none"),
+            "defaults: key 'ttl.main': must be one",
+        ),
         # keys that are not names (mixed types once broke sorting the unknown ones)
         ("{1: a, name: b}", "key 1: keys must be names (text)"),
         ("{null: 1}", "key null: keys must be names (text)"),

@@ -13,12 +13,12 @@ def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> S
     for p, policy in enumerate(policies):
         rows.start_run(policy)
         for t, (_, n) in enumerate(threads):
-            ints = [list(range(n)), [p * 100 + t * 10 + i for i in range(n)]] + [[0] * n] * 7
+            ints = [list(range(n)), [p * 100 + t * 10 + i for i in range(n)]] + [[0] * n] * 8
             cost: list[float | None] = [None if i == 1 else 0.5 for i in range(n)]
             stamps = [1000.0 * (t + 1) + i for i in range(n)]
             broke = [p == 1 and i == n - 1 for i in range(n)]
             causes = [(n - 1, "ttl_expired")] if p == 1 else []
-            rows.add(ints, (stamps, cost), ([False] * n, [False] * n, broke),
+            rows.add(ints, (stamps, cost, [0.0] * n), ([False] * n, [False] * n, broke),
                      ["m"] * n, ["5m"] * (n - 1) + ["1h"], causes)  # fmt: skip
     rows.seal()
     return rows

@@ -177,7 +177,8 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
         ),
         (
             "policies: [{name: a, kind: none, ttl: 2h}]",
-            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded, not '2h'",
+            "policy 'a': key 'ttl': must be one of 5m, 1h, 24h, recorded or a mapping by thread "
+            "kind ({main: 1h, subagent: 5m}), not '2h'",
         ),
         (
             "policies: [{name: a, stack: [{kind: none}], n: 3}]",

@@ -225,7 +225,9 @@ class CallLines:
         for index in range(len(self.policies)):
             part = rows.policy_slice(index)
             # The carry goes first, so every sum is added in the order of one whole series.
-            costs = np.concatenate(([self._carry[index]], rows.numbers["cost_usd"][part][order]))
+            # A run's cost includes its keep-warm pings, at the call after their gap.
+            own = rows.numbers["cost_usd"][part] + rows.numbers["ping_cost_usd"][part]
+            costs = np.concatenate(([self._carry[index]], own[order]))
             cumulative = np.nancumsum(costs)[1:]
             self._carry[index] = float(cumulative[-1])
             prompts = rows.numbers["prompt_tokens"][part][order] / 1000

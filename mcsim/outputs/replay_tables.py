@@ -55,7 +55,7 @@ SUMMARY_SCHEMA: dict[str, str] = {
     "net_savings_vs_baseline_pct": "float",
     "net_savings_low_pct": "float", "net_savings_high_pct": "float",
     "net_savings_if_edits_reread_pct": "float", "net_savings_if_other_cleared_set_pct": "float",
-    "verdict": "bool",
+    "verdict": "bool", "pings": "int", "ping_cost_usd": "float",
     "fidelity_overall_error": "float",
     "fidelity_worst_session_error": "float", "fidelity_ok": "bool",
 }  # fmt: skip
@@ -166,6 +166,8 @@ def summary_frame(report: ReplayReport) -> Any:
                 "compactions_still_reached": t.compactions_still_reached,
                 **_refetch_fields(t, report.baseline.cost_usd),
                 **_uncertain(name, chosen),
+                "pings": t.pings,
+                "ping_cost_usd": t.ping_cost_usd,
                 "fidelity_overall_error": report.fidelity_overall,
                 "fidelity_worst_session_error": report.fidelity_worst,
                 "fidelity_ok": fidelity_ok,
@@ -233,6 +235,7 @@ def run_summary(report: ReplayReport) -> dict[str, Any]:
     sessions = report.sessions
     rec = report.recorded
     return {
+        "pings": ping_lines(report),
         "analysed": {
             "sessions": len(sessions),
             "calls": rec.calls,
@@ -279,6 +282,7 @@ def write_replay_outputs(
     chart_process: ChartProcess | None = None,
     sink: RowsSink | None = None,
     cache_dir: Path | None = None,
+    extra: dict[str, Callable[[Path], None]] | None = None,
 ) -> list[str]:
     """Tables, run.json and charts; the charts are drawn by `chart_process` when given, and
     then kept in `cache_dir` (a chart kept there for the same data is copied, not drawn:
@@ -303,6 +307,7 @@ def write_replay_outputs(
         "calls.parquet": calls,
         "breaks.parquet": breaks,
         "run.json": lambda p: write_json(p, run),
+        **(extra or {}),  # a command's own files (advise: advice.json, idle_gaps.png)
     }
 
     def per_call() -> Any:
@@ -382,6 +387,8 @@ def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
                 **_refetch_fields(t, report.baseline.cost_usd),
                 **_uncertain(name, chosen),
                 "unpriced_calls": t.unpriced_calls,
+                "pings": t.pings,
+                "ping_cost_usd": t.ping_cost_usd,
             }
             for name, description, t in _policy_rows(report)[1:]
         ],
@@ -449,6 +456,7 @@ def replay_text(report: ReplayReport) -> str:
             ]
         )
     lines = table(headers, rows, right=set(range(1, 12)))
+    lines.extend(ping_lines(report))
     lines.append(printable(verdict(report).text, limit=MESSAGE_LIMIT))
     lines.append(
         f"baseline: {report.baseline_text()}; 'vs baseline' is against it, 'saved $' against "
@@ -495,3 +503,19 @@ def replay_text(report: ReplayReport) -> str:
         )
     lines.extend(load_notes(report.stats))
     return "\n".join(lines)
+
+
+def ping_lines(report: ReplayReport) -> list[str]:
+    """Per run with keep-warm pings: how many and what they cost, apart from the agent's
+    calls (its cost $ includes them)."""
+    out = []
+    for s in report.scenarios:
+        t = report.policies.get(s.name)
+        if s.keep_warm is None or t is None:
+            continue
+        out.append(
+            f"pings: {printable(s.name, limit=NAME_LIMIT)} sent {t.pings:,} keep-warm "
+            f"ping{'' if t.pings == 1 else 's'} ({s.keep_warm.describe()}), ping $ "
+            f"{t.ping_cost_usd:.4f} of its cost $ (not the agent's calls)"
+        )
+    return out

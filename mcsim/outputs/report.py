@@ -36,7 +36,8 @@ from mcsim.text import NAME_LIMIT, TEXT_LIMIT, counted, markdown, printable, usd
 CHART_MAX_BYTES = 64 * 1024 * 1024
 
 CHART_CAPTIONS = {
-    "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy.",
+    "cumulative_cost.png": "Cumulative cost over all calls, as recorded and under each policy "
+    "(keep-warm pings included, at the call after their gap).",
     "savings.png": "Savings by policy, against no pruning and against the recorded spend.",
     "context_size.png": "Context (prompt) size sent on each main-thread call under each "
     "policy; sub-agents' calls below.",
@@ -45,6 +46,8 @@ CHART_CAPTIONS = {
     "net of re-fetches).",
     "risk_tradeoff.png": "Each variant's net savings against its re-fetch risk; the Pareto "
     "front joins the variants no other beats on both.",
+    "idle_gaps.png": "Idle gaps between consecutive calls of a thread (log scale), with the "
+    "TTLs and the gap up to which keep-warm pings cost less than one re-write marked.",
 }
 CAUSES = {
     "ttl_expired": "the cache entry expired during an idle gap longer than its TTL",
@@ -68,6 +71,10 @@ class Fields:
 
     def obj(self, key: str) -> Fields:
         return Fields(self._doc.get(key))
+
+    def has(self, key: str) -> bool:
+        """Whether the field is an object (a section the run holds)."""
+        return isinstance(self._doc.get(key), dict)
 
     def num(self, key: str, default: float = 0) -> float:
         value = self._doc.get(key)
@@ -294,7 +301,8 @@ def _sections(run: Fields, run_dir: Path, kind: str, redactor: Redactor | None) 
     fid = run.obj("fidelity")
     unpriced = rec.num("unpriced_calls")
     out = [
-        *([_verdict_section(run)] if kind == "replay" else []),
+        *([_verdict_section(run)] if kind == "replay" and not run.has("cache_advice") else []),
+        *([_advice_section(run)] if run.has("cache_advice") else []),
         Section(
             "What was analysed",
             [
@@ -432,6 +440,7 @@ def _policy_section(summary: Any, run: Fields) -> Section:
             "used again). 'Savings' compares with the same sessions replayed without pruning, "
             f"the baseline: {_baseline_text(run)}; 'net' with the re-fetches paid.",
             *_other_baselines(run),
+            *[_name(line, 4 * TEXT_LIMIT) + "." for line in run.texts("pings")],
             *[
                 f"{_name(name)} cleared nothing: {_name(why, 4 * TEXT_LIMIT)}."
                 for name, why in run.obj("cleared_nothing").strings()
@@ -470,6 +479,40 @@ def _other_baselines(run: Fields) -> list[str]:
         "changes."
         for b in others
     ]
+
+
+def _advice_section(run: Fields) -> Section:
+    """`mcsim advise cache`'s advice: per group of threads, the cheapest way of running the
+    cache, what it saves against what was recorded and why; the variants over all threads;
+    the idle gaps with the break-even points."""
+    advice = run.obj("cache_advice")
+    paragraphs = [
+        "Each variant replays the same sessions with no pruning, only the prompt cache run "
+        "otherwise: no change, the 5-minute TTL, the 1-hour TTL (writes at 2x input instead "
+        "of 1.25x), or keep-warm pings (a tiny request that reads the cached prompt at a "
+        "tenth of the input price before the TTL runs out). Pings are priced apart and "
+        "included in each cost. Savings are against what was recorded."
+    ]
+    table = None
+    for group in advice.objs("overall"):
+        paragraphs.append(
+            f"{_name(group.text('group'))}: {_name(group.text('pick'), TEXT_LIMIT)} saves "
+            f"{_usd(group.num('saved_usd'))} ({group.num('saved_pct'):+.1f}%; "
+            f"{_name(group.text('interval'), TEXT_LIMIT)}). "
+            f"{_name(group.text('reason'), 4 * TEXT_LIMIT)}."
+        )
+        if group.text("group") == "all threads":
+            table = (
+                ["variant", "cost", "saved", "pings", "ping cost"],
+                [
+                    [_name(o.text("name"), TEXT_LIMIT)
+                     + (" (pick)" if o.text("name") == group.text("pick") else ""),
+                     _usd(o.num("cost_usd")), f"{o.num('saved_pct'):+.1f}%",
+                     f"{o.num('pings'):,.0f}", _usd(o.num("ping_cost_usd"))]
+                    for o in group.objs("options")
+                ],
+            )  # fmt: skip
+    return Section("Cache advice: TTL and keep-warm pings", paragraphs, table, ("idle_gaps.png",))
 
 
 def _verdict_section(run: Fields) -> Section:

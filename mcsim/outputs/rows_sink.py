@@ -47,6 +47,7 @@ REPLAY_CALLS_SCHEMA: dict[str, str] = {
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
     "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
+    "pings": "int", "ping_cost_usd": "float",
 }  # fmt: skip
 REPLAY_BREAKS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
@@ -91,6 +92,7 @@ def rows_frame(rows: RowsTable) -> Any:
             columns[name] = pl.Series(name, values).cast(dtype)
     table = pl.DataFrame(columns).with_columns(
         pl.col("cost_usd").fill_nan(None),
+        pl.col("ping_cost_usd").fill_nan(None),
         pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
     )
     return table.select(empty.columns)

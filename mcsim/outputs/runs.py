@@ -35,6 +35,7 @@ from mcsim.replay.scenario import Scenario, baseline, load_policy_file
 
 if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the workers fork)
     from mcsim.accounting.recorded import InspectReport
+    from mcsim.replay.advise import CacheAdvice
     from mcsim.replay.sweep import Outcome, Recommendation
 
 
@@ -73,11 +74,11 @@ class SweepConfig(RunInputs):
 
 
 @dataclass(frozen=True)
-class InspectConfig:
-    """`mcsim inspect`: the recorded usage, exactly; tables written when `out_dir` is given."""
+class ReadInputs:
+    """What a command that reads transcripts without a policy file takes (inspect, advise)."""
 
     paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs; () = the defaults
-    out_dir: Path | None = None  # None: nothing written
+    out_dir: Path | None = None  # inspect: None writes nothing; advise: its default folder
     force: bool = False
     since: datetime | None = None
     until: datetime | None = None
@@ -87,6 +88,18 @@ class InspectConfig:
     workers: int | None = None
     engine: str = "local"
     ray_address: str | None = None
+
+
+@dataclass(frozen=True)
+class AdviseConfig(ReadInputs):
+    """`mcsim advise cache`: the cheapest of no change, 5m, 1h and keep-warm pings; `out_dir`
+    None writes reports/<UTC time>-advise-cache/."""
+
+
+@dataclass(frozen=True)
+class InspectConfig(ReadInputs):
+    """`mcsim inspect`: the recorded usage, exactly; tables written when `out_dir` is given."""
+
     by: str = "session"  # day, week, month, model, project or session
     timezone: tzinfo = field(default=UTC)  # the days, weeks and months are this zone's
     project: str | None = None  # only projects whose folder name matches this glob
@@ -139,6 +152,72 @@ def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> Repl
         finally:
             charts.close()
     return ReplayRun(report, out_dir)
+
+
+@dataclass(frozen=True)
+class AdviseRun:
+    report: ReplayReport
+    advice: CacheAdvice
+    out_dir: Path
+
+
+def advise_run(config: AdviseConfig, progress: ProgressFn | None = None) -> AdviseRun:
+    """Replay every session under the cache variants the advisor weighs (no pruning), advise,
+    and write the run folder: the replay's tables and charts, advice.json, idle_gaps.png and
+    run.json with the advice (so `mcsim report` shows it). See docs/advise.md."""
+    from mcsim.accounting.prices import load_table
+    from mcsim.outputs.advise_tables import advice_json, idle_gaps_chart
+    from mcsim.outputs.replay_tables import run_summary, write_replay_outputs
+    from mcsim.outputs.run_dir import run_header, write_json
+    from mcsim.replay.advise import advise, cache_variants, variant_scenarios
+
+    dates = day_range(config.since, config.until)
+    prices = load_table(config.prices_path)
+    cache = cache_folder(config.use_cache, config.cache_dir)
+    out_dir = config.out_dir
+    if out_dir is None:
+        out_dir = Path("reports") / f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-advise-cache"
+    out_dir = checked_out_dir(out_dir, config.force, config.paths, cache)
+
+    def replayed(openai_only: bool) -> tuple[ReplayReport, list[Any]]:
+        from mcsim.ingest.engines import open_engine
+
+        variants = cache_variants(openai_only)
+        runs = variant_scenarios(variants, openai_only)
+        with open_engine(config.engine, address=config.ray_address,
+                         workers=config.workers) as runner:  # fmt: skip
+            report = run_replay(list(config.paths), runs, prices, cache_dir=cache,
+                                since_s=dates[0], until_s=dates[1], workers=config.workers,
+                                progress=progress, engine=runner)  # fmt: skip
+        if not report.sessions:
+            raise NoCallsError(report.stats, "advise on")
+        return report, variants
+
+    report, variants = replayed(False)
+    # On OpenAI's cache the choice is in-memory or 24h retention: weighed on an input of
+    # OpenAI recordings only (a mixed input keeps Anthropic's choices; the notes say so).
+    openai_only = set(report.providers) == {"openai"}
+    if openai_only:
+        report, variants = replayed(True)
+    advice = advise(report, variants, prices, openai_only)
+    doc = advice_json(advice)
+    run = {
+        **run_header(list(config.paths), report.stats),
+        "command": "advise cache",
+        "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
+        "price_table": report.price_table,
+        "options": _date_options(config),
+        "notes": ["output tokens are taken as recorded (a lower bound)",
+                  *report.provider_notes()],
+        **run_summary(report),
+        "cache_advice": doc,
+    }  # fmt: skip
+    extra = {
+        "advice.json": lambda p: write_json(p, doc),
+        "idle_gaps.png": lambda p: idle_gaps_chart(advice, p),
+    }
+    write_replay_outputs(report, out_dir, config.force, run, None, None, cache, extra)
+    return AdviseRun(report, advice, out_dir)
 
 
 def sweep_run(config: SweepConfig, progress: ProgressFn | None = None) -> SweepRun:
@@ -241,7 +320,7 @@ def _prepare(config: RunInputs, source: PolicySource | None = None) -> _Prepared
                                                             cache), dates)  # fmt: skip
 
 
-def _date_options(config: RunInputs | InspectConfig) -> dict[str, str | None]:
+def _date_options(config: RunInputs | ReadInputs) -> dict[str, str | None]:
     return {
         "since": str(config.since) if config.since else None,
         "until": str(config.until) if config.until else None,

@@ -34,7 +34,10 @@ from typing import Any
 # means explained (all but prefix_changed and unknown) and unexpected_breaks counts the rest;
 # summary.parquet also gained net_savings_if_other_cleared_set_pct (a policy with API context
 # editing under the other reading of its undocumented cleared-set rule).
-SCHEMA_VERSION = 7
+# 8 (2026-12-03): keep-warm pings (a scenario's `keep_warm`): calls.parquet gained pings (sent
+# in the idle gap before the call) and ping_cost_usd (their cost; cost_usd stays the call's
+# own), summary.parquet pings and ping_cost_usd (part of its cost_usd).
+SCHEMA_VERSION = 8
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,
 # then the baseline and the policy file's order), not its name. A name may hold characters a

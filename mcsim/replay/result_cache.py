@@ -72,8 +72,9 @@ from mcsim.text import from_fs
 # 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
 # 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported); 5: every
 # drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports;
-# 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd)
-RESULTS_VERSION = 6
+# 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
+# 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd)
+RESULTS_VERSION = 7
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 _COUNT_FIELDS = (
@@ -91,6 +92,7 @@ _COUNT_FIELDS = (
     "refetch_unassessed",
     "acted_threads",
     "unavailable_edits",
+    "pings",
 )
 # The types each break column may hold, in BREAK_COLUMNS order
 _BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
@@ -116,6 +118,8 @@ def setup_key(scenarios: tuple[Scenario, ...], prices: PriceTable, keep_rows: bo
             sorted(s.exclude_tools),
             s.main_thread_only,
             s.provider,
+            s.ttl_by_kind,
+            repr(s.keep_warm),
         )
         for s in scenarios
     ]
@@ -205,7 +209,8 @@ class ResultCache:
 
 
 def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
-    floats += (t.cost_usd, t.refetch_cost_usd, t.edit_reread_usd, t.cleared_set_other_usd)
+    floats += (t.cost_usd, t.refetch_cost_usd, t.edit_reread_usd, t.cleared_set_other_usd,
+               t.ping_cost_usd)  # fmt: skip
     for figures in t.figures:
         floats += figures.values()
     return [
@@ -220,6 +225,7 @@ def _totals_row(t: PolicyTotals, floats: list[float]) -> list[Any]:
         t.unsupported,
         t.drops_by_cause,
         t.cleared_set_other_usd,
+        t.ping_cost_usd,
     ]
 
 
@@ -348,7 +354,7 @@ def _counter(value: Any) -> Counter[str]:
 
 def _totals(row: Any) -> PolicyTotals:
     (name, tokens, cost, counts, causes, refetch_cost, figures, reread, unsupported, drops,
-     other) = _list(row, 11)  # fmt: skip
+     other, ping_cost) = _list(row, 12)  # fmt: skip
     for figure in _list(figures):
         if type(figure) is not dict or not set(map(type, figure.values())) <= {int, float}:
             raise TypeError("not figures")
@@ -364,6 +370,7 @@ def _totals(row: Any) -> PolicyTotals:
         unsupported=_counter(unsupported),
         drops_by_cause=_counter(drops),
         cleared_set_other_usd=_float(other),
+        ping_cost_usd=_float(ping_cost),
         **dict(zip(_COUNT_FIELDS, _ints(counts, len(_COUNT_FIELDS)), strict=True)),
     )
 

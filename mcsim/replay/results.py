@@ -68,6 +68,9 @@ class PolicyTotals:
     # Calls a layer did not apply on, its mechanism not supported by their model, by
     # "<kind>@<model>" (SimThread.unsupported)
     unsupported: Counter[str] = field(default_factory=Counter)
+    # Keep-warm pings sent (keep_warm.py) and their cost, which `cost_usd` includes
+    pings: int = 0
+    ping_cost_usd: float = 0.0
     # Per policy of the scenario that can clear: the largest of each of its figures over the
     # threads it ran on (Policy.figures), for `idle_note`.
     figures: list[dict[str, float]] = field(default_factory=list)
@@ -141,6 +144,8 @@ class PolicyTotals:
         )
         if other.unsupported:
             self.unsupported.update(other.unsupported)
+        self.pings += other.pings
+        self.ping_cost_usd = sums.add("ping_cost_usd", self.ping_cost_usd, other.ping_cost_usd)
         keep_largest(self.figures, other.figures)
 
 

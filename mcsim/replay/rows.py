@@ -30,8 +30,10 @@ INT_COLUMNS = (
     "output_tokens",
     "cleared_tokens",
     "newly_cleared_tokens",
+    "pings",  # keep-warm pings sent in the idle gap before the call (keep_warm.py)
 )
-FLOAT_COLUMNS = ("timestamp", "cost_usd")  # cost NaN = unpriced (a null in the table)
+# cost NaN = unpriced (a null in the table); ping_cost_usd: those pings' cost, apart
+FLOAT_COLUMNS = ("timestamp", "cost_usd", "ping_cost_usd")
 BOOL_COLUMNS = ("rewrote", "cache_edit", "is_break")
 
 

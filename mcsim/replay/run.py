@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import PriceTable, rates_for
@@ -148,18 +149,20 @@ def replay_session(
     # Per (thread, TTL, provider): the replay with no pruning, from which every policy's replay
     # copies the calls before its first clearing. Made on purpose only for a TTL and provider
     # several runs share.
-    unpruned: dict[tuple[int, str, str], SimThread] = {}
-    shared = Counter((s.ttl, s.provider) for s in runs)
+    unpruned: dict[tuple[Any, ...], SimThread] = {}
+    kinds = {t.kind.value for t in session.threads}
+    shared = Counter((kind, s.serving(kind)) for s in runs for kind in kinds)
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
         other = other_cleared_set(scenario)
         if out.call_rows is not None:
             out.call_rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
-            key = (index, scenario.ttl, scenario.provider)
+            serving = scenario.serving(thread.kind.value)
+            key = (index, serving)
             pruning = prunes(thread, scenario)
-            if pruning and key not in unpruned and shared[key[1:]] > 1:
-                plain = baseline(scenario, ttl=scenario.ttl)
+            if pruning and key not in unpruned and shared[thread.kind.value, serving] > 1:
+                plain = baseline(scenario)
                 unpruned[key] = simulate_thread(thread, plain, prices, items)
             sim = simulate_thread(thread, scenario, prices, items, unpruned.get(key))
             if not pruning:
@@ -247,6 +250,11 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     priced = [c for c in sim.cost_usd if c is not None]
     totals.cost_usd += sum(priced)
     totals.unpriced_calls += len(sim.cost_usd) - len(priced)
+    if any(sim.pings):  # keep-warm pings: part of the policy's cost, counted apart too
+        ping_usd = sum(c for c in sim.ping_cost_usd if c is not None)
+        totals.cost_usd += ping_usd
+        totals.ping_cost_usd += ping_usd
+        totals.pings += sum(sim.pings)
     for i, compacted in enumerate(sim.compaction):
         if compacted and i > 0:
             threshold = _compaction_threshold(recorded[i], recorded[i - 1])
@@ -302,8 +310,9 @@ def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[Record
                 [c.output_tokens for c in calls],
                 [0] * n,
                 [0] * n,
+                [0] * n,
             ),
-            ([c.timestamp_s for c in calls], costs),
+            ([c.timestamp_s for c in calls], costs, [0.0] * n),
             ([False] * n, [False] * n, [i in found for i in range(n)]),
             [c.model for c in calls],
             [c.ttl for c in calls],
@@ -329,8 +338,9 @@ def _rows(
             sim.output_tokens,
             sim.cleared_tokens,
             sim.newly_cleared_tokens,
+            sim.pings,
         ),
-        (sim.timestamp_s, sim.cost_usd),
+        (sim.timestamp_s, sim.cost_usd, sim.ping_cost_usd),
         (sim.rewrote, sim.cache_edit, broke),
         sim.model,
         sim.ttl,
@@ -535,12 +545,7 @@ def run_replay(
     is made, before it is sent (the sink's `pack`); `computed` is called when a unit's results
     arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
     first = scenarios[0] if scenarios else None
-    if first is None or (first.name, first.ttl, first.provider, first.prunes) != (
-        BASELINE,
-        RECORDED,
-        RECORDED,
-        False,
-    ):
+    if first is None or (first.name, first.as_recorded, first.prunes) != (BASELINE, True, False):
         raise UsageError(
             "scenarios[0] must be the baseline, mcsim.replay.scenario.baseline() (no pruning, "
             "the cache as recorded): every 'vs baseline' figure is against it"

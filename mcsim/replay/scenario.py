@@ -1,7 +1,8 @@
 """Policy files: YAML in, validated scenarios out (a policy stack plus cache TTL and tool lists).
 
     defaults:                 # optional; every policy inherits and may override these
-      ttl: recorded           # 5m | 1h | recorded
+      ttl: recorded           # 5m | 1h | 24h | recorded, or {main: 1h, subagent: 5m}
+      keep_warm: null         # or {interval_minutes: 4.5, max_idle_minutes: 30} (keep_warm.py)
       compactable_tools: [class:read, class:search, class:shell, class:web, class:edit]
       exclude_tools: []       # tool names, or classes of tools (class:<class>)
       main_thread_only: true
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ from typing import Any
 import yaml
 from yaml.nodes import Node, ScalarNode
 
+from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.errors import UsageError
 from mcsim.ingest.loaders.jsonl import read_input_file
 from mcsim.model import ToolClass
+from mcsim.replay.keep_warm import THREAD_KINDS, KeepWarm, parse_keep_warm
 from mcsim.replay.policies import CLASS_PREFIX, REGISTRY, Param, Policy, can_clear
 from mcsim.replay.providers import PROVIDERS, rules_for
 from mcsim.text import escaped, shown
@@ -46,7 +49,9 @@ CLAUDE_CODE_LEFT_OUT = (
     "NotebookRead", "LS", "MultiEdit", "NotebookEdit",
     "BashOutput", "KillShell", "KillBash", "TaskOutput", "TaskStop",
 )  # fmt: skip
-_SCENARIO_KEYS = ("ttl", "provider", "compactable_tools", "exclude_tools", "main_thread_only")
+_SCENARIO_KEYS = (
+    "ttl", "provider", "compactable_tools", "exclude_tools", "main_thread_only", "keep_warm",
+)  # fmt: skip
 
 # A policy file is a few hundred bytes; these bounds make a hostile one cheap to refuse.
 MAX_FILE_BYTES = 50_000  # 40 times all.yaml; pure-Python YAML parses 80 kB a second
@@ -84,6 +89,44 @@ class Scenario:
     exclude_tools: frozenset[str] = frozenset()
     main_thread_only: bool = True
     provider: str = "recorded"  # whose prompt cache: as recorded, or a providers/ name
+    # The TTL of the thread kinds whose TTL is not `ttl` (`ttl: {main: 1h, subagent: 5m}`),
+    # sorted by kind; `ttl` is the main thread's and every kind's not listed here
+    ttl_by_kind: tuple[tuple[str, str], ...] = ()
+    keep_warm: KeepWarm | None = None  # pings in idle gaps (keep_warm.py)
+
+    def ttl_for(self, kind: str) -> str:
+        """The TTL the threads of `kind` (a ThreadKind value) replay under."""
+        for listed, ttl in self.ttl_by_kind:
+            if listed == kind:
+                return ttl
+        return self.ttl
+
+    def keep_warm_for(self, kind: str) -> KeepWarm | None:
+        """The pings the threads of `kind` get (None: none)."""
+        warm = self.keep_warm
+        return warm if warm is not None and warm.applies(kind) else None
+
+    def serving(self, kind: str) -> tuple[str, str, KeepWarm | None]:
+        """What the cache that serves a thread of `kind` depends on: its TTL, the provider and
+        its pings. Two scenarios equal here replay that thread's unpruned calls alike."""
+        return self.ttl_for(kind), self.provider, self.keep_warm_for(kind)
+
+    @property
+    def ttl_text(self) -> str:
+        """`1h`, or per thread kind `main:1h,subagent:5m`."""
+        if not self.ttl_by_kind:
+            return self.ttl
+        return ",".join(f"{k}:{self.ttl_for(k)}" for k in THREAD_KINDS)
+
+    @property
+    def as_recorded(self) -> bool:
+        """Whether the cache is the recording's: TTL and provider as recorded, no pings."""
+        return (
+            self.ttl == RECORDED
+            and not self.ttl_by_kind
+            and self.provider == RECORDED
+            and self.keep_warm is None
+        )
 
     @cached_property  # asked for every thread of every session: worked out once
     def prunes(self) -> bool:
@@ -95,6 +138,8 @@ class Scenario:
         """What the policies' decisions on a thread depend on: all of the scenario but its
         name and TTL (policies never see the cache; the provider says whether cache edits
         exist). simulate.py shares decisions by it."""
+        # Keep-warm pings are left out on purpose: policies decide on the recorded gaps,
+        # which pings do not shorten (keep_warm.py), so they never change a decision.
         return (
             repr(self.layers),  # a parameter may be a list (unhashable)
             self.compactable_tools,
@@ -107,23 +152,20 @@ class Scenario:
         return [layer.build() for layer in self.layers]
 
     def describe(self) -> str:
-        text = " + ".join(layer.describe() for layer in self.layers) + f" @ttl={self.ttl}"
-        return text if self.provider == "recorded" else f"{text} @provider={self.provider}"
+        text = " + ".join(layer.describe() for layer in self.layers) + f" @ttl={self.ttl_text}"
+        if self.provider != "recorded":
+            text += f" @provider={self.provider}"
+        if self.keep_warm is not None:
+            text += f" @keep_warm={self.keep_warm.describe()}"
+        return text
 
 
 def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenario:
     """The no-pruning scenario under `defaults`' cache settings (with no argument: the cache
     as recorded, the baseline every "vs baseline" figure is against)."""
     base = defaults or Scenario(BASELINE, ())
-    return Scenario(
-        BASELINE,
-        (Layer("none", ()),),
-        ttl or base.ttl,
-        base.compactable_tools,
-        base.exclude_tools,
-        base.main_thread_only,
-        base.provider,
-    )
+    plain = replace(base, name=BASELINE, layers=(Layer("none", ()),))
+    return plain if ttl is None else replace(plain, ttl=ttl, ttl_by_kind=())
 
 
 def is_baseline(name: str) -> bool:
@@ -135,10 +177,12 @@ def is_baseline(name: str) -> bool:
 def cache_settings(scenario: Scenario) -> str:
     """The cache a scenario runs under, in words: 'cache as recorded', 'TTL 1h', 'TTL 5m on
     openai's cache'. Every "vs baseline" figure names its baseline's with this."""
-    ttl = "TTL as recorded" if scenario.ttl == RECORDED else f"TTL {scenario.ttl}"
+    recorded_ttl = scenario.ttl == RECORDED and not scenario.ttl_by_kind
+    ttl = "TTL as recorded" if recorded_ttl else f"TTL {scenario.ttl_text}"
+    warm = "" if scenario.keep_warm is None else f", pings {scenario.keep_warm.describe()}"
     if scenario.provider != RECORDED:
-        return f"{ttl} on {scenario.provider}'s cache"
-    return "cache as recorded" if scenario.ttl == RECORDED else ttl
+        return f"{ttl} on {scenario.provider}'s cache{warm}"
+    return ("cache as recorded" if recorded_ttl else ttl) + warm
 
 
 def _file_baseline(base: Scenario) -> Scenario | None:
@@ -147,12 +191,14 @@ def _file_baseline(base: Scenario) -> Scenario | None:
     baseline so what the TTL alone changes is seen apart from what pruning saves; the
     baseline itself stays the cache as recorded, so a policy's "vs baseline" figures are the
     same in any file, in a sweep and in a report."""
-    changed = [(k, v) for k, v in (("ttl", base.ttl), ("provider", base.provider)) if v != RECORDED]
+    pairs = (("ttl", base.ttl_text), ("provider", base.provider))
+    changed = [(k, v) for k, v in pairs if v != RECORDED]
+    if base.keep_warm is not None:
+        changed.append(("keep_warm", base.keep_warm.describe().replace(" ", "_")))
     if not changed:
         return None
     name = BASELINE_PREFIX + ",".join(f"{k}={v}" for k, v in changed)
-    return Scenario(name, base.layers, base.ttl, base.compactable_tools, base.exclude_tools,
-                    base.main_thread_only, base.provider)  # fmt: skip
+    return replace(base, name=name)
 
 
 def _show(value: Any) -> str:
@@ -385,15 +431,7 @@ def _policy(raw: Any, defaults: Scenario, source: str, where: str) -> Scenario:
     else:
         layer_raw = {k: v for k, v in raw.items() if k not in ("name", *_SCENARIO_KEYS)}
         layers = [_layer(layer_raw, where)]
-    return Scenario(
-        name,
-        tuple(layers),
-        scenario.ttl,
-        scenario.compactable_tools,
-        scenario.exclude_tools,
-        scenario.main_thread_only,
-        scenario.provider,
-    )
+    return replace(scenario, name=name, layers=tuple(layers))
 
 
 def _layer(raw: dict[str, Any], where: str) -> Layer:
@@ -490,18 +528,18 @@ def _api_count(param: Param, value: dict[Any, Any], bad: str) -> Any:
 
 
 def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scenario:
-    ttl = raw.get("ttl", base.ttl)
-    if ttl not in TTLS:
-        raise PolicyFileError(
-            f"{where}: key 'ttl': must be one of {', '.join(TTLS)}, not {shown(ttl)}"
-        )
     provider = raw.get("provider", base.provider)
     if provider not in PROVIDER_CHOICES:
         raise PolicyFileError(
             f"{where}: key 'provider': must be one of {', '.join(PROVIDER_CHOICES)}, "
             f"not {shown(provider)}"
         )
-    check_retention(ttl, provider, f"{where}: key 'ttl'")
+    ttl, by_kind = _ttls(raw["ttl"], base, where) if "ttl" in raw else (base.ttl, base.ttl_by_kind)
+    for value in {ttl, *(v for _, v in by_kind)}:
+        check_retention(value, provider, f"{where}: key 'ttl'")
+    keep_warm = base.keep_warm
+    if "keep_warm" in raw:
+        keep_warm = parse_keep_warm(raw["keep_warm"], where, PolicyFileError)
     tools = {}
     for key in ("compactable_tools", "exclude_tools"):
         value = raw.get(key, getattr(base, key))
@@ -512,15 +550,64 @@ def _scenario_settings(raw: dict[str, Any], base: Scenario, where: str) -> Scena
     main_only = raw.get("main_thread_only", base.main_thread_only)
     if not isinstance(main_only, bool):
         raise PolicyFileError(f"{where}: key 'main_thread_only': must be true or false")
-    return Scenario(
-        base.name,
-        base.layers,
-        ttl,
-        tools["compactable_tools"],
-        tools["exclude_tools"],
-        main_only,
-        provider,
+    scenario = replace(
+        base,
+        ttl=ttl,
+        ttl_by_kind=by_kind,
+        compactable_tools=tools["compactable_tools"],
+        exclude_tools=tools["exclude_tools"],
+        main_thread_only=main_only,
+        provider=provider,
+        keep_warm=keep_warm,
     )
+    check_keep_warm(scenario, where)
+    return scenario
+
+
+def _ttls(raw: Any, base: Scenario, where: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """`ttl:` as (the main thread's TTL, the other kinds' that differ from it): one value for
+    every thread, or a mapping by thread kind whose kinds not named keep `base`'s."""
+    if isinstance(raw, dict):
+        for kind in raw:
+            if kind not in THREAD_KINDS:
+                raise PolicyFileError(
+                    f"{where}: key 'ttl': {shown(kind)} is not a thread kind (allowed: "
+                    f"{', '.join(THREAD_KINDS)})"
+                )
+        if not raw:
+            raise PolicyFileError(f"{where}: key 'ttl': an empty mapping names no thread kind")
+        chosen = {kind: raw.get(kind, base.ttl_for(kind)) for kind in THREAD_KINDS}
+        for kind, value in chosen.items():
+            if value not in TTLS:
+                raise PolicyFileError(
+                    f"{where}: key 'ttl.{kind}': must be one of {', '.join(TTLS)}, "
+                    f"not {shown(value)}"
+                )
+        main = chosen["main"]
+        return main, tuple(sorted((k, v) for k, v in chosen.items() if v != main))
+    if raw not in TTLS:
+        raise PolicyFileError(
+            f"{where}: key 'ttl': must be one of {', '.join(TTLS)} or a mapping by thread kind "
+            f"({{main: 1h, subagent: 5m}}), not {shown(raw)}"
+        )
+    return raw, ()
+
+
+def check_keep_warm(scenario: Scenario, where: str) -> None:
+    """Refuse pings that could never keep a cache warm: an interval at or past the TTL of a
+    thread kind they are sent on (with `recorded`, each call's own TTL decides, and a ping
+    that would land after it ran out is not sent)."""
+    warm = scenario.keep_warm
+    if warm is None:
+        return
+    for kind in warm.threads:
+        ttl = scenario.ttl_for(kind)
+        if ttl != RECORDED and warm.interval_s >= TTL_SECONDS[ttl]:
+            raise PolicyFileError(
+                f"{where}: key 'keep_warm.interval_minutes': {warm.interval_minutes:g} is not "
+                f"below the TTL of {kind} threads ({ttl}); a ping must land before the entry "
+                "expires (set threads: to the kinds it can keep warm)"
+            )
 
 
 def check_retention(ttl: str, provider: str, where: str) -> None:

@@ -166,6 +166,11 @@ class SimThread:
     # cache reads on every call from the edit on: the other reading of their billing, which
     # Anthropic does not document (the replay's own: they are billed no more).
     edit_reread_usd: float = 0.0
+    # Keep-warm pings (keep_warm.py), per call: sent in the idle gap before it, and what they
+    # cost together (None: the model of the call before the gap is not in the price table).
+    # Not part of `cost_usd`, which is the agent's own calls.
+    pings: list[int] = field(default_factory=list)
+    ping_cost_usd: list[float | None] = field(default_factory=list)
 
     @property
     def edit_drops(self) -> tuple[CacheBreak, ...]:
@@ -348,9 +353,11 @@ def _serve(
     before the first change copied from `unpruned` when given."""
     calls = thread.calls
     plans = unchanged_plans(columns) if decisions is None else decisions.plans
-    fixed_ttl = None if scenario.ttl == "recorded" else scenario.ttl
+    ttl = scenario.ttl_for(thread.kind.value)
+    fixed_ttl = None if ttl == "recorded" else ttl
     ttls = [fixed_ttl] * len(calls) if fixed_ttl else columns.ttl
-    cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario))
+    warm = scenario.keep_warm_for(thread.kind.value)
+    cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario), warm)
     same = 0
     if unpruned is not None and decisions is not None:
         # The calls before the first change are the unpruned replay's; serving starts far
@@ -369,7 +376,16 @@ def _serve(
     cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
     kept = rest.edit_deleted_tokens
     reread = pricer.reads_usd(calls[same:], prompt, kept) if any(kept) else 0.0
-    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost)
+    n = len(prompt)
+    pings: list[int] = [0] * n
+    ping_cost: list[float | None] = [0.0] * n
+    if warm is not None:
+        pings = cache.pings
+        ping_cost = pricer.pings_usd(
+            calls, same, pings, cache.ping_read, cache.ping_uncached, warm.input_tokens,
+            warm.output_tokens,
+        )  # fmt: skip
+    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost, pings, ping_cost)
     if same:
         assert unpruned is not None
         served = _Served.copied(unpruned, same).then(served)
@@ -414,6 +430,8 @@ class _Served(NamedTuple):
     cache_read_tokens: list[int]
     prompt_tokens: list[int]
     cost_usd: list[float | None]
+    pings: list[int]
+    ping_cost_usd: list[float | None]
 
     @classmethod
     def copied(cls, unpruned: SimThread, same: int) -> _Served:
@@ -485,6 +503,8 @@ def _thread(
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
         unsupported=decisions.unsupported if decisions else (),
         edit_reread_usd=reread,
+        pings=served.pings,
+        ping_cost_usd=served.ping_cost_usd,
     )
 
 

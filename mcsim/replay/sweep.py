@@ -280,8 +280,8 @@ def _checked(base: Scenario, target: tuple[int, str], axis: Axis) -> list[tuple[
 
 def _set(scenario: Scenario, layer_index: int, param: str, value: Any) -> Scenario:
     """`scenario` with one validated value set: the TTL (layer -1) or a layer's parameter."""
-    if layer_index < 0:
-        return replace(scenario, ttl=value)
+    if layer_index < 0:  # one TTL for every thread kind
+        return replace(scenario, ttl=value, ttl_by_kind=())
     layer = scenario.layers[layer_index]
     values = tuple((k, value if k == param else v) for k, v in layer.values)
     layers = list(scenario.layers)
