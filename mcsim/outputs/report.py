@@ -497,7 +497,7 @@ def _advice_section(run: Fields) -> Section:
     for group in advice.objs("overall"):
         paragraphs.append(
             f"{_name(group.text('group'))}: {_name(group.text('pick'), TEXT_LIMIT)} saves "
-            f"{_usd(group.num('saved_usd'))} ({group.num('saved_pct'):+.1f}%; "
+            f"{usd(group.num('saved_usd'))} ({group.num('saved_pct'):+.1f}%; "
             f"{_name(group.text('interval'), TEXT_LIMIT)}). "
             f"{_name(group.text('reason'), 4 * TEXT_LIMIT)}."
         )
@@ -507,8 +507,8 @@ def _advice_section(run: Fields) -> Section:
                 [
                     [_name(o.text("name"), TEXT_LIMIT)
                      + (" (pick)" if o.text("name") == group.text("pick") else ""),
-                     _usd(o.num("cost_usd")), f"{o.num('saved_pct'):+.1f}%",
-                     f"{o.num('pings'):,.0f}", _usd(o.num("ping_cost_usd"))]
+                     usd(o.num("cost_usd")), f"{o.num('saved_pct'):+.1f}%",
+                     f"{o.num('pings'):,.0f}", usd(o.num("ping_cost_usd"))]
                     for o in group.objs("options")
                 ],
             )  # fmt: skip
