@@ -14,6 +14,7 @@ Every error names the file, the policy and the key, and is raised before anythin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,17 +92,18 @@ class Scenario:
         return any(can_clear(REGISTRY[layer.kind]) for layer in self.layers)
 
     @cached_property
-    def decision_key(self) -> tuple[Any, ...]:
+    def fields_key(self) -> tuple[tuple[str, str], ...]:
+        """Every field of the scenario by name, each value as stable text (a set sorted; a
+        parameter may be a list, unhashable): what a replay under it depends on. Read from the
+        dataclass's own fields, so a field added to Scenario is in every key at once."""
+        return tuple((f.name, _stable(getattr(self, f.name))) for f in dataclasses.fields(self))
+
+    @cached_property
+    def decision_key(self) -> tuple[tuple[str, str], ...]:
         """What the policies' decisions on a thread depend on: all of the scenario but its
         name and TTL (policies never see the cache; the provider says whether cache edits
         exist). simulate.py shares decisions by it."""
-        return (
-            repr(self.layers),  # a parameter may be a list (unhashable)
-            self.compactable_tools,
-            self.exclude_tools,
-            self.main_thread_only,
-            self.provider,
-        )
+        return tuple(kv for kv in self.fields_key if kv[0] not in ("name", "ttl"))
 
     def build(self) -> list[Policy]:
         return [layer.build() for layer in self.layers]
@@ -109,6 +111,13 @@ class Scenario:
     def describe(self) -> str:
         text = " + ".join(layer.describe() for layer in self.layers) + f" @ttl={self.ttl}"
         return text if self.provider == "recorded" else f"{text} @provider={self.provider}"
+
+
+def _stable(value: Any) -> str:
+    """A value as text that is the same in every process (a set's order is not)."""
+    if isinstance(value, frozenset | set):
+        return repr(sorted(value, key=repr))
+    return repr(value)
 
 
 def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenario:
