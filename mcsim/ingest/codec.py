@@ -9,11 +9,13 @@ its table's next rows are this row's (0 or 1 for an optional one); a field holdi
 (`usage: Usage`) has no column, its table has one row per row. A field added to a record is a
 column of its entries at once: there is no schema to keep in step with the records.
 
-Reading back checks every column in one C-level pass (each value's type, each enum value
-known, every number within what a float holds exactly, the columns of one length), then
-makes the records a column at a time; a table of an unexpected shape raises ValueError,
-TypeError or KeyError, which the caches count as damage and rebuild. Columns make reading fast
-and thorough at once: a value is looked at by C code, never by a Python loop of ours.
+Reading back checks every column (each value's type, each enum value known, the columns of
+one length; with `bounded`, every number within what a float holds exactly), a few C-level
+passes per table over its columns joined, then makes the records a column at a time; a
+table of an unexpected shape raises ValueError, TypeError or KeyError, which the caches count
+as damage and rebuild. Columns make reading fast and thorough at once: a value is looked at by
+C code, not by a Python loop of ours, but for the few short lists a value may hold (a policy's
+figures, a session's runs of rows).
 """
 
 from __future__ import annotations
