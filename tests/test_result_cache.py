@@ -411,8 +411,9 @@ def _column(doc: list[Any], table: str, column: str) -> list[Any]:
         (_at("result", "calibration_fallbacks"), []),  # fidelity without its fallbacks
         (_at("result", "ttls", 0), {"1h": "3"}),  # calls by recorded TTL as text
         (_at("result.policies", "edit_reread_usd", 0), 1),  # a re-read cost not a float
-        (_at("result.call_rows", "threads", 0, 0, 2), 0),  # a thread without its calls
-        (_at("result.call_rows", "threads", 0, 0, 1), 7),  # a thread kind not a string
+        # short records as their columns: (thread ids, kinds, calls) for a session's threads
+        (_at("result.call_rows", "threads", 0, 2, 0), 0),  # a thread without its calls
+        (_at("result.call_rows", "threads", 0, 1, 0), 7),  # a thread kind not a string
         (_at("result.call_rows", "rows", 0), 1),  # fewer rows than the threads' calls
         (_at("result.call_rows", "model", 0), []),  # model runs that do not cover the rows
         (_at("", "breaks", 0, 4), ["1"]),  # a break's call index as text
@@ -453,14 +454,16 @@ def _fewer_counts(doc: list[Any]) -> None:
 
 
 def _negative_run(doc: list[Any], field: str) -> None:
-    runs = _column(doc, "result.call_rows", field)[0]  # the counts still add up, one below 0
-    runs[0][-1] += 1
-    runs.append([*runs[0][:-1], -1])
+    columns = _column(doc, "result.call_rows", field)[0]  # the counts still add up, one < 0
+    columns[-1][0] += 1
+    for column in columns[:-1]:
+        column.append(column[0])
+    columns[-1].append(-1)
 
 
 def _cause_past_the_rows(doc: list[Any]) -> None:
     rows = _column(doc, "result.call_rows", "rows")[0]
-    _column(doc, "result.call_rows", "causes")[0] = [[rows, "ttl_expired"]]
+    _column(doc, "result.call_rows", "causes")[0] = [[rows], ["ttl_expired"]]  # (row, cause)
 
 
 def _some_figures(doc: list[Any]) -> tuple[list[Any], int]:

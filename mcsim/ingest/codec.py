@@ -116,22 +116,25 @@ def _ints(values: Any) -> list[int]:
 
 
 def _records(spec: tuple[type, ...]) -> Callable[[Any], list[tuple[Any, ...]]]:
-    """A reader of short records (`list[tuple[str, int]]`), kept as lists, every value
-    checked."""
+    """A reader of short records (`list[tuple[str, int]]`), kept as their columns
+    (`_as_columns`): each column checked in one pass."""
     allowed = [_SCALARS[t] for t in spec]
 
-    def read(values: Any) -> list[tuple[Any, ...]]:
-        if type(values) is not list:
-            raise TypeError("not a list of records")
-        for value in values:
-            if type(value) is not list or len(value) != len(spec):
-                raise TypeError("not a record")
-            if not all(type(v) in a for v, a in zip(value, allowed, strict=True)):
+    def read(columns: Any) -> list[tuple[Any, ...]]:
+        if type(columns) is not list or len(columns) != len(spec):
+            raise TypeError("not the columns of records")
+        for column, types_ in zip(columns, allowed, strict=True):
+            if type(column) is not list or not set(map(type, column)) <= types_:
                 raise TypeError("a value of an unexpected type")
-        within([v for value in values for v in value if type(v) is int])
-        return list(map(tuple, values))
+            if int in types_:
+                within(column)
+        return list(zip(*columns, strict=True))
 
     return read
+
+
+def _as_columns(records: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    return [list(c) for c in zip(*records, strict=True)] or [[] for _ in range(width)]
 
 
 @dataclasses.dataclass
@@ -148,6 +151,7 @@ class _Field:
     many: type | None = None
     optional: bool = False
     check: bool = True
+    write: Callable[[Any], Any] | None = None  # what a value is kept as, if not as it is
 
 
 def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
@@ -184,7 +188,13 @@ def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
         if item is int:
             return _Field(name, frozenset({list}), read=_ints)
         if get_origin(item) is tuple and all(a in _SCALARS for a in get_args(item)):
-            return _Field(name, frozenset({list}), read=_records(get_args(item)))
+            width = len(get_args(item))
+            return _Field(
+                name,
+                frozenset({list}),
+                read=_records(get_args(item)),
+                write=lambda records: _as_columns(records, width),
+            )
         if get_origin(item) is dict and get_args(item) == (str, float):
             return _Field(name, frozenset({list}), read=_figures)
     if origin in (Counter, dict) and args in ((str,), (str, int)):
@@ -262,15 +272,22 @@ class Codec(Generic[R]):
             for f in stored
             if isinstance(f.allowed, dict) or f.read is not None
         ]
-        self._keys = [(place[f.name], f"{owner}.{f.name}") for f in stored if f.child is None]
+        self._place_of = {f"{owner}.{f.name}": place[f.name] for f in stored if f.child is None}
+        self._flat = all(f.child is None for f in self.fields)
         self._plan = [
             (f, place.get(f.name), int(f"{owner}.{f.name}" in options.at_least_one))
             for f in self.fields
         ]
-        # Where the numbers are among the record's values, to check before writing
-        self._write_numbers = [i for i, f in enumerate(self.fields) if f.number and options.bounded]
-        self._write_figures = [i for i, f in enumerate(self.fields) if f.read is _figures]
-        self.bounded = options.bounded
+        # Where the floats are among the record's values, to check before writing: JSON has
+        # no NaN or infinity (orjson writes them as null, which would not read back)
+        self._write_numbers = [
+            i
+            for i, f in enumerate(self.fields)
+            if f.number and options.bounded and float in f.allowed
+        ]
+        self._write_figures = [
+            i for i, f in enumerate(self.fields) if f.read is _figures and options.bounded
+        ]
 
     def layout(self, path: str = "") -> list[tuple[str, list[str]]]:
         """Each table's path (the fields leading to it from the root: "", "threads",
@@ -292,11 +309,12 @@ class Codec(Generic[R]):
     # --- writing ---------------------------------------------------------------------------
 
     def encode(self, records: Sequence[R]) -> Tables:
-        """The records' tables, this codec's first; ValueError if a number would not come
-        back (not finite, or past `LARGEST`)."""
+        """The records' tables, this codec's first; with `bounded`, ValueError if a float
+        would not come back (not finite). (A number past `LARGEST` is written, and refused
+        when read back: none is ever made.)"""
         rows = records if self.is_tuple and self.by_position else map(self._values, records)
         columns = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in self.fields]
-        if self.bounded:
+        if self._write_numbers or self._write_figures:
             numbers = list(chain.from_iterable(columns[i] for i in self._write_numbers))
             numbers += (
                 v for i in self._write_figures for fs in columns[i] for f in fs for v in f.values()
@@ -305,12 +323,11 @@ class Codec(Generic[R]):
                 numbers = [v for v in numbers if v is not None]
             if not all(map(math.isfinite, numbers)):
                 raise ValueError("a number that is not finite")
-            within(numbers)
         children: Tables = []
         kept = []
         for f, column in zip(self.fields, columns, strict=True):
             if f.child is None:
-                kept.append(column)
+                kept.append(column if f.write is None else list(map(f.write, column)))
             elif f.many is not None:
                 children += f.child.encode(list(chain.from_iterable(column)))
                 kept.append(list(map(len, column)))
@@ -352,33 +369,38 @@ class Codec(Generic[R]):
             within(list(chain.from_iterable(map(pick, self._numbers))))
         for i in self._optional_numbers:
             within([v for v in table[i] if v is not None])
-        columns = list(table)
+        columns = table  # (the parsed JSON, made into records: not read again)
         for i, read in self._mapped:
             columns[i] = list(map(read, columns[i]))  # type: ignore[arg-type]
-        for i, key in self._keys if convert else ():
-            if key in convert:
-                columns[i] = convert[key](columns[i])
-        n = len(table[0]) if table else None
-        out = []
+        for key, fn in convert.items():
+            where = self._place_of.get(key)
+            if where is not None:
+                columns[where] = fn(columns[where])
         at += 1
-        for f, place, least in self._plan:
-            if place is None:  # one record each: its table has a row for each row
-                assert f.child is not None
-                records, at = f.child._decode(tables, at, convert)
-                if n is not None and len(records) != n:
-                    raise ValueError("a table of another length")
-                n = len(records)
-                out.append(records)
-            elif f.child is not None:
-                records, at = f.child._decode(tables, at, convert)
-                out.append(_grouped(records, columns[place], f, least))
-            else:
-                out.append(columns[place])
-        rows = zip(*out, strict=True)
+        if self._flat:  # no field holds records: the columns are the fields
+            out = columns
+        else:
+            n = len(table[0]) if table else None
+            out = []
+            for f, place, least in self._plan:
+                if place is None:  # one record each: its table has a row for each row
+                    assert f.child is not None
+                    records, at = f.child._decode(tables, at, convert)
+                    if n is not None and len(records) != n:
+                        raise ValueError("a table of another length")
+                    n = len(records)
+                    out.append(records)
+                elif f.child is not None:
+                    records, at = f.child._decode(tables, at, convert)
+                    out.append(_grouped(records, columns[place], f, least))
+                else:
+                    out.append(columns[place])
         if self.is_tuple:  # each made in one C call (`_make` runs Python code)
+            rows = zip(*out, strict=True)
             return list(map(tuple.__new__, repeat(self.cls), rows)), at  # type: ignore[arg-type]
         if self.by_position:
             return list(map(self.cls, *out)), at
+        rows = zip(*out, strict=True)
         return [self.cls(**dict(zip(self.names, row, strict=True))) for row in rows], at
 
 
@@ -386,7 +408,9 @@ def _grouped(records: list[Any], sizes: list[int], f: _Field, least: int) -> lis
     """`records` cut into consecutive groups of the given sizes."""
     if (sizes and min(sizes) < least) or sum(sizes) != len(records):
         raise ValueError("groups that do not add up")
-    if not records and f.many is not list:  # none at all (a call's items at Detail.CALLS)
+    if not records:  # none at all (a call's items at Detail.CALLS, a report's examples)
+        if f.many is list:
+            return [[] for _ in sizes]
         return [None if f.optional else ()] * len(sizes)
     if f.optional:
         if sizes and max(sizes) > 1:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import struct
 from array import array
 from dataclasses import dataclass
@@ -209,10 +210,10 @@ def _floats_kept(breaks: list[list[object]]) -> None:
     """ValueError if a break's time or gap would not come back from JSON as it is."""
     if breaks:
         for name in ("timestamp", "gap_seconds"):
-            column = breaks[BREAK_COLUMNS.index(name)]
-            within(column)
-            if any(v != v or v in (float("inf"), float("-inf")) for v in column):
+            column: list[Any] = breaks[BREAK_COLUMNS.index(name)]
+            if not all(map(math.isfinite, column)):
                 raise ValueError("a number that is not finite")
+            within(column)
 
 
 # --- reading: every value checked, so a verified file of an unexpected shape is damage --------
