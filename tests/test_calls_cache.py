@@ -24,7 +24,7 @@ from mcsim.ingest.discovery import discover
 from mcsim.ingest.disk_cache import BAD_SIGNATURE
 from mcsim.ingest.loaders import Detail, LoadUnit, plan_units
 from mcsim.ingest.pipeline import Loaded, RawSource
-from mcsim.model import Call, Compaction, Session, Thread, Usage
+from mcsim.model import Call, Compaction, Item, Session, SourceRef, Thread, Usage
 
 CODEX = REPO / "tests" / "data" / "codex"
 
@@ -60,14 +60,17 @@ def test_records_read_back_equal_the_loaders(tmp_path: Path) -> None:
 
 
 def test_every_record_field_has_a_column() -> None:
-    # A field added to a record without its column would be lost on the way back.
-    n = {cls: len(fields(cls)) for cls in (Session, Thread, Call, Usage, Compaction)}
-    assert len(calls_cache._SESSION_COLUMNS) == n[Session]
-    assert len(calls_cache._THREAD_COLUMNS) == n[Thread]
-    assert len(calls_cache._USAGE_COLUMNS) == n[Usage]
-    assert len(calls_cache._COMPACTION_COLUMNS) == n[Compaction]
-    # a call's usage in its place, its source as two columns, no items (Detail.CALLS)
-    assert len(calls_cache._CALL_COLUMNS) == n[Call] - 2 + n[Usage] + 1
+    # The layout is read from the records' own fields: a field added to a record is kept.
+    tables = dict(calls_cache._CODEC.layout())
+    stored = {
+        "": Session, "threads": Thread, "threads.calls": Call, "threads.calls.usage": Usage,
+        "threads.calls.items": Item, "threads.calls.source": SourceRef,
+        "threads.calls.compaction": Compaction, "threads.calls.pruned": Compaction,
+    }  # fmt: skip
+    assert tables.keys() == stored.keys()
+    for path, cls in stored.items():
+        held = [f.name for f in fields(cls) if f.name not in ("usage", "source")]  # (one each)
+        assert tables[path] == held
 
 
 def _inspect(*args: str) -> dict[str, Any]:

@@ -385,43 +385,51 @@ def _joined(doc: list[Any], blob: bytes) -> bytes:
     return struct.pack("<Q", len(data)) + data + blob
 
 
-# Payload: [[name, stamp], files, skip report, sessions]; a session: [start, files, digests,
-# counts, id, project, start, end, calls, recorded totals, policies' totals, fidelity,
-# models, recorded prunes, providers, recorded TTLs, rows, breaks]; totals: [name, tokens,
-# cost, counts, breaks by cause, refetch cost, figures, cache-edit re-read cost]; rows:
-# [threads, runs, rows, model runs, TTL runs, causes], short records as columns, then the
-# packed columns.
+def _at(table: str, column: str, *rest: int) -> tuple[int, ...]:
+    """Where a column (or a value in it) is in the JSON part of a payload: [[name, stamp],
+    files, the skip report's tables, the sessions' tables] (`result_cache.Kept`, laid out by
+    mcsim.ingest.codec); the samples' entries hold one session each, row 0."""
+    return (3, *result_cache._CODEC.at(table, column), *rest)
+
+
+def _column(doc: list[Any], table: str, column: str) -> list[Any]:
+    _, t, c = _at(table, column)
+    found: list[Any] = doc[3][t][c]
+    return found
+
+
 @pytest.mark.parametrize(
     ("path", "value"),
     [
-        ((3, 0, 0), "0"),  # a session's start as text
-        ((3, 0, 2, 0), -1),  # a call digest that is not 64 unsigned bits
-        ((3, 0, 2, 0), 1.5),  # ... nor an integer
-        ((3, 0, 9, 2), 1),  # a cost that is not a float
-        ((3, 0, 10, 0, 3), [1, 2]),  # too few counts
-        ((3, 0, 10, 0, 4), {"ttl_expired": "2"}),  # a count by cause as text
-        ((3, 0, 10, 0, 6), [{"gap": "long"}]),  # a figure as text
-        ((3, 0, 11), [1, 2]),  # fidelity without its fallbacks
-        ((3, 0, 15), {"1h": "3"}),  # calls by recorded TTL as text
-        ((3, 0, 10, 0, 7), 1),  # a re-read cost that is not a float
-        ((3, 0, 16, 0, 2, 0), 0),  # a thread without its calls: the rows do not add up
-        ((3, 0, 16, 0, 1, 0), 7),  # a thread kind that is not a string
-        ((3, 0, 16, 2), 1),  # fewer rows than the threads' calls under every run
-        ((3, 0, 16, 3), []),  # model runs that do not cover the rows
-        ((3, 0, 17, 4), ["1"]),  # a break's call index as text
-        ((3, 0, 17), [[]]),  # break columns missing
-        ((3, 0), [1]),  # a session without its fields
-        ((2, 0), "12"),  # the lines read as text
+        (_at("", "start", 0), "0"),  # a session's start as text
+        (_at("", "digests", 0, 0), -1),  # a call digest that is not 64 unsigned bits
+        (_at("", "digests", 0, 0), 1.5),  # ... nor an integer
+        (_at("result.recorded", "cost_usd", 0), 1),  # a cost that is not a float
+        (_at("result.policies", "calls"), [1]),  # a column shorter than the others
+        (_at("result.policies", "breaks_by_cause", 0), {"ttl_expired": "2"}),  # a count as text
+        (_at("result.policies", "figures", 0), [{"gap": "long"}]),  # a figure as text
+        (_at("result", "calibration_fallbacks"), []),  # fidelity without its fallbacks
+        (_at("result", "ttls", 0), {"1h": "3"}),  # calls by recorded TTL as text
+        (_at("result.policies", "edit_reread_usd", 0), 1),  # a re-read cost not a float
+        # short records as their columns: (thread ids, kinds, calls) for a session's threads
+        (_at("result.call_rows", "threads", 0, 2, 0), 0),  # a thread without its calls
+        (_at("result.call_rows", "threads", 0, 1, 0), 7),  # a thread kind not a string
+        (_at("result.call_rows", "rows", 0), 1),  # fewer rows than the threads' calls
+        (_at("result.call_rows", "model", 0), []),  # model runs that do not cover the rows
+        (_at("", "breaks", 0, 4), ["1"]),  # a break's call index as text
+        (_at("", "breaks", 0), [[]]),  # break columns missing
+        ((3, 0), [1]),  # a table without its columns
+        ((2, 0, 0, 0), "12"),  # the lines read as text
         # numbers no replay reaches, which the tables, charts or dates could not take
-        ((3, 0, 9, 1), [2**64 - 1] * 5),  # tokens past a table's 64 bits
-        ((3, 0, 10, 0, 3, 0), 2**63),  # a count past them
-        ((3, 0, 10, 0, 4), {"ttl_expired": -(2**63)}),
-        ((3, 0, 9, 2), 1e308),  # a cost whose sum is infinite
-        ((3, 0, 0), 1e300),  # a start past the year 2999
-        ((3, 0, 6), -1.0),  # ... before 1970
-        ((3, 0, 7), 1e300),  # an end past the year 2999
-        ((3, 0, 17, 5, 0), 1e300),  # a break past it
-        ((3, 0, 17, 9, 0), 2**63),  # a break's tokens past 64 bits
+        (_at("result.recorded.tokens", "input_tokens", 0), 2**64 - 1),  # past 64 bits
+        (_at("result.policies", "unpriced_calls", 0), 2**63),  # a count past them
+        (_at("result.policies", "breaks_by_cause", 0), {"ttl_expired": -(2**63)}),
+        (_at("result.recorded", "cost_usd", 0), 1e308),  # a cost whose sum is infinite
+        (_at("", "start", 0), 1e300),  # a start past the year 2999
+        (_at("result", "start_s", 0), -1.0),  # ... before 1970
+        (_at("result", "end_s", 0), 1e300),  # an end past the year 2999
+        (_at("", "breaks", 0, 5, 0), 1e300),  # a break past it
+        (_at("", "breaks", 0, 9, 0), 2**63),  # a break's tokens past 64 bits
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
@@ -441,55 +449,61 @@ def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
     assert entry.read_bytes() == original
 
 
-def _session_row(doc: list[Any]) -> list[Any]:
-    return next(s for s in doc[3] if s[16] is not None and any(p[6] for p in s[10]))
+def _fewer_counts(doc: list[Any]) -> None:
+    _column(doc, "", "counts")[0].pop()  # a call's counts missing: the calls would not pair up
 
 
-def _fewer_counts(session: list[Any]) -> None:
-    session[3].pop()  # one call's counts missing: the run's calls seen would not pair up
-
-
-def _negative_run(session: list[Any], field: int) -> None:
-    columns = session[16][field]  # the counts (the last column) still add up, one below zero
+def _negative_run(doc: list[Any], field: str) -> None:
+    columns = _column(doc, "result.call_rows", field)[0]  # the counts still add up, one < 0
     columns[-1][0] += 1
     for column in columns[:-1]:
         column.append(column[0])
     columns[-1].append(-1)
 
 
-def _cause_past_the_rows(session: list[Any]) -> None:
-    session[16][5] = [[session[16][2]], ["ttl_expired"]]  # (row, cause) as columns
+def _cause_past_the_rows(doc: list[Any]) -> None:
+    rows = _column(doc, "result.call_rows", "rows")[0]
+    _column(doc, "result.call_rows", "causes")[0] = [[rows], ["ttl_expired"]]  # (row, cause)
 
 
-def _other_figures(session: list[Any]) -> None:
-    totals = next(p for p in session[10] if p[6])
-    totals[6] = totals[6] * 2  # figures of more policies than the scenario has
+def _some_figures(doc: list[Any]) -> tuple[list[Any], int]:
+    figures = _column(doc, "result.policies", "figures")
+    return figures, next(i for i, f in enumerate(figures) if f)
 
 
-def _figures_without_their_names(session: list[Any]) -> None:
-    totals = next(p for p in session[10] if p[6])
-    totals[6] = [{} for _ in totals[6]]
+def _other_figures(doc: list[Any]) -> None:
+    figures, i = _some_figures(doc)
+    figures[i] = figures[i] * 2  # figures of more policies than the scenario has
 
 
-def _policy_renamed(session: list[Any]) -> None:
-    session[10][1][0] = "another policy"
+def _figures_without_their_names(doc: list[Any]) -> None:
+    figures, i = _some_figures(doc)
+    figures[i] = [{} for _ in figures[i]]
 
 
-def _policy_missing(session: list[Any]) -> None:
-    session[10].pop()
+def _policy_renamed(doc: list[Any]) -> None:
+    _column(doc, "result.policies", "name")[1] = "another policy"
 
 
-def _rows_of_other_runs(session: list[Any]) -> None:
-    session[16][1] = session[16][1][::-1]
+def _policy_missing(doc: list[Any]) -> None:
+    _column(doc, "result", "policies")[0] -= 1  # the last, with its tokens
+    for table, column in (("result.policies", "name"), ("result.policies.tokens", "input_tokens")):
+        for values in doc[3][_at(table, column)[1]]:
+            values.pop()
+
+
+def _rows_of_other_runs(doc: list[Any]) -> None:
+    policies = _column(doc, "result.call_rows", "policies")
+    policies[0] = policies[0][::-1]
 
 
 @pytest.mark.parametrize(
     "forge",
     [
         _fewer_counts,
-        lambda s: _negative_run(s, 0),  # threads
-        lambda s: _negative_run(s, 3),  # models
-        lambda s: _negative_run(s, 4),  # TTLs
+        lambda d: _negative_run(d, "threads"),
+        lambda d: _negative_run(d, "model"),
+        lambda d: _negative_run(d, "ttl"),
         _cause_past_the_rows,
         _other_figures,
         _figures_without_their_names,
@@ -508,7 +522,7 @@ def test_a_verified_payload_that_does_not_fit_this_setup_is_rebuilt(
     entry = _entry(cache)
     original = entry.read_bytes()
     doc, blob = _parts(entry)
-    forge(_session_row(doc))
+    forge(doc)
     _forged(entry, _joined(doc, blob))
     report = _replay(cache)
     assert _figures(report)[:-1] == expected[:-1]

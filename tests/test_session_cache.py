@@ -21,6 +21,7 @@ from conftest import REPO, SAMPLES, forbid_tokenizing, signed_copy
 from lines import SESSION, assistant, tool_result, tool_use, usage, user, write
 
 from mcsim.accounting.prices import default_table
+from mcsim.ingest.codec import record_fields
 from mcsim.ingest.disk_cache import BAD_SIGNATURE, signature
 from mcsim.ingest.loaders import Detail
 from mcsim.ingest.pipeline import load_sessions
@@ -28,6 +29,7 @@ from mcsim.model import ItemKind
 from mcsim.replay.calibrate import calibrate_session
 from mcsim.replay.run import ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
+from mcsim.replay.session_cache import _CODEC as CODEC
 from mcsim.replay.tokens import TokenEstimator
 
 SCENARIOS = load_policy_file(REPO / "policies" / "all.yaml")
@@ -204,22 +206,26 @@ def _set(doc: list[Any], path: tuple[int, ...], value: Any) -> None:
     doc[path[-1]] = value
 
 
-# Payload: [[name, stamp], files, skip report, sessions, threads, calls, segments], each table
-# a list of columns in its record's field order (calibrate.py); the skip report starts with
-# lines read.
+def _column(table: str, column: str, *row: int) -> tuple[int, ...]:
+    """Where a column (or one of its values) is in a payload: [[name, stamp], files, the skip
+    report's tables, the sessions' tables], laid out by mcsim.ingest.codec."""
+    return (3, *CODEC.at(table, column), *row)
+
+
 @pytest.mark.parametrize(
     ("path", "value"),
     [
-        ((6, 0, 0), "bogus_kind"),  # a segment's kind
-        ((6, 1, 0), "12"),  # a segment's tokens as text
-        ((5, 11, 0), "2h"),  # a call's TTL
-        ((5, 16, 0), 9),  # a call's read class
-        ((5, 12, 0), 10**6),  # a call's segment count: the groups no longer add up
-        ((4, 3, 0), 0),  # a thread without calls
-        ((5, 2), []),  # a column shorter than the others
-        ((3,), [[]]),  # a table without its columns
-        ((2, 1), {"invalid_json": "1"}),  # a skip count as text
-        ((2, 0), "12"),  # the lines read as text
+        (_column("threads.calls.segments", "kind", 0), "bogus_kind"),  # a segment's kind
+        (_column("threads.calls.segments", "tokens", 0), "12"),  # its tokens as text
+        (_column("threads.calls", "ttl", 0), "2h"),  # a call's TTL
+        (_column("threads.calls", "read_class", 0), 9),  # a call's read class
+        # a call's segment count: the groups no longer add up
+        (_column("threads.calls", "segments", 0), 10**6),
+        (_column("threads", "calls", 0), 0),  # a thread without calls
+        (_column("threads.calls", "timestamp_s"), []),  # a column shorter than the others
+        ((3, 0), [[]]),  # a table without its columns
+        ((2, 0, 1, 0), {"invalid_json": "1"}),  # a skip count as text
+        ((2, 0, 0, 0), "12"),  # the lines read as text
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
@@ -349,11 +355,12 @@ def test_an_entry_under_another_units_name_is_rebuilt(
 
 
 def test_every_record_field_has_a_checked_column() -> None:
-    # A field added to a record without its column makes every entry unreadable: each run
-    # would rebuild the cache (and say so) instead of using it.
-    from mcsim.replay import session_cache as sc
-    from mcsim.replay.calibrate import CalCall, CalThread, Segment
+    # The layout is read from the records' own fields: every field of every record a
+    # calibrated session is made of is a column, or the table of the records it holds.
+    from mcsim.replay.calibrate import CalCall, CalSession, CalThread, Segment
 
-    assert len(sc._CALL_COLUMNS) == len(CalCall._fields)
-    assert len(sc._SEGMENT_COLUMNS) == len(Segment._fields)
-    assert len(sc._THREAD_COLUMNS) == len(CalThread.__dataclass_fields__)
+    tables = dict(CODEC.layout())
+    for path, cls in (("", CalSession), ("threads", CalThread), ("threads.calls", CalCall),
+                      ("threads.calls.segments", Segment)):  # fmt: skip
+        assert tables[path] == record_fields(cls)
+    assert len(tables) == 4

@@ -14,9 +14,10 @@ can write the folder but has not the key cannot make an entry mcsim believes, no
 entry off under another's name. A file is trusted only once its header and signature match;
 one that does not (damaged, truncated, foreign, older, unsigned or signed with another key)
 raises `Damaged`, which the caller counts as a `cache_entry_rebuilt` note and rewrites, so a
-run on a garbled or forged cache gives the figures a run without it gives. Tables in a
-payload are JSON columns, checked column by column on the way back (`checked`): a verified
-payload of an unexpected shape is damage, never a crash later on. Writes go to a temporary
+run on a garbled or forged cache gives the figures a run without it gives. Records in a
+payload are JSON tables laid out from their own fields, checked column by column on the way
+back (mcsim.ingest.codec): a verified payload of an unexpected shape is damage, never a crash
+later on. Writes go to a temporary
 file in the folder, then replace the file at once: concurrent runs never see half an entry. A
 cache that cannot be read or written is ignored (the run recomputes), never fatal; a key that
 cannot be had is a one-line error before any work (`check_cache_dir`).
@@ -41,12 +42,10 @@ import stat
 import struct
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
-from itertools import accumulate, repeat, starmap
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -55,10 +54,11 @@ from platformdirs import user_cache_dir
 
 from mcsim.errors import UsageError
 from mcsim.ingest import cache_key
+from mcsim.ingest.codec import Codec, Tables, strings
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.storage import ObjectPath, content_tag, filesystem, first_line, is_url
-from mcsim.model import Skip, SkipReport
+from mcsim.model import SkipReport
 from mcsim.text import from_fs
 from mcsim.version import __version__
 
@@ -78,7 +78,6 @@ _ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results|chart)
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
-N = TypeVar("N", bound=tuple[Any, ...])
 
 
 class Kind(NamedTuple):
@@ -174,13 +173,6 @@ def code_hash() -> str:
         digest.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def respell(skips: SkipReport, names: dict[str, str]) -> SkipReport:
-    """The skipped lines named by this run's paths: the cache may have been filled through
-    another spelling of the same files (relative, absolute, via a link)."""
-    skips.examples = [replace(e, file=names.get(e.file, e.file)) for e in skips.examples]
-    return skips
 
 
 # --- the file: header, checksum, payload -----------------------------------------------------
@@ -297,103 +289,28 @@ def _verified(data: bytes, kind: Kind, name: str) -> bytes:
     return data[payload_start : payload_start + size]
 
 
-# --- tables as JSON columns -----------------------------------------------------------------
-#
-# A table is a list of columns, one per field of its record; a parent's column of children
-# holds how many consecutive rows of the next table are its own. Columns make reading fast and
-# thorough at once: each is checked in one C-level pass (the type of every value, every enum
-# value known), then rows are zipped into the records.
+# --- an entry: the unit's records, its skip report, and what it was made from ---------------
 
-Column = frozenset[type] | dict[Any, Any]  # the types a column may hold, or enum by value
-Table = tuple[Column, ...]
-INT: frozenset[type] = frozenset({int})
-FLOAT: frozenset[type] = frozenset({float})
-BOOL: frozenset[type] = frozenset({bool})
-STR: frozenset[type] = frozenset({str})
-LIST: frozenset[type] = frozenset({list})
-OPT_STR: frozenset[type] = frozenset({str, type(None)})
-OPT_INT: frozenset[type] = frozenset({int, type(None)})
-OPT_FLOAT: frozenset[type] = frozenset({float, type(None)})
-_SKIP_COLUMNS: Table = (STR, INT, STR, STR)  # the fields of Skip
+_SKIPS = Codec(SkipReport)
 
 
-def columns(rows: Sequence[Sequence[Any]], spec: Table) -> list[list[Any]]:
-    return [list(column) for column in zip(*rows, strict=True)] or [[] for _ in spec]
+def skips_tables(skips: SkipReport) -> Tables:
+    """A skip report as a payload's tables (`skips_from_tables` reads it back)."""
+    return _SKIPS.encode([skips])
 
 
-def checked(table: Any, spec: Table) -> list[list[Any]]:
-    """The columns of a table, enums as members; TypeError or KeyError if any value is not
-    one its column allows, ValueError if the columns are not all one length."""
-    if type(table) is not list or len(table) != len(spec):
-        raise ValueError("not a table")
-    for i, (column, allowed) in enumerate(zip(table, spec, strict=True)):
-        if type(column) is not list:
-            raise TypeError("not a column")
-        if isinstance(allowed, dict):
-            table[i] = list(map(allowed.__getitem__, column))
-        elif not set(map(type, column)) <= allowed:
-            raise TypeError("a value of an unexpected type")
-    if len(set(map(len, table))) > 1:
-        raise ValueError("columns of different lengths")
-    return table
+def skips_from_tables(tables: Any, names: dict[str, str]) -> SkipReport:
+    """The skip report back, its lines named by this run's paths (`names`: the spelling the
+    entry was made with -> now; the cache may have been filled through another spelling of the
+    same files: relative, absolute, via a link)."""
+    get = names.get
+    (skips,) = _SKIPS.decode(tables, {"Skip.file": lambda files: [get(f, f) for f in files]})
+    return skips
 
 
-def tuples(cls: type[N], table: list[list[Any]]) -> list[N]:
-    """NamedTuples from columns, each made in one C call (`cls._make` runs Python code)."""
-    return list(map(tuple.__new__, repeat(cls), zip(*table, strict=True)))
-
-
-def groups(items: list[T], sizes: list[int], least: int = 0) -> list[tuple[T, ...]]:
-    """`items` cut into consecutive groups of the given sizes."""
-    if (sizes and min(sizes) < least) or sum(sizes) != len(items):
-        raise ValueError("groups that do not add up")
-    return [tuple(items[end - n : end]) for n, end in zip(sizes, accumulate(sizes), strict=True)]
-
-
-def strings(values: Any) -> list[str]:
-    if type(values) is not list or not set(map(type, values)) <= STR:
-        raise TypeError("not a list of strings")
-    return values
-
-
-def counter(values: Any) -> Counter[str]:
-    if type(values) is not dict or not set(map(type, values.values())) <= INT:
-        raise TypeError("not a count by reason")
-    return Counter(values)
-
-
-def skips_row(skips: SkipReport) -> list[Any]:
-    """A skip report as a payload's row (`skips_from_row` reads it back)."""
-    return [
-        skips.lines_read,
-        skips.counts,
-        skips.repaired,
-        skips.notes,
-        columns(
-            [[e.file, e.line, e.reason, e.detail] for e in skips.examples],
-            _SKIP_COLUMNS,
-        ),
-        skips.examples_omitted,
-        skips.max_examples,
-    ]
-
-
-def skips_from_row(row: Any) -> SkipReport:
-    lines_read, counts, repaired, notes, examples, omitted, max_examples = row
-    if not {type(lines_read), type(omitted), type(max_examples)} <= INT:
-        raise TypeError("not a count")
-    return SkipReport(
-        lines_read=lines_read,
-        counts=counter(counts),
-        repaired=counter(repaired),
-        notes=counter(notes),
-        examples=list(starmap(Skip, zip(*checked(examples, _SKIP_COLUMNS), strict=True))),
-        examples_omitted=omitted,
-        max_examples=max_examples,
-    )
-
-
-# --- an entry: the unit's tables, its skip report, and what it was made from ----------------
+def file_names(spelled: Any, files: list[str]) -> dict[str, str]:
+    """The unit's files as an entry spelled them -> as this run does."""
+    return dict(zip(strings(spelled), files, strict=False))
 
 
 @dataclass(frozen=True)
@@ -412,36 +329,48 @@ class Entry:
         files = [from_fs(str(f)) for f in unit.files]
         return cls(folder / f"{name}.{suffix}", kind, stamp, files)
 
-    def read(self, decode: Callable[..., T]) -> tuple[T, SkipReport] | None:
-        """The entry's records (`decode(names, *tables)`) and skip report, both naming the
-        unit's files as this run spells them (`names`: the spelling the entry was made with
-        -> now); None if there is none, or it was made from other file states. Damaged if it
-        cannot be used."""
+    def read(
+        self, codec: Codec[T], renamed: Collection[str] = ()
+    ) -> tuple[list[T], SkipReport] | None:
+        """The entry's records and skip report, the fields `renamed` (as `Class.field`: a
+        file's name, or a tuple of them) and the skipped lines naming the unit's files as this
+        run spells them; None if there is none, or it was made from other file states.
+        Damaged if it cannot be used."""
         payload = read_payload(self.path, self.kind)
         if payload is None:
             return None
         try:
-            key, spelled, report, *tables = orjson.loads(payload)
+            key, spelled, report, tables = orjson.loads(payload)
             if type(key) is not list or len(key) != 2 or key[0] != self.path.stem:
                 raise Damaged("written for another unit")
             if key[1] != self.stamp:
                 return None  # the transcripts changed since: replaced, not an error
-            names = dict(zip(strings(spelled), self.files, strict=False))
-            return decode(names, *tables), respell(skips_from_row(report), names)
+            names = file_names(spelled, self.files)
+            get = names.get
+
+            def rename(column: list[Any]) -> list[Any]:  # (names, or tuples of them)
+                return [
+                    get(v, v) if type(v) is str else tuple(get(f, f) for f in v) for v in column
+                ]
+
+            records = codec.decode(tables, dict.fromkeys(renamed, rename))
+            return records, skips_from_tables(report, names)
         except (ValueError, TypeError, KeyError) as exc:
             raise Damaged("unexpected content") from exc
 
-    def write(self, skips: SkipReport, tables: list[list[list[Any]]]) -> None:
+    def write(self, skips: SkipReport, codec: Codec[T], records: Sequence[T]) -> None:
         """Write the entry. Its key (its file name, then the stamp) is inside, so an entry
         copied under another unit's name is not taken for that unit's, and one made from an
         older state of the files is not taken for the new one. Nothing is written when a file
-        could not be read (`keepable`)."""
+        could not be read (`keepable`), or a value would not come back as it is (a number past
+        64 bits or not finite, a path that is not UTF-8)."""
         if not keepable(skips):
             return
         key = [self.path.stem, self.stamp]
         try:
-            payload = orjson.dumps([key, self.files, skips_row(skips), *tables])
-        except orjson.JSONEncodeError:  # an integer past 64 bits, a path that is not UTF-8
+            tables = [key, self.files, skips_tables(skips), codec.encode(records)]
+            payload = orjson.dumps(tables)
+        except (ValueError, orjson.JSONEncodeError):
             return
         write_entry(self.path, self.kind, payload)
 

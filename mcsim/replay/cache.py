@@ -108,7 +108,8 @@ class PromptCache:
         without breakpoints reads up to there; one with them reads the longest entry that
         ends there or before, within its lookback, else the head); `blocks`: the content
         blocks of the prompt up to the call's end (none: no lookback).
-        One loop over the thread (a call per call would cost a tenth of the replay)."""
+        One loop over the thread, its state in locals, and long on purpose: a method called per
+        call would cost a tenth of the replay, and the steps share most of their locals."""
         head, valid, intact = self.head, self.valid, self.intact
         previous, lifetime, recorded_lifetime = self.sent, self.ttl_s, self.recorded_ttl_s
         lookback = self.rules.lookback_blocks if blocks is not None else 0

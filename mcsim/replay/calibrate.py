@@ -258,104 +258,120 @@ def _to_count(session: Session) -> list[str]:
 
 def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     calls: list[CalCall] = []
-    head = 0
+    head = 0  # system prompt + tools: the first prompt less what its items are estimated at
     turn = 0
     prev: Call | None = None
     prev_ttl: str | None = None
     resources = ResourceKeys()  # what each tool call touched
     for call in thread.calls:
-        thinking = thinking_in_prompt(call.model)
-        raw: list[Segment] = []
-        for item in call.items:
-            if item.kind is ItemKind.USER_TEXT:
-                turn += 1
-            if item.kind is ItemKind.THINKING and not thinking:
-                estimate = 0  # not sent back: not tokenized (3% of the corpus's text)
-            elif item.tokens is not None:  # a count the recording gave: used as it is
-                estimate = item.tokens
-            elif item.text:
-                estimate = estimator.estimate(item.text)
-            else:
-                estimate = _chars_estimate(item.chars)
-            resource = _hashed(resources.of(item))
-            raw.append(
-                Segment(
-                    item.kind,
-                    estimate,
-                    item.tool_name,
-                    item.tool_use_id,
-                    turn,
-                    item.is_error,
-                    resource,
-                    item.tool_class,
-                )
-            )
-        prompt = call.usage.prompt_tokens
-        estimated = sum(s.tokens for s in raw)
-        compaction = call.compaction is not None
-        removed = 0
-        if call.pruned is not None and call.pruned.tokens_saved:
-            removed = max(call.pruned.tokens_saved, 0)
-        if prev is None or compaction:
-            if prev is None:
-                head = max(prompt - estimated, 0)
-            segments, adjustment = _fit(raw, prompt - head)
-            fallback = True
-        else:
-            # What the recording says it removed itself (a cache deletion, a microcompact's
-            # tokensSaved): the items of the step are that much more than the growth.
-            growth = prompt - prev.usage.prompt_tokens + removed
-            if growth >= 0 and estimated > 0:
-                segments, adjustment, fallback = _scale(raw, growth), -removed, False
-            else:
-                segments, adjustment = raw, growth - estimated - removed
-                fallback = growth < 0
+        raw, turn = _estimated(call, turn, estimator, resources)
+        if prev is None:
+            head = max(call.usage.prompt_tokens - sum(s.tokens for s in raw), 0)
         ttl = recorded_ttl(call.usage, prev_ttl)
-        read_class, delta, anchor = _classify(call, prev, prev_ttl)
-        pruned = call.pruned.kind.value if call.pruned is not None else None
-        if (
-            pruned is None
-            and prev is not None
-            and not compaction
-            and is_drop(prev.usage.prompt_tokens, prompt)
-        ):
-            pruned = PROMPT_SHRANK
-        ids = call.pruned.tool_use_ids if call.pruned is not None else ()
-        # What the recording removed: the replay takes it from the results it names, then
-        # from the oldest (both of Claude Code's mechanisms clear oldest first).
-        gone = 0 if pruned is None else (removed or max(-adjustment, 0))
-        calls.append(
-            CalCall(
-                call.message_id,
-                call.request_id,
-                call.timestamp_s,
-                call.model,
-                call.usage.input_tokens,
-                call.usage.cache_write_5m_tokens,
-                call.usage.cache_write_1h_tokens,
-                call.usage.cache_read_tokens,
-                call.usage.output_tokens,
-                call.usage.speed,
-                call.usage.inference_geo,
-                ttl,
-                tuple(segments),
-                adjustment,
-                compaction,
-                call.compaction.pre_tokens if call.compaction else None,
-                read_class,
-                delta,
-                anchor,
-                fallback,
-                call.sent_s,
-                call.done_s,
-                pruned,
-                ids,
-                gone,
-                call.provider,
-            )
-        )
+        calls.append(_calibrated(call, prev, prev_ttl, ttl, raw, head))
         prev, prev_ttl = call, ttl
     return CalThread(thread.thread_id, thread.kind, head, tuple(calls))
+
+
+def _estimated(
+    call: Call, turn: int, estimator: TokenEstimator, resources: ResourceKeys
+) -> tuple[list[Segment], int]:
+    """The items added before CALL as segments of their estimated size, and the user turn
+    reached (each user text starts one)."""
+    thinking = thinking_in_prompt(call.model)
+    raw: list[Segment] = []
+    for item in call.items:
+        if item.kind is ItemKind.USER_TEXT:
+            turn += 1
+        if item.kind is ItemKind.THINKING and not thinking:
+            estimate = 0  # not sent back: not tokenized (3% of the corpus's text)
+        elif item.tokens is not None:  # a count the recording gave: used as it is
+            estimate = item.tokens
+        elif item.text:
+            estimate = estimator.estimate(item.text)
+        else:
+            estimate = _chars_estimate(item.chars)
+        resource = _hashed(resources.of(item))
+        raw.append(
+            Segment(
+                item.kind,
+                estimate,
+                item.tool_name,
+                item.tool_use_id,
+                turn,
+                item.is_error,
+                resource,
+                item.tool_class,
+            )
+        )
+    return raw, turn
+
+
+def _calibrated(
+    call: Call, prev: Call | None, prev_ttl: str | None, ttl: str, raw: list[Segment], head: int
+) -> CalCall:
+    """CALL with its items scaled to the recorded growth of the prompt since PREV (raw
+    estimates where the growth cannot be used: the first call, a compaction, a shrink), how
+    the recording's cache served it, and what the recording pruned itself."""
+    prompt = call.usage.prompt_tokens
+    estimated = sum(s.tokens for s in raw)
+    compaction = call.compaction is not None
+    removed = 0
+    if call.pruned is not None and call.pruned.tokens_saved:
+        removed = max(call.pruned.tokens_saved, 0)
+    if prev is None or compaction:
+        segments, adjustment = _fit(raw, prompt - head)
+        fallback = True
+    else:
+        # What the recording says it removed itself (a cache deletion, a microcompact's
+        # tokensSaved): the items of the step are that much more than the growth.
+        growth = prompt - prev.usage.prompt_tokens + removed
+        if growth >= 0 and estimated > 0:
+            segments, adjustment, fallback = _scale(raw, growth), -removed, False
+        else:
+            segments, adjustment = raw, growth - estimated - removed
+            fallback = growth < 0
+    read_class, delta, anchor = _classify(call, prev, prev_ttl)
+    pruned = call.pruned.kind.value if call.pruned is not None else None
+    if (
+        pruned is None
+        and prev is not None
+        and not compaction
+        and is_drop(prev.usage.prompt_tokens, prompt)
+    ):
+        pruned = PROMPT_SHRANK
+    ids = call.pruned.tool_use_ids if call.pruned is not None else ()
+    # What the recording removed: the replay takes it from the results it names, then
+    # from the oldest (both of Claude Code's mechanisms clear oldest first).
+    gone = 0 if pruned is None else (removed or max(-adjustment, 0))
+    return CalCall(
+        call.message_id,
+        call.request_id,
+        call.timestamp_s,
+        call.model,
+        call.usage.input_tokens,
+        call.usage.cache_write_5m_tokens,
+        call.usage.cache_write_1h_tokens,
+        call.usage.cache_read_tokens,
+        call.usage.output_tokens,
+        call.usage.speed,
+        call.usage.inference_geo,
+        ttl,
+        tuple(segments),
+        adjustment,
+        compaction,
+        call.compaction.pre_tokens if call.compaction else None,
+        read_class,
+        delta,
+        anchor,
+        fallback,
+        call.sent_s,
+        call.done_s,
+        pruned,
+        ids,
+        gone,
+        call.provider,
+    )
 
 
 def _hashed(keys: tuple[str, ...]) -> str | None:

@@ -15,6 +15,7 @@ Every error names the file, the policy and the key, and is raised before anythin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -134,19 +135,20 @@ class Scenario:
         return any(can_clear(REGISTRY[layer.kind]) for layer in self.layers)
 
     @cached_property
-    def decision_key(self) -> tuple[Any, ...]:
+    def fields_key(self) -> tuple[tuple[str, str], ...]:
+        """Every field of the scenario by name, each value as stable text (a set sorted; a
+        parameter may be a list, unhashable): what a replay under it depends on. Read from the
+        dataclass's own fields, so a field added to Scenario is in every key at once."""
+        return tuple((f.name, _stable(getattr(self, f.name))) for f in dataclasses.fields(self))
+
+    @cached_property
+    def decision_key(self) -> tuple[tuple[str, str], ...]:
         """What the policies' decisions on a thread depend on: all of the scenario but its
         name and TTL (policies never see the cache; the provider says whether cache edits
         exist). simulate.py shares decisions by it."""
-        # Keep-warm pings are left out on purpose: policies decide on the recorded gaps,
-        # which pings do not shorten (keep_warm.py), so they never change a decision.
-        return (
-            repr(self.layers),  # a parameter may be a list (unhashable)
-            self.compactable_tools,
-            self.exclude_tools,
-            self.main_thread_only,
-            self.provider,
-        )
+        # TTLs and keep-warm pings are left out on purpose: policies never see the cache, and
+        # they decide on the recorded gaps, which pings do not shorten (keep_warm.py).
+        return tuple(kv for kv in self.fields_key if kv[0] not in _NOT_DECISIONS)
 
     def build(self) -> list[Policy]:
         return [layer.build() for layer in self.layers]
@@ -158,6 +160,16 @@ class Scenario:
         if self.keep_warm is not None:
             text += f" @keep_warm={self.keep_warm.describe()}"
         return text
+
+
+_NOT_DECISIONS = ("name", "ttl", "ttl_by_kind", "keep_warm")
+
+
+def _stable(value: Any) -> str:
+    """A value as text that is the same in every process (a set's order is not)."""
+    if isinstance(value, frozenset | set):
+        return repr(sorted(value, key=repr))
+    return repr(value)
 
 
 def baseline(defaults: Scenario | None = None, ttl: str | None = None) -> Scenario:

@@ -17,53 +17,30 @@ the folder's cap; a damaged file is counted as a `cache_entry_rebuilt` note and 
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from dataclasses import dataclass
-from itertools import starmap
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from mcsim.accounting.recorded import TTL_SECONDS
+from mcsim.ingest.codec import Codec
 from mcsim.ingest.disk_cache import (
-    BOOL,
-    FLOAT,
-    INT,
-    LIST,
-    OPT_FLOAT,
-    OPT_INT,
-    OPT_STR,
-    STR,
-    Column,
     Damaged,
     Entry,
     Kind,
-    Table,
-    checked,
-    columns,
-    groups,
     note_rebuilt,
     paths_key,
     read_payload,
-    strings,
-    tuples,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
 from mcsim.ingest.pipeline import Loaded, without_calls
-from mcsim.model import ItemKind, ThreadKind
-from mcsim.replay.calibrate import (
-    CalCall,
-    CalSession,
-    CalThread,
-    ReadClass,
-    Segment,
-    calibrate_session,
-)
+from mcsim.replay.calibrate import CalSession, calibrate_session
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 11
+CACHE_VERSION = 12  # 12: the tables laid out from the records' fields (mcsim.ingest.codec)
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -100,7 +77,7 @@ class CalibratedSource:
         rebuilt: list[tuple[Path, str]] = []  # (cache file, why it could not be used)
         if entry is not None:
             try:
-                cached = entry.read(_sessions)
+                cached = entry.read(_CODEC)
             except Damaged as why:
                 rebuilt.append((entry.path, str(why)))
             else:
@@ -119,7 +96,7 @@ class CalibratedSource:
         with estimator.recording() as used:
             calibrated = [calibrate_session(s, estimator) for s in kept]
         if entry is not None:
-            entry.write(loaded.skips, _tables(calibrated))
+            entry.write(loaded.skips, _CODEC, calibrated)
         if tokens is not None:
             write_entry(tokens, _TOKENS, _tokens_payload(used))
         for path, reason in rebuilt:
@@ -146,64 +123,22 @@ def _read_tokens(path: Path) -> dict[bytes, int] | None:
     return dict(_TOKEN_RECORD.iter_unpack(payload))
 
 
-# --- calibrated sessions: four tables (sessions, threads, calls, segments) ------------------
+# --- calibrated sessions: a table per record type (sessions, threads, calls, segments) -------
 
-_ITEM_KIND: Column = {k.value: k for k in ItemKind}
-_THREAD_KIND: Column = {k.value: k for k in ThreadKind}
-_READ_CLASS: Column = {c.value: c for c in ReadClass}
-_TTL: Column = {t: t for t in TTL_SECONDS}
-
-# In the field order of Segment, CalCall (with the count of its segments), CalThread (of its
-# calls), CalSession (its files, then the count of its threads).
-_SEGMENT_COLUMNS: Table = (_ITEM_KIND, INT, OPT_STR, OPT_STR, INT, BOOL, OPT_STR, OPT_STR)
-_CALL_COLUMNS: Table = (
-    *(STR, OPT_STR, FLOAT, STR, INT, INT, INT, INT, INT, OPT_STR, OPT_STR, _TTL),
-    *(INT, INT, BOOL, OPT_INT, _READ_CLASS, INT, INT, BOOL, OPT_FLOAT, OPT_FLOAT),
-    *(OPT_STR, LIST, INT, STR),
+# Only threads with calls are loaded, and a session starts at its first call.
+_CODEC = Codec(
+    CalSession,
+    at_least_one={"CalSession.threads", "CalThread.calls"},
+    choices={"CalCall.ttl": TTL_SECONDS},
 )
-_THREAD_COLUMNS: Table = (STR, _THREAD_KIND, INT, INT)
-_SESSION_COLUMNS: Table = (STR, STR, OPT_STR, LIST, INT)
-_SEGMENTS_AT = CalCall._fields.index("segments")
-_PRUNED_IDS_AT = CalCall._fields.index("pruned_ids")
 
 
 def content_key(session: CalSession) -> str:
     """A hash of a calibrated session: of its tables as its entry holds them (everything a
-    session is rebuilt from: what a replay of it reads)."""
-    return hashlib.sha256(orjson.dumps(_tables([session]))).hexdigest()
-
-
-def _tables(sessions: list[CalSession]) -> list[list[list[Any]]]:
-    threads = [t for s in sessions for t in s.threads]
-    calls = [c for t in threads for c in t.calls]
-    return [
-        columns(
-            [[s.session_id, s.project, s.cwd, s.files, len(s.threads)] for s in sessions],
-            _SESSION_COLUMNS,
-        ),
-        columns(
-            [[t.thread_id, t.kind, t.head_tokens, len(t.calls)] for t in threads],
-            _THREAD_COLUMNS,
-        ),
-        columns(
-            [[*c[:_SEGMENTS_AT], len(c.segments), *c[_SEGMENTS_AT + 1 :]] for c in calls],
-            _CALL_COLUMNS,
-        ),
-        columns([g for c in calls for g in c.segments], _SEGMENT_COLUMNS),
-    ]
-
-
-def _sessions(
-    names: dict[str, str], sessions: Any, threads: Any, calls: Any, segments: Any
-) -> list[CalSession]:
-    segment = checked(segments, _SEGMENT_COLUMNS)
-    call = checked(calls, _CALL_COLUMNS)
-    call[_SEGMENTS_AT] = groups(tuples(Segment, segment), call[_SEGMENTS_AT])
-    call[_PRUNED_IDS_AT] = [tuple(strings(ids)) for ids in call[_PRUNED_IDS_AT]]
-    thread = checked(threads, _THREAD_COLUMNS)
-    # Only threads with calls are loaded, and a session starts at its first call.
-    thread[3] = groups(tuples(CalCall, call), thread[3], least=1)
-    session = checked(sessions, _SESSION_COLUMNS)
-    session[3] = [tuple(strings(files)) for files in session[3]]
-    session[4] = groups(list(starmap(CalThread, zip(*thread, strict=True))), session[4], least=1)
-    return list(starmap(CalSession, zip(*session, strict=True)))
+    session is rebuilt from: what a replay of it reads). One that cannot be kept (a number
+    that is not finite) gets a key no other has, so its results are never reused."""
+    try:
+        tables = _CODEC.encode([session])
+    except ValueError:
+        return os.urandom(32).hex()
+    return hashlib.sha256(orjson.dumps(tables)).hexdigest()
