@@ -819,3 +819,27 @@ def test_savings_curve_draws_an_estimate_just_outside_its_collapsed_interval(
     results.append(_keep(4, 5.0, [5.0] * 4, 1, 5.0 - 2e-14, 5.0 - 1e-14))
     ax = _drawn(monkeypatch, savings_curve, results, recommend(results, max_risk=0.5))
     assert ax.get_lines()  # drawn
+
+
+def test_switches_that_clear_more_are_not_taken_for_clearing_less() -> None:
+    """`latched: true` applies clear_thinking on more calls, `keep_counts_excluded: true`
+    keeps fewer of the results clear_tool_uses may clear: the false side of each is the
+    conservative one, so a lower re-fetch risk alone never makes the true side "clear less"
+    (a sweep of the samples recommended latched=true that way, clearing 53,719 tokens where
+    latched=false cleared 53,633)."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    grid = [parse_axis("clear_thinking.latched=true,false")]
+    latched, unlatched = build_variants(stack, grid)
+
+    def run(variant: Variant, hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        return Outcome(variant, totals, 1.0, 0.0)
+
+    assert more_conservative(run(unlatched, 5), run(latched, 1))
+    assert not more_conservative(run(latched, 1), run(unlatched, 5))
+    scenarios = parse_policies({"policies": [{"name": "p", "kind": "clear_tool_uses"}]}, "p.yaml")
+    api = next(s for s in scenarios if s.name == "p")
+    counts, alone = build_variants(api, [parse_axis("keep_counts_excluded=true,false")])
+    assert more_conservative(run(alone, 5), run(counts, 1))
+    assert not more_conservative(run(counts, 1), run(alone, 5))
+

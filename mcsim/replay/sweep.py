@@ -21,7 +21,8 @@ with the highest net savings. It is "clearly ahead" of another when, on the same
 the lower end of the 95% interval of (best - other) is above 0: a paired comparison, not two
 overlapping intervals. A variant is more conservative than the best when it clears less or
 later: each parameter declares which way is conservative (`Param.conservative`: a higher
-keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least as conservative
+keep_recent, n, keep, trigger, gap or clear_at_least, a false latched or
+keep_counts_excluded); the variant is at least as conservative
 on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
 `ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
 that the best is not clearly ahead of, and that clearly save where the best clearly saves

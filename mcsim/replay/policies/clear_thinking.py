@@ -78,6 +78,7 @@ class ClearThinking(Policy):
             bool,
             False,
             "with after_gap_minutes: once applied, apply on every later call until a compaction",
+            conservative=-1,  # true applies it on more calls
         ),
     )
     renamed: ClassVar[dict[str, str]] = {
