@@ -97,7 +97,7 @@ def test_a_tool_list_parameter_stays_in_its_variants_and_sweeps_as_true_or_false
         ("Bash",),
     ]
     variants = build_variants(api, [parse_axis("clear_tool_inputs=true,false")])
-    assert [v.name for v in variants] == ["clear_tool_inputs=True", "clear_tool_inputs=False"]
+    assert [v.name for v in variants] == ["clear_tool_inputs=true", "clear_tool_inputs=false"]
     assert [dict(v.scenario.layers[0].values)["clear_tool_inputs"] for v in variants] == [
         True,
         False,
@@ -843,3 +843,21 @@ def test_switches_that_clear_more_are_not_taken_for_clearing_less() -> None:
     assert more_conservative(run(alone, 5), run(counts, 1))
     assert not more_conservative(run(counts, 1), run(alone, 5))
 
+
+
+def test_variant_names_spell_values_as_a_policy_file_does() -> None:
+    """A variant's name is what to write in the policy file: true, false and none, not
+    Python's True, False and None (a file with `after_gap_minutes: None` is refused)."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    grid = [
+        parse_axis("clear_thinking.latched=true,False"),
+        parse_axis("clear_thinking.after_gap_minutes=None,60"),
+    ]
+    names = [v.name for v in build_variants(stack, grid)]
+    assert names == [
+        "clear_thinking.latched=true,clear_thinking.after_gap_minutes=none",
+        "clear_thinking.latched=true,clear_thinking.after_gap_minutes=60",
+        "clear_thinking.latched=false,clear_thinking.after_gap_minutes=none",
+        "clear_thinking.latched=false,clear_thinking.after_gap_minutes=60",
+    ]
+    assert [v.scenario.name for v in build_variants(stack, grid)] == names

@@ -22,7 +22,7 @@ from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.results import PolicyTotals
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import BASELINE
-from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
+from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front, spelled
 from mcsim.text import counted, printable
 
 SWEEP_SCHEMA: dict[str, str] = {
@@ -52,7 +52,7 @@ SWEEP_SCHEMA: dict[str, str] = {
 
 
 def _params_text(v: Variant) -> str:
-    return ", ".join(f"{k}={val}" for k, val in v.params)
+    return ", ".join(f"{k}={spelled(val)}" for k, val in v.params)
 
 
 def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> Any:
@@ -142,7 +142,7 @@ _GROUP_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 def _group_of(o: Outcome) -> str:
     """The variant's group: its values of every swept key but the first (`ttl=1h`), which
     the savings curve draws as a line over the first; "" when one key is swept."""
-    return ", ".join(f"{k}={v}" for k, v in o.variant.params[1:])
+    return ", ".join(f"{k}={spelled(v)}" for k, v in o.variant.params[1:])
 
 
 def _groups(results: Sequence[Outcome]) -> dict[str, list[Outcome]]:
@@ -175,10 +175,10 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     places: dict[str, int] = {}
     if not numeric:
         for o in results:
-            places.setdefault(str(dict(o.variant.params)[x_key]), len(places))
+            places.setdefault(spelled(dict(o.variant.params)[x_key]), len(places))
 
     def place(value: Any) -> float:
-        return float(value) if numeric else float(places[str(value)])
+        return float(value) if numeric else float(places[spelled(value)])
 
     # Each group's intervals a little apart, so the error bars of two groups do not overlap.
     step = min((b - a for a, b in itertools.pairwise(values)), default=1.0) * 0.1

@@ -107,7 +107,7 @@ class Variant:
     @property
     def name(self) -> str:
         """`keep_recent=3,ttl=5m`; a policy compared as it is (no params): its name."""
-        return ",".join(f"{k}={v}" for k, v in self.params) or self.scenario.name
+        return _name(self.params) or self.scenario.name
 
 
 def parse_axis(spec: str) -> Axis:
@@ -139,7 +139,7 @@ def parse_axis(spec: str) -> Axis:
             )
         return Axis(key, tuple(range(lo, hi + 1, step)))
     parsed = tuple(_literal(text) for text in texts)
-    names = [str(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
+    names = [spelled(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise GridError(f"{where}: value {escaped(twice)} is given twice")
@@ -224,7 +224,16 @@ def _swept(base: Scenario, target: tuple[int, str], key: str) -> Swept:
 
 
 def _name(params: tuple[tuple[str, Any], ...]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params)
+    return ",".join(f"{k}={spelled(v)}" for k, v in params)
+
+
+def spelled(value: Any) -> str:
+    """A grid value as a policy file (and --grid) writes it: true, false, none."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _target(base: Scenario, key: str) -> tuple[int, str]:
