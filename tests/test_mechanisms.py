@@ -434,6 +434,25 @@ def test_keep_recent_0_acts_as_1_with_a_note(tmp_path: Path) -> None:
     assert note in json.loads(out.stdout)["notes"]
 
 
+def test_latched_without_after_gap_minutes_is_noted() -> None:
+    """`latched` keeps clear_thinking applying after a cold start; without
+    `after_gap_minutes` it applies on every call anyway, so `latched: true` alone changes
+    nothing: accepted (a sweep may cross it with after_gap_minutes=none), and the run's notes
+    say so rather than let it pass for a setting."""
+    notes = [
+        layer("clear_thinking", keep=1, after_gap_minutes=gap, latched=latched)
+        .build()
+        .value_notes()
+        for gap, latched in ((None, True), (None, False), (60, True), (60, False))
+    ]
+    assert notes == [
+        ["latched changes nothing without after_gap_minutes: it applies on every call already"],
+        [],
+        [],
+        [],
+    ]
+
+
 # ---------------------------------------------------------------- 8. model support
 
 

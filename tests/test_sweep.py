@@ -844,7 +844,6 @@ def test_switches_that_clear_more_are_not_taken_for_clearing_less() -> None:
     assert not more_conservative(run(counts, 1), run(alone, 5))
 
 
-
 def test_variant_names_spell_values_as_a_policy_file_does() -> None:
     """A variant's name is what to write in the policy file: true, false and none, not
     Python's True, False and None (a file with `after_gap_minutes: None` is refused)."""

@@ -120,6 +120,14 @@ class ClearThinking(Policy):
         cleared = [s for s in thinking if s.turn < oldest_kept and s.tokens and not s.cleared]
         return Clearing(tuple(cleared), Mode.REWRITE, placeholder="") if cleared else None
 
+    def value_notes(self) -> list[str]:
+        if self.values["latched"] and self.values["after_gap_minutes"] is None:
+            return [
+                "latched changes nothing without after_gap_minutes: it applies on every call "
+                "already"
+            ]
+        return []
+
     def idle_note(self, figures: Mapping[str, float]) -> str:
         keep = self.values["keep"]
         if keep == "all":
