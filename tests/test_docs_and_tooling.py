@@ -70,6 +70,15 @@ def test_readme_reading_gives_the_tours_figures() -> None:
     assert f"leaves it {more.group(1)} (0.10%) dearer" in prose
 
 
+def test_readme_and_the_schema_page_give_the_schema_version_written() -> None:
+    from mcsim.outputs.tables import SCHEMA_VERSION
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"a `schema_version` column (now {SCHEMA_VERSION})" in readme
+    schema = (REPO / "docs" / "output-schema.md").read_text().splitlines()[0]
+    assert schema == f"# Output schema (schema_version {SCHEMA_VERSION})"
+
+
 def test_readme_and_docs_policy_examples_load(tmp_path: Path) -> None:
     from mcsim.replay.scenario import load_policy_file
 
