@@ -481,8 +481,10 @@ def _api_count(param: Param, value: dict[Any, Any], bad: str) -> Any:
     kind = value.get("type")
     if kind == "all" and "all" in param.choices and len(value) == 1:
         return "all"
-    if kind == param.api_type and set(value) == {"type", "value"}:
-        return value["value"]
+    # A word ("all") has a form of its own, {type: all}: `value` holds a count.
+    count = value.get("value")
+    if kind == param.api_type and set(value) == {"type", "value"} and count not in param.choices:
+        return count
     forms = f"{{type: {param.api_type}, value: N}}"
     if "all" in param.choices:
         forms += " or {type: all}"
