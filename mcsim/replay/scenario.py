@@ -439,7 +439,10 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             return tuple(value)
         words = [w for k in kinds for w in _SHAPES[k]]
         allowed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
-        raise PolicyFileError(bad + f"must be {allowed}, not {shown(value)}")
+        got = shown(value)
+        if list in kinds and isinstance(value, list):  # "not a list" would read as no list
+            got += " holding " + shown(next(v for v in value if not isinstance(v, str)))
+        raise PolicyFileError(bad + f"must be {allowed}, not {got}")
     if kind in (int, float):
         low = -math.inf if param.minimum is None else param.minimum
         number = isinstance(value, int | float) and not isinstance(value, bool)
