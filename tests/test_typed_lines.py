@@ -124,14 +124,17 @@ def test_simdjson_refuses_what_orjson_refuses() -> None:
         orjson.loads(data)  # raises if orjson refuses what simdjson took
 
 
-def _call(n: int, usage: str = '{"input_tokens":3,"output_tokens":5}', content: str = "[]",
-          extra: str = "") -> bytes:  # fmt: skip
+def _call(
+    n: int,
+    usage: str = '{"input_tokens":3,"output_tokens":5}',
+    content: str = "[]",
+    extra: str = "",
+) -> bytes:
     return (
-        '{"type":"assistant","uuid":"u%d","parentUuid":"u%d","sessionId":"s",'
-        '"timestamp":"2026-01-01T00:00:%02dZ","requestId":"r%d",%s"message":{"model":'
-        '"claude-opus-4-6","id":"m%d","usage":%s,"content":%s}}' % (n, n - 1, n, n, extra, n,
-                                                                   usage, content)
-    ).encode()  # fmt: skip
+        f'{{"type":"assistant","uuid":"u{n}","parentUuid":"u{n - 1}","sessionId":"s",'
+        f'"timestamp":"2026-01-01T00:00:{n:02d}Z","requestId":"r{n}",{extra}"message":{{'
+        f'"model":"claude-opus-4-6","id":"m{n}","usage":{usage},"content":{content}}}}}'
+    ).encode()
 
 
 NASTY_LINES = [
@@ -156,13 +159,13 @@ NASTY_LINES = [
         15,
         content='[{"type":"thinking","thinking":"x"},{"type":"weird"},{"text":"t"},'
         '{"type":"redacted_thinking","data":null},"s",null]',
-    ),  # fmt: skip
+    ),
     _call(
         16,
         content='[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text",'
         '"text":"a"},{"type":"image","source":{"data":"AAAA"}},{"text":"b"},'
         '{"type":"tool_reference","tool_name":"X"}]}]',
-    ),  # fmt: skip
+    ),
     _call(17, content='[{"type":"tool_result","content":[null,1,"s",[]],"is_error":1}]'),
     _call(18, content='{"type":"text"}'),
     # strings: escapes, lone surrogates, NUL, line separators, invalid UTF-8, escaped keys
@@ -174,13 +177,15 @@ NASTY_LINES = [
     # numbers past a double, NaN, and nesting at orjson's and simdjson's depth limit
     _call(24, extra='"x":1.797693134862315808e308,'),
     _call(25, extra='"x":NaN,'),
-    _call(26, extra='"x":%s1%s,' % ("[" * 1022, "]" * 1022)),
-    _call(27, extra='"x":%s1%s,' % ("[" * 1023, "]" * 1023)),
+    _call(26, extra='"x":' + "[" * 1022 + "1" + "]" * 1022 + ","),
+    _call(27, extra='"x":' + "[" * 1023 + "1" + "]" * 1023 + ","),
     _call(
         28,
-        content='[{"type":"tool_use","id":"d","name":"Read","input":%s}]'
-        % ("[" * 1020 + "]" * 1020),
-    ),  # fmt: skip
+        content='[{"type":"tool_use","id":"d","name":"Read","input":'
+        + "[" * 1020
+        + "]" * 1020
+        + "}]",
+    ),
     # line ends and marks: CR, a byte-order mark mid-file, form feed, trailing garbage
     _call(29) + b"\r",
     b"\xef\xbb\xbf" + _call(30),
