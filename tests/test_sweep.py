@@ -860,3 +860,21 @@ def test_variant_names_spell_values_as_a_policy_file_does() -> None:
         "clear_thinking.latched=false,clear_thinking.after_gap_minutes=60",
     ]
     assert [v.scenario.name for v in build_variants(stack, grid)] == names
+
+
+def test_keep_all_is_the_most_conservative_keep() -> None:
+    """clear_thinking's `keep: all` keeps every turn's thinking: no number of turns kept is
+    more conservative. A sweep of keep=all,1,2,3 on the corpus recommended keep=3 as
+    "within noise of the highest, keep=all ..., and clears less"."""
+    scenarios = parse_policies({"policies": [{"name": "ct", "kind": "clear_thinking"}]}, "p.yaml")
+    ct = next(s for s in scenarios if s.name == "ct")
+    every, three = build_variants(ct, [parse_axis("keep=all,3")])
+
+    def run(variant: Variant, hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        return Outcome(variant, totals, 1.0, 0.0)
+
+    assert not more_conservative(run(three, 0), run(every, 5))
+    assert more_conservative(run(every, 5), run(three, 0)) is False  # "all" is never a stand-in
+    rec = recommend([run(every, 0), run(three, 0)], max_risk=0.5)
+    assert rec.best is not None and rec.best.variant is every and rec.passed_over is None

@@ -517,10 +517,15 @@ def outcomes(
 
 def _leaning(o: Outcome) -> tuple[float, ...]:
     """The variant's values in their conservative directions (higher: more conservative);
-    -inf for a value that is not a number ("all", None) or a key with no direction."""
+    -inf for a value that is not a number (None: no gap, no floor) or a key with no
+    direction, but +inf for `all` where a higher value is more conservative (`keep: all`
+    keeps everything: no count kept is more conservative)."""
     out = []
     for swept, value in zip(o.variant.swept, o.variant.checked, strict=True):
         number = isinstance(value, int | float)
+        if value == "all" and swept.conservative > 0:
+            out.append(math.inf)
+            continue
         out.append(
             swept.conservative * float(value) if number and swept.conservative else -math.inf
         )
