@@ -43,6 +43,7 @@ from mcsim.replay.policies import (
     Param,
     Policy,
     View,
+    amount,
     minutes,
     register,
 )
@@ -140,7 +141,7 @@ class ClearThinking(Policy):
         after = self.values["after_gap_minutes"]
         if after is not None and figures["longest_gap_s"] < 60 * after:
             return (
-                f"never applied: no idle gap reached {after:g} min (longest "
+                f"never applied: no idle gap reached {amount(after)} min (longest "
                 f"{minutes(figures['longest_gap_s'])} min)"
             )
         blocks, turns = int(figures["most_blocks"]), int(figures["most_turns"])
