@@ -878,3 +878,25 @@ def test_keep_all_is_the_most_conservative_keep() -> None:
     assert more_conservative(run(every, 5), run(three, 0)) is False  # "all" is never a stand-in
     rec = recommend([run(every, 0), run(three, 0)], max_risk=0.5)
     assert rec.best is not None and rec.best.variant is every and rec.passed_over is None
+
+
+def test_a_stand_in_chosen_for_its_risk_alone_does_not_clear_less() -> None:
+    """With every swept value of no direction (ttl), a stand-in is one with a lower re-fetch
+    risk: it clears as much, and the reason says what it has, not "clears less"."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    five, hour = build_variants(stack, [parse_axis("ttl=5m,1h")])
+    spread = Spread(sessions=4, resamples=4, seed=0)
+
+    def run(variant: Variant, net: float, draws: list[float], hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        low, high = interval(np.array(draws))
+        return Outcome(variant, totals, net + 1, net, low, high, np.array(draws), spread)
+
+    best = run(five, 10.0, [10, 10, 10, 10], 3)
+    safer = run(hour, 9.0, [11, 9, 9, 7], 2)
+    rec = recommend([best, safer], max_risk=0.5)
+    assert rec.best is safer and rec.passed_over is best
+    assert rec.reason.startswith(
+        "within noise of the highest, ttl=5m (difference +1.00 points, 95% interval "
+        "-0.85..+2.85), and has a lower re-fetch risk; "
+    )

@@ -22,7 +22,15 @@ from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.results import PolicyTotals
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import BASELINE
-from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front, spelled
+from mcsim.replay.sweep import (
+    LEVEL,
+    Outcome,
+    Recommendation,
+    Variant,
+    pareto_front,
+    spelled,
+    stand_in_why,
+)
 from mcsim.text import counted, printable
 
 SWEEP_SCHEMA: dict[str, str] = {
@@ -290,8 +298,10 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     )
     if rec.best is not None:
         # Off the front on purpose when a highest is passed over: it is not clearly ahead, and
-        # the recommended variant clears less.
-        why = ": clears less, within noise of the highest" if rec.passed_over is not None else ""
+        # the recommended variant clears less (or, all else equal, has a lower risk).
+        why = ""
+        if rec.passed_over is not None:
+            why = f": {stand_in_why(rec.best, rec.passed_over)}, within noise of the highest"
         _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best, f"recommended{why}")
     for number, o in enumerate(numbered, 1):
         ax.annotate(str(number), (100 * o.totals.refetch_risk, o.net_savings_pct), fontsize=8,

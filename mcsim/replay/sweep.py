@@ -543,6 +543,13 @@ def more_conservative(o: Outcome, than: Outcome) -> bool:
     return o.totals.refetch_risk < than.totals.refetch_risk
 
 
+def stand_in_why(o: Outcome, than: Outcome) -> str:
+    """What makes the stand-in `o` more conservative than `than`: further on a swept
+    parameter's direction (it clears less or later), else only its lower re-fetch risk."""
+    further = any(a > b for a, b in zip(_leaning(o), _leaning(than), strict=True))
+    return "clears less" if further else "has a lower re-fetch risk"
+
+
 def paired_interval(best: Outcome, other: Outcome) -> tuple[float, float] | None:
     """The 95% interval of best - other net savings on the same resamples (None: no draws)."""
     if best.draws is None or other.draws is None:
@@ -593,8 +600,8 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
         difference = top.net_savings_pct - pick.net_savings_pct
         reason = (
             f"within noise of the highest, {top.variant.name} (difference "
-            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}), and clears "
-            f"less; {pick.interval_text()}, re-fetch risk "
+            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}), and "
+            f"{stand_in_why(pick, top)}; {pick.interval_text()}, re-fetch risk "
             f"{pick.totals.refetch_risk:.0%} ({pick.totals.refetch_hazards} hazards); "
             f"{top.variant.name}: {top.interval_text().split(' (')[0]}, risk "
             f"{top.totals.refetch_risk:.0%}"
