@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcsim.text import counted
+
 
 class McsimError(Exception):
     """Base class for every error mcsim raises on purpose."""
@@ -49,14 +51,16 @@ class NoCallsError(McsimError):
         why = ""
         if stats.files_skipped_by_project:
             why = (
-                f"; --project matched no project (the {stats.files_skipped_by_project} files "
-                "found belong to others)"
+                f"; --project matched no project (the "
+                f"{counted(stats.files_skipped_by_project, 'file', 'files')} found belong to "
+                "others)"
             )
         elif not stats.files:
             why = "; no transcript file (*.jsonl) was found there"
         super().__init__(
-            f"no API calls could be read from the input ({stats.files} files, "
-            f"{stats.skips.lines_read} lines read, {stats.skips.total} skipped); nothing to "
+            f"no API calls could be read from the input ({counted(stats.files, 'file', 'files')}, "
+            f"{counted(stats.skips.lines_read, 'line', 'lines')} read, {stats.skips.total} "
+            f"skipped); nothing to "
             f"{what}{why}"
         )
         self.stats = stats

@@ -59,6 +59,26 @@ def test_readme_main_job_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert real == line
 
 
+def test_readme_reading_gives_the_tours_figures() -> None:
+    """'How to read it' quotes the tour's net figure for claude-code as the verdict gives it
+    (four decimals under a dollar): "$0.00 dearer" read as no difference at all."""
+    _, shown = _readme_tour()
+    verdict = next(line for line in shown if line.startswith("verdict:"))
+    more = re.search(r"claude-code, costs (\$[\d.]+) more", verdict)
+    assert more is not None and more.group(1) == "$0.0023"
+    prose = " ".join((REPO / "README.md").read_text().split("How to read it:")[1].split())
+    assert f"leaves it {more.group(1)} (0.10%) dearer" in prose
+
+
+def test_readme_and_the_schema_page_give_the_schema_version_written() -> None:
+    from mcsim.outputs.tables import SCHEMA_VERSION
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"a `schema_version` column (now {SCHEMA_VERSION})" in readme
+    schema = (REPO / "docs" / "output-schema.md").read_text().splitlines()[0]
+    assert schema == f"# Output schema (schema_version {SCHEMA_VERSION})"
+
+
 def test_readme_and_docs_policy_examples_load(tmp_path: Path) -> None:
     from mcsim.replay.scenario import load_policy_file
 

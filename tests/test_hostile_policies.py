@@ -218,6 +218,26 @@ def test_hostile_policy_files_get_one_line(tmp_path: Path, text: str | bytes, me
     assert replay_text(tmp_path, text).startswith(message)
 
 
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        # The API spells "all" {type: all} (or plain all); a count's mapping holds a number.
+        (
+            "{type: thinking_turns, value: all}",
+            "a mapping must be {type: thinking_turns, value: N} or {type: all}",
+        ),
+        (
+            "{type: thinking_turns, value: '3'}",
+            "must be a whole number from 1 to 1_000_000_000 or 'all' or "
+            "{type: thinking_turns, value: N}, not '3'",
+        ),
+    ],
+)
+def test_an_api_count_mapping_holds_a_count(tmp_path: Path, keep: str, message: str) -> None:
+    text = policy(kind="clear_thinking", keep=keep)
+    assert replay_text(tmp_path, text) == f"policy 'a': key 'keep': {message}"
+
+
 def test_values_from_the_file_are_shortened_and_escaped(tmp_path: Path) -> None:
     name = "\\e[31mred\\u202e" + "x" * 180  # YAML escapes: ESC and a right-to-left override
     line = replay_text(tmp_path, f'policies: [{{name: "{name}", kind: none, n: 3}}]')

@@ -276,3 +276,22 @@ def test_calls_detail_reads_as_the_fuller_details(tmp_path: Path) -> None:
         assert calls[0] == calls[1], unit.key
         assert results[0].skips.lines_read == results[1].skips.lines_read
         assert results[0].skips.counts == results[1].skips.counts
+
+
+def test_a_count_just_past_the_limit_is_shown_as_written(tmp_path: Path) -> None:
+    """100,000,001 tokens shown to 3 significant digits read '1e+08 tokens is not a real
+    count (limit 100,000,000)': the limit itself. The count is shown as written."""
+    write(
+        tmp_path / "p" / f"{SESSION}.jsonl",
+        [
+            user("u1", None, 0),
+            assistant("a1", "u1", 1, "m1", "r1", u=usage(100_000_001)),
+            assistant("a2", "a1", 2, "m2", "r2", u=usage(3, out=250_000_000.0)),
+            assistant("a3", "a2", 3, "m3", "r3", u=usage(3)),
+        ],
+    )
+    _, stats = load_sessions([str(tmp_path)])
+    assert [s.detail for s in stats.skips.examples] == [
+        "message.usage.input_tokens: 100000001 tokens is not a real count (limit 100,000,000)",
+        "message.usage.output_tokens: 250000000.0 tokens is not a real count (limit 100,000,000)",
+    ]

@@ -434,6 +434,25 @@ def test_keep_recent_0_acts_as_1_with_a_note(tmp_path: Path) -> None:
     assert note in json.loads(out.stdout)["notes"]
 
 
+def test_latched_without_after_gap_minutes_is_noted() -> None:
+    """`latched` keeps clear_thinking applying after a cold start; without
+    `after_gap_minutes` it applies on every call anyway, so `latched: true` alone changes
+    nothing: accepted (a sweep may cross it with after_gap_minutes=none), and the run's notes
+    say so rather than let it pass for a setting."""
+    notes = [
+        layer("clear_thinking", keep=1, after_gap_minutes=gap, latched=latched)
+        .build()
+        .value_notes()
+        for gap, latched in ((None, True), (None, False), (60, True), (60, False))
+    ]
+    assert notes == [
+        ["latched changes nothing without after_gap_minutes: it applies on every call already"],
+        [],
+        [],
+        [],
+    ]
+
+
 # ---------------------------------------------------------------- 8. model support
 
 
@@ -836,3 +855,19 @@ def test_the_trigger_is_measured_on_the_history_the_client_sends() -> None:
     # Alone, on the 31,000 sent, it clears the MCP result and r3 (Bash is excluded): 9,982.
     alone = simulate_thread(thread(steps), policy(reads), PRICES).calls
     assert alone[4].newly_cleared_tokens == 9_982 and alone[4].rewrote
+
+
+def test_a_model_listed_by_name_is_not_taken_for_its_later_versions() -> None:
+    """Models mcsim cannot parse (claude-fable-5, claude-mythos-preview) are listed by name:
+    the name with a date or a variant after it is that model, a longer version is not (a
+    prefix match took claude-fable-5-10 and claude-fable-50 for claude-fable-5)."""
+    from mcsim.replay.model_support import CONTEXT_EDITING, features
+
+    feature = features()[CONTEXT_EDITING]
+    listed = ["claude-fable-5", "claude-fable-5-1", "claude-fable-5-20260301",
+              "claude-fable-5-1-20260301", "claude-mythos-preview", "claude-fable-5[1m]",
+              "claude-mythos-5@20260301", "CLAUDE-FABLE-5"]  # fmt: skip
+    others = ["claude-fable-50", "claude-fable-5-10", "claude-fable-5-2", "claude-mythos-preview-2",
+              "claude-mythos-previewer", "claude-fable-5-1-1"]  # fmt: skip
+    assert [m for m in listed if not feature.supports(m)] == []
+    assert [m for m in others if feature.supports(m)] == []

@@ -161,3 +161,19 @@ def test_only_sub_agents_means_no_main_thread_to_act_on() -> None:
     assert why(everywhere, (agent,)) == {}
     gap = Scenario("tb", (layer("time_based_microcompact"),), main_thread_only=False)
     assert why(gap, (agent,)) == {"tb": "no main thread to act on (it acts on main threads only)"}
+
+
+def test_a_long_threshold_is_named_as_written() -> None:
+    """`:g` showed a 1,234,567-minute threshold as '1.23457e+06 min': rounded, and in a
+    notation no policy file is written in."""
+    t = thread([*reads(1), (3_599.0, [result(1_000)])])
+    tb = Scenario("tb", (layer("time_based_microcompact", gap_threshold_minutes=1_234_567),))
+    half = Scenario("half", (layer("time_based_microcompact", gap_threshold_minutes=1_000.5),))
+    assert why(tb, (t,))["tb"].startswith("never fired: no idle gap reached 1,234,567 min (")
+    assert why(half, (t,))["half"].startswith("never fired: no idle gap reached 1,000.5 min (")
+    ct = layer("clear_thinking", after_gap_minutes=1_234_567)
+    note = ct.build().idle_note(
+        {"resends_thinking": 1, "longest_gap_s": 60.0, "most_blocks": 1, "most_sized": 1,
+         "most_turns": 2}
+    )  # fmt: skip
+    assert note == "never applied: no idle gap reached 1,234,567 min (longest 1 min)"

@@ -244,7 +244,7 @@ def test_an_input_without_calls_is_the_same_error_in_every_command(tmp_path: Pat
     write(titles / "p" / f"{SESSION}.jsonl", [{"type": "summary", "summary": "t", "leafUuid": "x"}])
     policy = Path(__file__).resolve().parents[1] / "policies" / "claude-code.yaml"
     for folder, counts in ((empty, "0 files, 0 lines read, 0 skipped"),
-                           (titles, "1 files, 1 lines read, 0 skipped")):  # fmt: skip
+                           (titles, "1 file, 1 line read, 0 skipped")):  # fmt: skip
         commands = {
             "account": ["inspect", str(folder), "--out", str(tmp_path / "i")],
             "replay": ["replay", str(folder), "--policy", str(policy),

@@ -165,7 +165,7 @@ def test_baseline_is_added_when_not_named(tmp_path: Path) -> None:
         (
             "policies: [{name: a, kind: clear_tool_uses, clear_tool_inputs: [Read, 3]}]",
             "policy 'a': key 'clear_tool_inputs': must be true, false or a list of tool "
-            "names, not a list",
+            "names, not a list holding 3",
         ),
         (
             "policies: [{name: a, kind: clear_tool_uses, clear_tool_inputs: 1}]",

@@ -97,7 +97,7 @@ def test_a_tool_list_parameter_stays_in_its_variants_and_sweeps_as_true_or_false
         ("Bash",),
     ]
     variants = build_variants(api, [parse_axis("clear_tool_inputs=true,false")])
-    assert [v.name for v in variants] == ["clear_tool_inputs=True", "clear_tool_inputs=False"]
+    assert [v.name for v in variants] == ["clear_tool_inputs=true", "clear_tool_inputs=false"]
     assert [dict(v.scenario.layers[0].values)["clear_tool_inputs"] for v in variants] == [
         True,
         False,
@@ -819,3 +819,84 @@ def test_savings_curve_draws_an_estimate_just_outside_its_collapsed_interval(
     results.append(_keep(4, 5.0, [5.0] * 4, 1, 5.0 - 2e-14, 5.0 - 1e-14))
     ax = _drawn(monkeypatch, savings_curve, results, recommend(results, max_risk=0.5))
     assert ax.get_lines()  # drawn
+
+
+def test_switches_that_clear_more_are_not_taken_for_clearing_less() -> None:
+    """`latched: true` applies clear_thinking on more calls, `keep_counts_excluded: true`
+    keeps fewer of the results clear_tool_uses may clear: the false side of each is the
+    conservative one, so a lower re-fetch risk alone never makes the true side "clear less"
+    (a sweep of the samples recommended latched=true that way, clearing 53,719 tokens where
+    latched=false cleared 53,633)."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    grid = [parse_axis("clear_thinking.latched=true,false")]
+    latched, unlatched = build_variants(stack, grid)
+
+    def run(variant: Variant, hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        return Outcome(variant, totals, 1.0, 0.0)
+
+    assert more_conservative(run(unlatched, 5), run(latched, 1))
+    assert not more_conservative(run(latched, 1), run(unlatched, 5))
+    scenarios = parse_policies({"policies": [{"name": "p", "kind": "clear_tool_uses"}]}, "p.yaml")
+    api = next(s for s in scenarios if s.name == "p")
+    counts, alone = build_variants(api, [parse_axis("keep_counts_excluded=true,false")])
+    assert more_conservative(run(alone, 5), run(counts, 1))
+    assert not more_conservative(run(counts, 1), run(alone, 5))
+
+
+def test_variant_names_spell_values_as_a_policy_file_does() -> None:
+    """A variant's name is what to write in the policy file: true, false and none, not
+    Python's True, False and None (a file with `after_gap_minutes: None` is refused)."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    grid = [
+        parse_axis("clear_thinking.latched=true,False"),
+        parse_axis("clear_thinking.after_gap_minutes=None,60"),
+    ]
+    names = [v.name for v in build_variants(stack, grid)]
+    assert names == [
+        "clear_thinking.latched=true,clear_thinking.after_gap_minutes=none",
+        "clear_thinking.latched=true,clear_thinking.after_gap_minutes=60",
+        "clear_thinking.latched=false,clear_thinking.after_gap_minutes=none",
+        "clear_thinking.latched=false,clear_thinking.after_gap_minutes=60",
+    ]
+    assert [v.scenario.name for v in build_variants(stack, grid)] == names
+
+
+def test_keep_all_is_the_most_conservative_keep() -> None:
+    """clear_thinking's `keep: all` keeps every turn's thinking: no number of turns kept is
+    more conservative. A sweep of keep=all,1,2,3 on the corpus recommended keep=3 as
+    "within noise of the highest, keep=all ..., and clears less"."""
+    scenarios = parse_policies({"policies": [{"name": "ct", "kind": "clear_thinking"}]}, "p.yaml")
+    ct = next(s for s in scenarios if s.name == "ct")
+    every, three = build_variants(ct, [parse_axis("keep=all,3")])
+
+    def run(variant: Variant, hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        return Outcome(variant, totals, 1.0, 0.0)
+
+    assert not more_conservative(run(three, 0), run(every, 5))
+    assert more_conservative(run(every, 5), run(three, 0)) is False  # "all" is never a stand-in
+    rec = recommend([run(every, 0), run(three, 0)], max_risk=0.5)
+    assert rec.best is not None and rec.best.variant is every and rec.passed_over is None
+
+
+def test_a_stand_in_chosen_for_its_risk_alone_does_not_clear_less() -> None:
+    """With every swept value of no direction (ttl), a stand-in is one with a lower re-fetch
+    risk: it clears as much, and the reason says what it has, not "clears less"."""
+    (_, stack, *_) = load_policy_file(CLAUDE_CODE)
+    five, hour = build_variants(stack, [parse_axis("ttl=5m,1h")])
+    spread = Spread(sessions=4, resamples=4, seed=0)
+
+    def run(variant: Variant, net: float, draws: list[float], hazards: int) -> Outcome:
+        totals = PolicyTotals(variant.name, cleared_results=10, refetch_hazards=hazards)
+        low, high = interval(np.array(draws))
+        return Outcome(variant, totals, net + 1, net, low, high, np.array(draws), spread)
+
+    best = run(five, 10.0, [10, 10, 10, 10], 3)
+    safer = run(hour, 9.0, [11, 9, 9, 7], 2)
+    rec = recommend([best, safer], max_risk=0.5)
+    assert rec.best is safer and rec.passed_over is best
+    assert rec.reason.startswith(
+        "within noise of the highest, ttl=5m (difference +1.00 points, 95% interval "
+        "-0.85..+2.85), and has a lower re-fetch risk; "
+    )

@@ -122,3 +122,98 @@ def test_simdjson_refuses_what_orjson_refuses() -> None:
         if data.startswith(b"\xef\xbb\xbf"):
             continue
         orjson.loads(data)  # raises if orjson refuses what simdjson took
+
+
+def _call(
+    n: int,
+    usage: str = '{"input_tokens":3,"output_tokens":5}',
+    content: str = "[]",
+    extra: str = "",
+) -> bytes:
+    return (
+        f'{{"type":"assistant","uuid":"u{n}","parentUuid":"u{n - 1}","sessionId":"s",'
+        f'"timestamp":"2026-01-01T00:00:{n:02d}Z","requestId":"r{n}",{extra}"message":{{'
+        f'"model":"claude-opus-4-6","id":"m{n}","usage":{usage},"content":{content}}}}}'
+    ).encode()
+
+
+NASTY_LINES = [
+    # counts of other types: the typed decode refuses them, the dict path decides
+    _call(1, '{"input_tokens":1.0,"output_tokens":1e3}'),
+    _call(2, '{"input_tokens":-1}'),
+    _call(3, '{"input_tokens":100000001}'),
+    _call(4, '{"input_tokens":true}'),
+    _call(5, '{"input_tokens":"5"}'),
+    _call(6, '{"input_tokens":18446744073709551616}'),
+    _call(7, '{"input_tokens":-0,"cache_creation":{"ephemeral_1h_input_tokens":null}}'),
+    _call(8, '{"cache_deleted_input_tokens":-3,"cache_creation":[]}'),
+    _call(9, "null"),
+    # duplicate keys: the last one wins in both decoders
+    _call(10, '{"input_tokens":-1,"input_tokens":2}'),
+    _call(11, '{"input_tokens":2,"input_tokens":-1}'),
+    _call(12, extra='"type":"user","isSidechain":true,"isSidechain":false,'),
+    _call(13, content='[{"type":"text","text":"a","text":"bb"}]'),
+    _call(14, content='[{"type":"tool_use","id":"t","name":"Bash","input":{"a":1},"input":[2]}]'),
+    # content: mixed and unknown blocks, tool results with images, nulls inside
+    _call(
+        15,
+        content='[{"type":"thinking","thinking":"x"},{"type":"weird"},{"text":"t"},'
+        '{"type":"redacted_thinking","data":null},"s",null]',
+    ),
+    _call(
+        16,
+        content='[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text",'
+        '"text":"a"},{"type":"image","source":{"data":"AAAA"}},{"text":"b"},'
+        '{"type":"tool_reference","tool_name":"X"}]}]',
+    ),
+    _call(17, content='[{"type":"tool_result","content":[null,1,"s",[]],"is_error":1}]'),
+    _call(18, content='{"type":"text"}'),
+    # strings: escapes, lone surrogates, NUL, line separators, invalid UTF-8, escaped keys
+    _call(19, content='[{"type":"text","text":"\\u0000\\u2028\\ud83d\\ude00"}]'),
+    _call(20, content='[{"type":"text","text":"\\ud800"}]'),
+    _call(21, extra='"toolUseResult":"\\udc00x",'),
+    _call(22, extra='"toolUseResult":"\xff\xfe",'),
+    _call(23, extra='"typ\\u0065":"user","cwd":"\\/tmp",'),
+    # numbers past a double, NaN, and nesting at orjson's and simdjson's depth limit
+    _call(24, extra='"x":1.797693134862315808e308,'),
+    _call(25, extra='"x":NaN,'),
+    _call(26, extra='"x":' + "[" * 1022 + "1" + "]" * 1022 + ","),
+    _call(27, extra='"x":' + "[" * 1023 + "1" + "]" * 1023 + ","),
+    _call(
+        28,
+        content='[{"type":"tool_use","id":"d","name":"Read","input":'
+        + "[" * 1020
+        + "]" * 1020
+        + "}]",
+    ),
+    # line ends and marks: CR, a byte-order mark mid-file, form feed, trailing garbage
+    _call(29) + b"\r",
+    b"\xef\xbb\xbf" + _call(30),
+    b"\x0c" + _call(31),
+    _call(32) + b" x",
+    b'{"type":"system","subtype":"compact_boundary","uuid":"u33","compactMetadata":'
+    b'{"trigger":1,"preTokens":1.0,"compactedToolIds":["a",2]},"timestamp":"2026-01-01T00:00:33Z"}',
+    b'{"type":"attachment","uuid":"u34","attachment":{"a":[1,{"b":null}]}}',
+    b'{"type":"summary","uuid":"u35","parentUuid":7}',
+    b'{"message":{"model":"claude-opus-4-6","id":"m36","usage":{}},"timestamp":"2026-01-01T00:00:36Z"}',
+]
+
+
+def test_hand_written_nasty_lines_load_alike(tmp_path: Path) -> None:
+    """Lines with fields of other types, duplicate keys, odd blocks, strings, numbers, depth
+    and line ends: typed or not, the same sessions and the same skip report."""
+    folder = tmp_path / "-proj"
+    folder.mkdir()
+    path = folder / "s.jsonl"
+    path.write_bytes(b"\n".join(NASTY_LINES) + b"\n")
+    unit = LoadUnit("claude-code", str(folder), (path,), path.stat().st_size)
+    _same([unit])
+    result = claude_code.ClaudeCodeLoader().load(unit, Detail.TEXT)
+    assert result.skips.lines_read == len(NASTY_LINES)
+    calls = [c.message_id for s in result.sessions for t in s.threads for c in t.calls]
+    assert calls == [f"m{n}" for n in (1, 7, 8, 10, 13, 14, 15, 16, 17, 18, 19, 22, 26, 27, 28,
+                                       29, 36)]  # fmt: skip
+    assert (result.skips.counts, result.skips.repaired) == (
+        {"bad_field": 7, "invalid_json": 7},
+        {"bad_block": 4, "bad_field": 1},
+    )

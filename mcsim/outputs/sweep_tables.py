@@ -22,7 +22,15 @@ from mcsim.outputs.tables import frame, write_parquet
 from mcsim.replay.results import PolicyTotals
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import BASELINE
-from mcsim.replay.sweep import LEVEL, Outcome, Recommendation, Variant, pareto_front
+from mcsim.replay.sweep import (
+    LEVEL,
+    Outcome,
+    Recommendation,
+    Variant,
+    pareto_front,
+    spelled,
+    stand_in_why,
+)
 from mcsim.text import counted, printable
 
 SWEEP_SCHEMA: dict[str, str] = {
@@ -52,7 +60,7 @@ SWEEP_SCHEMA: dict[str, str] = {
 
 
 def _params_text(v: Variant) -> str:
-    return ", ".join(f"{k}={val}" for k, val in v.params)
+    return ", ".join(f"{k}={spelled(val)}" for k, val in v.params)
 
 
 def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommendation) -> Any:
@@ -142,7 +150,7 @@ _GROUP_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 def _group_of(o: Outcome) -> str:
     """The variant's group: its values of every swept key but the first (`ttl=1h`), which
     the savings curve draws as a line over the first; "" when one key is swept."""
-    return ", ".join(f"{k}={v}" for k, v in o.variant.params[1:])
+    return ", ".join(f"{k}={spelled(v)}" for k, v in o.variant.params[1:])
 
 
 def _groups(results: Sequence[Outcome]) -> dict[str, list[Outcome]]:
@@ -175,10 +183,10 @@ def savings_curve(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     places: dict[str, int] = {}
     if not numeric:
         for o in results:
-            places.setdefault(str(dict(o.variant.params)[x_key]), len(places))
+            places.setdefault(spelled(dict(o.variant.params)[x_key]), len(places))
 
     def place(value: Any) -> float:
-        return float(value) if numeric else float(places[str(value)])
+        return float(value) if numeric else float(places[spelled(value)])
 
     # Each group's intervals a little apart, so the error bars of two groups do not overlap.
     step = min((b - a for a, b in itertools.pairwise(values)), default=1.0) * 0.1
@@ -290,8 +298,10 @@ def risk_tradeoff(results: Sequence[Outcome], rec: Recommendation, path: Path) -
     )
     if rec.best is not None:
         # Off the front on purpose when a highest is passed over: it is not clearly ahead, and
-        # the recommended variant clears less.
-        why = ": clears less, within noise of the highest" if rec.passed_over is not None else ""
+        # the recommended variant clears less (or, all else equal, has a lower risk).
+        why = ""
+        if rec.passed_over is not None:
+            why = f": {stand_in_why(rec.best, rec.passed_over)}, within noise of the highest"
         _mark(ax, 100 * rec.best.totals.refetch_risk, rec.best, f"recommended{why}")
     for number, o in enumerate(numbered, 1):
         ax.annotate(str(number), (100 * o.totals.refetch_risk, o.net_savings_pct), fontsize=8,

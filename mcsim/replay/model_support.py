@@ -14,6 +14,7 @@ Anthropic's cache (`provider: anthropic`, a what-if) is taken to be one that sup
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -47,7 +48,7 @@ class Feature:
         if parsed is not None:
             return parsed in self.parsed
         name = model.strip().lower()
-        return any(name.startswith(listed) for listed in self.names) or not name.startswith(
+        return any(_is_named(name, listed) for listed in self.names) or not name.startswith(
             "claude-"
         )
 
@@ -58,6 +59,20 @@ class Feature:
             by_family.setdefault(family, []).append(version)
         words = [f"{f.capitalize()} {', '.join(v)}" for f, v in by_family.items()]
         return "; ".join(words + sorted(self.names))
+
+
+# What may follow a listed name in the same model's id: a date, or a variant (`[1m]`, a
+# gateway's `@date` or `:0`, Bedrock's `-v1`); not more of a version (`-1`, `0`).
+_AFTER_NAME = re.compile(r"-\d{8}(?!\d)|[\[@:]|-v\d")
+
+
+def _is_named(name: str, listed: str) -> bool:
+    """Whether `name` is the model `listed` names: the name itself, or it with a date or a
+    variant after it (claude-fable-5-20260301), not a later version (claude-fable-5-1)."""
+    if not name.startswith(listed):
+        return False
+    rest = name[len(listed) :]
+    return not rest or _AFTER_NAME.match(rest) is not None
 
 
 def _order(key: tuple[str, str]) -> tuple[str, tuple[int, ...]]:

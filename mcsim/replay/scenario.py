@@ -489,7 +489,10 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             return tuple(value)
         words = [w for k in kinds for w in _SHAPES[k]]
         allowed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
-        raise PolicyFileError(bad + f"must be {allowed}, not {shown(value)}")
+        got = shown(value)
+        if list in kinds and isinstance(value, list):  # "not a list" would read as no list
+            got += " holding " + shown(next(v for v in value if not isinstance(v, str)))
+        raise PolicyFileError(bad + f"must be {allowed}, not {got}")
     if kind in (int, float):
         low = -math.inf if param.minimum is None else param.minimum
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -531,8 +534,10 @@ def _api_count(param: Param, value: dict[Any, Any], bad: str) -> Any:
     kind = value.get("type")
     if kind == "all" and "all" in param.choices and len(value) == 1:
         return "all"
-    if kind == param.api_type and set(value) == {"type", "value"}:
-        return value["value"]
+    # A word ("all") has a form of its own, {type: all}: `value` holds a count.
+    count = value.get("value")
+    if kind == param.api_type and set(value) == {"type", "value"} and count not in param.choices:
+        return count
     forms = f"{{type: {param.api_type}, value: N}}"
     if "all" in param.choices:
         forms += " or {type: all}"

@@ -21,7 +21,8 @@ with the highest net savings. It is "clearly ahead" of another when, on the same
 the lower end of the 95% interval of (best - other) is above 0: a paired comparison, not two
 overlapping intervals. A variant is more conservative than the best when it clears less or
 later: each parameter declares which way is conservative (`Param.conservative`: a higher
-keep_recent, n, keep, trigger, gap or clear_at_least); the variant is at least as conservative
+keep_recent, n, keep, trigger, gap or clear_at_least, a false latched or
+keep_counts_excluded); the variant is at least as conservative
 on every such parameter and more on one, or, with all of those equal (or none swept, e.g.
 `ttl`), has a lower re-fetch risk. Among the allowed variants that are more conservative and
 that the best is not clearly ahead of, and that clearly save where the best clearly saves
@@ -106,7 +107,7 @@ class Variant:
     @property
     def name(self) -> str:
         """`keep_recent=3,ttl=5m`; a policy compared as it is (no params): its name."""
-        return ",".join(f"{k}={v}" for k, v in self.params) or self.scenario.name
+        return _name(self.params) or self.scenario.name
 
 
 def parse_axis(spec: str) -> Axis:
@@ -138,7 +139,7 @@ def parse_axis(spec: str) -> Axis:
             )
         return Axis(key, tuple(range(lo, hi + 1, step)))
     parsed = tuple(_literal(text) for text in texts)
-    names = [str(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
+    names = [spelled(v) for v in parsed]  # as variant names show them: 1 and 01 are one variant
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise GridError(f"{where}: value {escaped(twice)} is given twice")
@@ -223,7 +224,16 @@ def _swept(base: Scenario, target: tuple[int, str], key: str) -> Swept:
 
 
 def _name(params: tuple[tuple[str, Any], ...]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params)
+    return ",".join(f"{k}={spelled(v)}" for k, v in params)
+
+
+def spelled(value: Any) -> str:
+    """A grid value as a policy file (and --grid) writes it: true, false, none."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _target(base: Scenario, key: str) -> tuple[int, str]:
@@ -507,10 +517,15 @@ def outcomes(
 
 def _leaning(o: Outcome) -> tuple[float, ...]:
     """The variant's values in their conservative directions (higher: more conservative);
-    -inf for a value that is not a number ("all", None) or a key with no direction."""
+    -inf for a value that is not a number (None: no gap, no floor) or a key with no
+    direction, but +inf for `all` where a higher value is more conservative (`keep: all`
+    keeps everything: no count kept is more conservative)."""
     out = []
     for swept, value in zip(o.variant.swept, o.variant.checked, strict=True):
         number = isinstance(value, int | float)
+        if value == "all" and swept.conservative > 0:
+            out.append(math.inf)
+            continue
         out.append(
             swept.conservative * float(value) if number and swept.conservative else -math.inf
         )
@@ -526,6 +541,13 @@ def more_conservative(o: Outcome, than: Outcome) -> bool:
     if any(mine[i] > theirs[i] for i in directed):
         return True
     return o.totals.refetch_risk < than.totals.refetch_risk
+
+
+def stand_in_why(o: Outcome, than: Outcome) -> str:
+    """What makes the stand-in `o` more conservative than `than`: further on a swept
+    parameter's direction (it clears less or later), else only its lower re-fetch risk."""
+    further = any(a > b for a, b in zip(_leaning(o), _leaning(than), strict=True))
+    return "clears less" if further else "has a lower re-fetch risk"
 
 
 def paired_interval(best: Outcome, other: Outcome) -> tuple[float, float] | None:
@@ -578,8 +600,8 @@ def recommend(results: Sequence[Outcome], max_risk: float) -> Recommendation:
         difference = top.net_savings_pct - pick.net_savings_pct
         reason = (
             f"within noise of the highest, {top.variant.name} (difference "
-            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}), and clears "
-            f"less; {pick.interval_text()}, re-fetch risk "
+            f"{difference:+.2f} points, {LEVEL}% interval {low:+.2f}..{high:+.2f}), and "
+            f"{stand_in_why(pick, top)}; {pick.interval_text()}, re-fetch risk "
             f"{pick.totals.refetch_risk:.0%} ({pick.totals.refetch_hazards} hazards); "
             f"{top.variant.name}: {top.interval_text().split(' (')[0]}, risk "
             f"{top.totals.refetch_risk:.0%}"

@@ -23,6 +23,7 @@ import simdjson
 
 from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
 from mcsim.model import SkipReport
+from mcsim.text import shown
 
 # No real response comes near this: it is 100x the largest context window.
 MAX_TOKENS_PER_CALL = 100_000_000
@@ -78,7 +79,7 @@ def token_count(usage: dict[str, Any], key: str, prefix: str = "message.usage") 
     if value > MAX_TOKENS_PER_CALL:
         raise BadField(
             f"{prefix}.{key}",
-            f"{value:.3g} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
+            f"{shown(value)} tokens is not a real count (limit {MAX_TOKENS_PER_CALL:,})",
         )
     return int(value)
 

@@ -189,6 +189,12 @@ def minutes(seconds: float) -> str:
     return f"{math.floor(seconds / 6) / 10:,.1f}".removesuffix(".0")
 
 
+def amount(value: float) -> str:
+    """A parameter's value for a note, as written (`1,234,567`, `0.5`): never rounded to
+    `1.23457e+06` as `:g` would."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
+
+
 def can_clear(kind: type[Policy]) -> bool:
     """Whether a policy kind can ever clear anything (`none` keeps the base class's hook)."""
     return kind.before_call is not Policy.before_call

@@ -43,6 +43,7 @@ from mcsim.replay.policies import (
     Param,
     Policy,
     View,
+    amount,
     minutes,
     register,
 )
@@ -78,6 +79,7 @@ class ClearThinking(Policy):
             bool,
             False,
             "with after_gap_minutes: once applied, apply on every later call until a compaction",
+            conservative=-1,  # true applies it on more calls
         ),
     )
     renamed: ClassVar[dict[str, str]] = {
@@ -119,6 +121,14 @@ class ClearThinking(Policy):
         cleared = [s for s in thinking if s.turn < oldest_kept and s.tokens and not s.cleared]
         return Clearing(tuple(cleared), Mode.REWRITE, placeholder="") if cleared else None
 
+    def value_notes(self) -> list[str]:
+        if self.values["latched"] and self.values["after_gap_minutes"] is None:
+            return [
+                "latched changes nothing without after_gap_minutes: it applies on every call "
+                "already"
+            ]
+        return []
+
     def idle_note(self, figures: Mapping[str, float]) -> str:
         keep = self.values["keep"]
         if keep == "all":
@@ -131,7 +141,7 @@ class ClearThinking(Policy):
         after = self.values["after_gap_minutes"]
         if after is not None and figures["longest_gap_s"] < 60 * after:
             return (
-                f"never applied: no idle gap reached {after:g} min (longest "
+                f"never applied: no idle gap reached {amount(after)} min (longest "
                 f"{minutes(figures['longest_gap_s'])} min)"
             )
         blocks, turns = int(figures["most_blocks"]), int(figures["most_turns"])

@@ -136,6 +136,7 @@ class ClearToolUses(Policy):
             bool,
             True,
             "keep counts excluded tools' uses too (false: only the tools it may clear)",
+            conservative=-1,  # true keeps fewer of the results it may clear
         ),
     )
 

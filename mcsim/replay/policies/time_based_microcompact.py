@@ -20,6 +20,7 @@ from mcsim.replay.policies import (
     Param,
     Policy,
     View,
+    amount,
     at_least_one,
     keep_newest,
     minutes,
@@ -81,13 +82,13 @@ class TimeBasedMicrocompact(Policy):
         longest = figures["longest_gap_s"]
         if longest < 60 * threshold:
             return (
-                f"never fired: no idle gap reached {threshold:g} min (longest "
+                f"never fired: no idle gap reached {amount(threshold)} min (longest "
                 f"{minutes(longest)} min on a main thread)"
             )
         most = int(figures["most_after_gap"])
         if most <= keep:
             return (
-                f"after every idle gap of {threshold:g} min or more, no more than {keep} "
+                f"after every idle gap of {amount(threshold)} min or more, no more than {keep} "
                 f"compactable results were in the prompt (most: {most})"
             )
         return FREED_NOTHING
