@@ -593,3 +593,23 @@ def test_pings_in_the_defaults_add_a_baseline_of_their_own() -> None:
     ]
     assert runs[0].as_recorded and not runs[1].as_recorded
     assert runs[2].keep_warm == KeepWarm(4.5, 30.0) and runs[2].ttl_for("subagent") == "5m"
+
+
+def test_the_report_gives_the_picks_savings_under_the_other_reading_of_longer_gaps() -> None:
+    """When the pick's pings would also go out in gaps of max_idle_minutes or more, the report
+    says what it saves that way, next to the advice (`if_longer_gaps_paid` in advice.json)."""
+    from mcsim.outputs.report import Fields, _advice_section
+
+    def group(paid: dict[str, Any] | None) -> dict[str, Any]:
+        return {"group": "all threads", "pick": "5m+warm4.5/30", "saved_usd": 0.3968,
+                "saved_pct": 16.8, "interval": "one session: no interval", "reason": "why",
+                "if_longer_gaps_paid": paid, "options": []}  # fmt: skip
+
+    paid = {"cost_usd": 2.134, "saved_usd": 0.234, "saved_pct": 9.9, "pings": 18}
+    section = _advice_section(Fields({"cache_advice": {"overall": [group(paid)]}}))
+    assert section.paragraphs[1].endswith(
+        "why. If its pings also went out, and were paid, in gaps of max_idle_minutes or more "
+        "(a scheduler that cannot see the user's return: 18 pings), it saves $0.2340 (+9.9%)."
+    ), section.paragraphs[1]
+    plain = _advice_section(Fields({"cache_advice": {"overall": [group(None)]}}))
+    assert plain.paragraphs[1].endswith("why.")

@@ -501,6 +501,14 @@ def _advice_section(run: Fields) -> Section:
             f"{_name(group.text('interval'), TEXT_LIMIT)}). "
             f"{_name(group.text('reason'), 4 * TEXT_LIMIT)}."
         )
+        if group.has("if_longer_gaps_paid"):
+            paid = group.obj("if_longer_gaps_paid")
+            paragraphs[-1] += (
+                f" If its pings also went out, and were paid, in gaps of max_idle_minutes or "
+                f"more (a scheduler that cannot see the user's return: {paid.num('pings'):,.0f} "
+                f"pings), it saves {usd(paid.num('saved_usd'))} "
+                f"({paid.num('saved_pct'):+.1f}%)."
+            )
         if group.text("group") == "all threads":
             table = (
                 ["variant", "cost", "saved", "pings", "ping cost"],
