@@ -96,33 +96,10 @@ def read_objects(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int
     other line is counted in `skips.lines_read`, and one that is too long, not JSON or not an
     object is counted in the skip report, as is a file that cannot be read. Shared by the
     JSONL loaders."""
-    loads = orjson.loads
-    try:
-        with open_regular(path) as fh:
-            for number, raw, size, unterminated in iter_lines(fh):
-                if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
-                    continue
-                skips.lines_read += 1
-                if raw is None:
-                    skips.add(
-                        name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
-                    )
-                    continue
-                # _decode, inlined: a call per line less (every line of every file comes here)
-                try:
-                    obj = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    obj = _decode_repaired(bytes(raw), name, number, unterminated, exc, skips)
-                    if obj is _INVALID:
-                        continue
-                if isinstance(obj, dict):
-                    yield number, obj
-                else:
-                    skips.add(name, number, "not_object", f"a JSON {type(obj).__name__}")
-    except NotRegularFileError as exc:
-        skips.add(name, 0, "not_regular_file", exc.what)
-    except OSError as exc:
-        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+    for number, raw, unterminated in _lines(path, name, skips):
+        obj = _object(raw, name, number, unterminated, skips)
+        if obj is not None:
+            yield number, obj
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -143,7 +120,24 @@ def read_typed(
     starts with a byte-order mark (tested on mutated lines: tests/test_typed_lines.py).
     """
     validate = simdjson.Parser().parse
-    loads = orjson.loads
+    for number, raw, unterminated in _lines(path, name, skips):
+        try:
+            typed = decode(raw)
+            validate(raw)  # the document it returns is dropped at once (reused parser)
+            if raw[:3] == _BOM:
+                raise ValueError("a byte-order mark")
+        except _REFUSED:
+            obj = _object(raw, name, number, unterminated, skips)
+            if obj is not None:
+                yield number, obj
+        else:
+            yield number, typed
+
+
+def _lines(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, memoryview, bool]]:
+    """The lines of `path` a reader decodes, with their numbers and whether each is the last
+    and unterminated: blank lines passed over, the others counted in `skips.lines_read`, a
+    line over the limit and a file that cannot be read counted as skips."""
     try:
         with open_regular(path) as fh:
             for number, raw, size, unterminated in iter_lines(fh):
@@ -155,30 +149,28 @@ def read_typed(
                         name, number, "line_too_long", f"{size:,} bytes (limit {MAX_LINE_BYTES:,})"
                     )
                     continue
-                try:
-                    typed = decode(raw)
-                    validate(raw)  # the document it returns is dropped at once (reused parser)
-                    if raw[:3] == _BOM:
-                        raise ValueError("a byte-order mark")
-                except _REFUSED:
-                    pass
-                else:
-                    yield number, typed
-                    continue
-                try:
-                    obj = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    obj = _decode_repaired(bytes(raw), name, number, unterminated, exc, skips)
-                    if obj is _INVALID:
-                        continue
-                if isinstance(obj, dict):
-                    yield number, obj
-                else:
-                    skips.add(name, number, "not_object", f"a JSON {type(obj).__name__}")
+                yield number, raw, unterminated
     except NotRegularFileError as exc:
         skips.add(name, 0, "not_regular_file", exc.what)
     except OSError as exc:
         skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
+
+
+def _object(
+    raw: memoryview, name: str, number: int, unterminated: bool, skips: SkipReport
+) -> dict[str, Any] | None:
+    """The JSON object of a line (repaired where its only fault is invalid UTF-8), or None
+    with the line counted as a skip (not JSON, or JSON but not an object)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        obj = _decode_repaired(bytes(raw), name, number, unterminated, exc, skips)
+        if obj is _INVALID:
+            return None
+    if isinstance(obj, dict):
+        return obj
+    skips.add(name, number, "not_object", f"a JSON {type(obj).__name__}")
+    return None
 
 
 def raw_json_text(raw: msgspec.Raw) -> str:
