@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -325,13 +325,16 @@ def advise(
                        tuple(v.name for v in variants), openai_only)  # fmt: skip
 
 
-class _PerCall:
+class _PerCall(NamedTuple):
     """A run's per-call figures (numpy columns over the calls)."""
 
-    def __init__(self, cost: Any, ping_usd: Any, pings: Any, writes: Any, reads: Any,
-                 write_usd: Any, read_usd: Any) -> None:  # fmt: skip
-        self.cost, self.ping_usd, self.pings = cost, ping_usd, pings
-        self.writes, self.reads, self.write_usd, self.read_usd = writes, reads, write_usd, read_usd
+    cost: Any
+    ping_usd: Any
+    pings: Any
+    writes: Any
+    reads: Any
+    write_usd: Any
+    read_usd: Any
 
 
 def _written(cols: _Columns, run: str) -> npt.NDArray[Any]:
@@ -438,8 +441,7 @@ def _all(
 
 def _joined(main_mask: Any, main: _PerCall, sub: _PerCall) -> _PerCall:
     """Per call, `main`'s figures on main threads and `sub`'s on the others."""
-    fields = ("cost", "ping_usd", "pings", "writes", "reads", "write_usd", "read_usd")
-    return _PerCall(*(np.where(main_mask, getattr(main, f), getattr(sub, f)) for f in fields))
+    return _PerCall._make(np.where(main_mask, m, s) for m, s in zip(main, sub, strict=True))
 
 
 def _advice(

@@ -428,6 +428,16 @@ class _LineReader:
         self._place(node, file, line, session_id, *_where(obj))
         return session_id
 
+    def _check_counts(self, acc: _CallAcc, counts: tuple[Any, ...], file: str, line: int) -> None:
+        """A later line of a call whose input or cache counts differ from its first line's is
+        noted once per call (the first line's counts stand)."""
+        if not acc.conflict_noted and counts != acc.first_counts:
+            acc.conflict_noted = True
+            self.skips.note(
+                file, line, "conflicting_usage",
+                "input or cache counts differ from the call's first line",
+            )  # fmt: skip
+
     def _typed_line(self, obj: _TLine, file: str, line: int, fallback: str) -> str:
         """`_line` for a typed line: the same steps in the same order, on attributes whose
         types the decoder checked (so none of `_line`'s type checks can fail here)."""
@@ -515,14 +525,7 @@ class _LineReader:
                 acc.output_tokens = output
             counts = (raw.cache_read_input_tokens, raw.cache_creation_input_tokens,
                       raw.input_tokens)  # fmt: skip
-            if not acc.conflict_noted and counts != acc.first_counts:
-                acc.conflict_noted = True
-                self.skips.note(
-                    file,
-                    line,
-                    "conflicting_usage",
-                    "input or cache counts differ from the call's first line",
-                )
+            self._check_counts(acc, counts, file, line)
             node.call_key = key
         elif key not in self.replays:
             if raw is None:
@@ -704,14 +707,7 @@ class _LineReader:
             if not isinstance(raw, dict):
                 raise BadField("message.usage", "missing" if raw is None else "not an object")
             acc.output_tokens = max(acc.output_tokens, token_count(raw, "output_tokens"))
-            if not acc.conflict_noted and _counts(raw) != acc.first_counts:
-                acc.conflict_noted = True
-                self.skips.note(
-                    file,
-                    line,
-                    "conflicting_usage",
-                    "input or cache counts differ from the call's first line",
-                )
+            self._check_counts(acc, _counts(raw), file, line)
             node.call_key = key
         elif key not in self.replays:
             usage = _usage(raw)
