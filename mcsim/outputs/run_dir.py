@@ -374,21 +374,11 @@ def _never_a_run_dir(out_dir: Path, inputs: Sequence[Path], cache: Path | None) 
     homes = {Path.home(), Path(os.environ.get("HOME") or Path.home())}
     if target in {home.resolve() for home in homes}:
         return "is a home directory"
-    for path in inputs:
-        resolved = path.resolve()
-        if target == resolved:
-            return f"is an input ({path})"
-        if target in resolved.parents:
-            return f"holds the input {path}"
-    if cache is not None:
-        resolved = cache.resolve()
-        if target == resolved:
-            return f"is the session cache folder ({cache})"
-        if target in resolved.parents:
-            return f"holds the session cache folder {cache}"
-        if resolved in target.parents:
-            return f"is inside the session cache folder {cache}"
-    return None
+    return _overlaps(
+        target,
+        [(path, path.resolve()) for path in inputs],
+        None if cache is None else (cache, cache.resolve()),
+    )
 
 
 def _never_an_object_run(out: ObjectPath, inputs: Sequence[Path], cache: Path | None) -> str | None:
@@ -396,19 +386,32 @@ def _never_an_object_run(out: ObjectPath, inputs: Sequence[Path], cache: Path | 
     prefix, nor be, hold or lie in the cache's prefix (a whole bucket: `_check_object_out`)."""
     if "/" not in out.key:
         return None
-    for path in inputs:
-        if isinstance(path, ObjectPath):
-            if out == path:
-                return f"is an input ({path})"
-            if out in path.parents:
-                return f"holds the input {path}"
-    if isinstance(cache, ObjectPath):
-        if out == cache:
-            return f"is the session cache folder ({cache})"
-        if out in cache.parents:
-            return f"holds the session cache folder {cache}"
-        if cache in out.parents:
-            return f"is inside the session cache folder {cache}"
+    return _overlaps(
+        out,
+        [(path, path) for path in inputs if isinstance(path, ObjectPath)],
+        (cache, cache) if isinstance(cache, ObjectPath) else None,
+    )
+
+
+def _overlaps(
+    target: Any, inputs: list[tuple[Any, Any]], cache: tuple[Any, Any] | None
+) -> str | None:
+    """Why a run directory at `target` would overwrite what the run reads: it is or holds an
+    input, or is, holds or lies in the cache folder. Each is (as named, as compared): a
+    local path resolved, an object path as it is."""
+    for named, where in inputs:
+        if target == where:
+            return f"is an input ({named})"
+        if target in where.parents:
+            return f"holds the input {named}"
+    if cache is not None:
+        named, where = cache
+        if target == where:
+            return f"is the session cache folder ({named})"
+        if target in where.parents:
+            return f"holds the session cache folder {named}"
+        if where in target.parents:
+            return f"is inside the session cache folder {named}"
     return None
 
 
