@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from mcsim.errors import NoCallsError
 from mcsim.ingest.pipeline import ProgressFn, day_range
 from mcsim.outputs.run_dir import cache_folder, checked_out_dir
+from mcsim.replay import run as replay_core  # run_replay read at call time (tests stand in for it)
 from mcsim.replay.presets import PolicySource, resolve_policy
 from mcsim.replay.refetch import DEFAULT_MAX_RISK
-from mcsim.replay.run import DEFAULT_FIDELITY_THRESHOLD, RECORDED, ReplayReport, run_replay
+from mcsim.replay.run import DEFAULT_FIDELITY_THRESHOLD, RECORDED, ReplayReport
 from mcsim.replay.scenario import Scenario, baseline, load_policy_file
 
 if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the workers fork)
@@ -186,7 +187,7 @@ def advise_run(config: AdviseConfig, progress: ProgressFn | None = None) -> Advi
         runs = variant_scenarios(variants, openai_only)
         with open_engine(config.engine, address=config.ray_address,
                          workers=config.workers) as runner:  # fmt: skip
-            report = run_replay(list(config.paths), runs, prices, cache_dir=cache,
+            report = replay_core.run_replay(list(config.paths), runs, prices, cache_dir=cache,
                                 since_s=dates[0], until_s=dates[1], workers=config.workers,
                                 progress=progress, engine=runner)  # fmt: skip
         if not report.sessions:
@@ -341,7 +342,7 @@ def _replayed(
     from mcsim.ingest.engines import open_engine
 
     with open_engine(config.engine, address=config.ray_address, workers=config.workers) as runner:
-        report = run_replay(
+        report = replay_core.run_replay(
             list(config.paths),
             scenarios,
             prepared.prices,
