@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,14 @@ from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
+from mcsim.replay.keep_warm import KeepWarm
 from mcsim.replay.results import SessionReplay
 from mcsim.replay.run import RECORDED, ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
 
+# The claude-code file, and its last policy again with keep-warm pings (rows of their own)
 SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
+SCENARIOS = [*SCENARIOS, replace(SCENARIOS[-1], name="warm", keep_warm=KeepWarm(4.5, 15.0))]
 NAMES = [RECORDED, *(s.name for s in SCENARIOS)]
 
 
@@ -84,6 +88,7 @@ def test_tables_and_chart_lines_equal_the_in_memory_ones(
     calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
+    assert calls["ping"].sum() > 0 and set(calls.filter("ping")["policy"]) == {"warm"}
     monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
     monkeypatch.setattr(local, "_PARALLEL_MIN_BYTES", 0)  # the corpus is forked over too
     with RowsSink(NAMES, tmp_path / "run") as sink:

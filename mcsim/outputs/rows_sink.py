@@ -47,7 +47,7 @@ REPLAY_CALLS_SCHEMA: dict[str, str] = {
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
     "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
-    "pings": "int", "ping_cost_usd": "float",
+    "pings": "int", "ping_cost_usd": "float", "ping": "bool",
 }  # fmt: skip
 REPLAY_BREAKS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
@@ -77,7 +77,8 @@ GROUP_ROWS = 20_000
 
 
 def rows_frame(rows: RowsTable) -> Any:
-    """The calls table of `rows` (in its order: policy, session, thread, call)."""
+    """The calls table of `rows` (in its order: policy, session, thread, call), each
+    keep-warm ping a row of its own (`ping`) before the call after its gap."""
     import polars as pl
 
     empty = frame([], REPLAY_CALLS_SCHEMA)
@@ -88,14 +89,93 @@ def rows_frame(rows: RowsTable) -> Any:
         elif name in rows.numbers:
             values = rows.numbers[name]
             if name == "timestamp":  # epoch seconds to milliseconds
-                values = (values * 1000).round().astype("int64")
+                values = _milliseconds(values)
             columns[name] = pl.Series(name, values).cast(dtype)
     table = pl.DataFrame(columns).with_columns(
         pl.col("cost_usd").fill_nan(None),
         pl.col("ping_cost_usd").fill_nan(None),
+        pl.lit(False).alias("ping"),
         pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
     )
-    return table.select(empty.columns)
+    table = table.select(empty.columns)
+    if rows.ping_gaps:
+        table = _with_pings(table, rows)
+    return table
+
+
+def policy_slices(rows: RowsTable) -> list[slice]:
+    """Each policy's rows in `rows_frame(rows)`: its calls and the pings among them."""
+    import numpy as np
+
+    starts = np.arange(len(rows.policies) + 1, dtype=np.int64) * rows.calls
+    if rows.ping_gaps:
+        counts = np.array([g.pings for g in rows.ping_gaps], dtype=np.int64)
+        before = np.concatenate(([0], np.cumsum(counts)))
+        starts += before[np.searchsorted(rows.ping_at, starts, side="left")]
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(starts)]
+
+
+def _with_pings(table: Any, rows: RowsTable) -> Any:
+    """`table` with a row for each ping of `rows.ping_gaps`, before the call after its gap:
+    the thread's, at its time, with its tokens and its own cost (`cost_usd`), the model, TTL
+    and cleared tokens of the call before the gap (whose cached prompt it reads)."""
+    import numpy as np
+    import polars as pl
+
+    gaps = rows.ping_gaps
+    counts = np.array([g.pings for g in gaps], dtype=np.int64)
+    at = np.repeat(rows.ping_at, counts)  # each ping's call, in the table's order
+    nth = np.arange(len(at)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+
+    def each(values: list[Any], dtype: Any = None) -> Any:
+        return np.repeat(np.array(values, dtype=dtype), counts)
+
+    sent = each([g.from_s for g in gaps], np.float64) + nth * each(
+        [g.interval_s for g in gaps], np.float64
+    )
+    cost = each([np.nan if g.cost_usd is None else g.cost_usd for g in gaps], np.float64)
+    read = each([g.cache_read_tokens for g in gaps], np.int64)
+    fresh = each([g.input_tokens for g in gaps], np.int64)
+    before = table[at - 1].select("model", "ttl", "cleared_tokens")
+    pings = (
+        table[at]
+        .with_columns(
+            pl.Series("timestamp", _milliseconds(sent)).cast(table.schema["timestamp"]),
+            before.get_column("model"),
+            before.get_column("ttl"),
+            pl.Series("prompt_tokens", read + fresh),
+            pl.Series("input_tokens", fresh),
+            pl.lit(0, dtype=pl.Int64).alias("cache_write_5m_tokens"),
+            pl.lit(0, dtype=pl.Int64).alias("cache_write_1h_tokens"),
+            pl.Series("cache_read_tokens", read),
+            pl.Series("output_tokens", each([g.output_tokens for g in gaps], np.int64)),
+            pl.Series("cost_usd", cost).fill_nan(None),
+            before.get_column("cleared_tokens"),
+            pl.lit(0, dtype=pl.Int64).alias("newly_cleared_tokens"),
+            pl.lit(False).alias("rewrote"),
+            pl.lit(False).alias("cache_edit"),
+            pl.lit(False).alias("is_break"),
+            pl.lit(None, dtype=pl.String).alias("break_cause"),
+            pl.lit(0, dtype=pl.Int64).alias("pings"),
+            pl.lit(0.0).alias("ping_cost_usd"),
+            pl.lit(True).alias("ping"),
+        )
+        .select(table.columns)
+    )
+    # A call's row moves down by the pings at or before it; the j-th ping (in order) comes j
+    # rows after its call's old place, so before its call.
+    calls = np.arange(table.height, dtype=np.int64)
+    places = np.concatenate(
+        (calls + np.searchsorted(at, calls, side="right"), at + np.arange(len(at)))
+    )
+    order = np.empty_like(places)
+    order[places] = np.arange(len(places))
+    return pl.concat([table, pings]).select(pl.all().gather(order))
+
+
+def _milliseconds(seconds: Any) -> Any:
+    """Epoch seconds (numpy) as whole milliseconds."""
+    return (seconds * 1000).round().astype("int64")
 
 
 def breaks_columns_frame(parts: list[list[list[object]]]) -> Any:
@@ -331,8 +411,8 @@ class RowsSink(Spool):
             if lines is not None:
                 lines.add(rows)
             calls = rows_frame(rows)  # one slice per policy, in order
-            for index in range(len(self.policies)):
-                parts.add("calls", index, calls.slice(index * rows.calls, rows.calls))
+            for index, rows_of in enumerate(policy_slices(rows)):
+                parts.add("calls", index, calls[rows_of])
         for name, frame_ in (
             ("breaks", breaks_columns_frame(breaks) if breaks else None),
             ("sessions", frame(table, REPLAY_SESSIONS_SCHEMA) if table else None),

@@ -67,8 +67,9 @@ from mcsim.text import from_fs
 # drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports;
 # 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
 # 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd);
-# 8: laid out from the records' own fields (mcsim.ingest.codec)
-RESULTS_VERSION = 8
+# 8: laid out from the records' own fields (mcsim.ingest.codec); 9: each gap's pings
+# (SessionRows.pinged), the rows of the pings in the calls table
+RESULTS_VERSION = 9
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 # The types each break column may hold, in BREAK_COLUMNS order
@@ -297,6 +298,8 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
         raise ValueError("a negative count of calls")
     if not all(0 <= at_row < n for at_row, _ in rows.causes):
         raise ValueError("a break past the session's rows")
+    if not all(0 < gap.at < n and gap.pings > 0 for gap in rows.pinged):
+        raise ValueError("pings past the session's rows")
     return at
 
 

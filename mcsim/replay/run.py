@@ -345,6 +345,7 @@ def _rows(
         sim.model,
         sim.ttl,
         sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops)),
+        sim.ping_gaps,
     )
     for b in sim.breaks:
         row = (
