@@ -4,8 +4,10 @@ Kept in the report until the end, every session's rows made the driver grow with
 (about 150 MB per GB of transcripts), which memory must not do (docs/design.md#performance).
 `RowsSink` is handed each session's result by
 `run_replay(sink=...)`: it appends the session's rows to a spool file in its own temporary
-folder and drops them from the result. `finish` then reads them back a batch of sessions at a
-time, in the documented order (calls: session in start order, thread and call; breaks and
+folder (or notes where a worker wrote them: `pack`, `PackTo`) and returns its handle to them
+(`RowsAt` or a spool offset), which the report keeps with the session's count
+(`CountedSession`) instead of the result. `finish` then reads them back a batch of sessions
+at a time, in the documented order (calls: session in start order, thread and call; breaks and
 sessions: session by session): each batch's rows of each policy go to a part file, and each
 batch is handed to the charts' `CallLines`, which keeps only what the charts draw. `write`
 then makes each of the calls, breaks and sessions tables a dataset partitioned by policy
@@ -20,6 +22,7 @@ import itertools
 import os
 import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -37,7 +40,7 @@ from mcsim.outputs.tables import (
     write_part,
 )
 from mcsim.processes import give_back_memory
-from mcsim.replay.results import BREAK_COLUMNS, SessionReplay, shed_totals
+from mcsim.replay.results import BREAK_COLUMNS, CountedSession, PackedRows, SessionReplay
 from mcsim.replay.rows import RowsTable, SessionRows
 
 REPLAY_CALLS_SCHEMA: dict[str, str] = {
@@ -229,12 +232,13 @@ def pack(result: SessionReplay) -> SessionReplay:
     pickle as it is, where it unpickled the rows from the worker and pickled them again (0.36
     and 0.19 s of the driver's CPU in a warm replay of the 506 MB replica, and the driver is
     what that run waits for)."""
-    result.packed_rows = (pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL), _calls(result))
-    return _shed(result)
+    blob = pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL)
+    return _without_rows(result, PackedRows(blob, "", 0, _calls(result)))
 
 
 class RowsAt(NamedTuple):
-    """Where a worker wrote a result's packed rows: a file of the sink's folder, an offset."""
+    """Where a session's rows are: a file of the sink's folder (its spool, or a worker's
+    file), and the offset of their pickle in it. The sink's handle to them."""
 
     path: str
     offset: int
@@ -265,8 +269,7 @@ class PackTo:
             self._file.flush()  # in the file before the driver hears of it
         except OSError as exc:
             raise write_error(exc, self.out_dir, self.folder) from exc
-        result.packed_rows = (RowsAt(self._file.name, offset), _calls(result))
-        return _shed(result)
+        return _without_rows(result, PackedRows(None, self._file.name, offset, _calls(result)))
 
     def close(self) -> None:
         """Close this process's file (a run in one process: the workers' close as they end)."""
@@ -283,10 +286,8 @@ def _calls(result: SessionReplay) -> int:
     return result.call_rows.calls if result.call_rows is not None else 0
 
 
-def _shed(result: SessionReplay) -> SessionReplay:
-    result.call_rows = None
-    result.break_columns = []
-    return result
+def _without_rows(result: SessionReplay, packed: PackedRows) -> SessionReplay:
+    return replace(result, call_rows=None, break_columns=[], packed=packed)
 
 
 class RowsSink(Spool):
@@ -299,34 +300,30 @@ class RowsSink(Spool):
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
         super().__init__("rows", out_dir)
         self.policies = list(policies)
-        # By id of each result (the report holds them all): where its rows are, in the spool
-        # (an offset) or in a worker's file (`PackTo`).
-        self._at: dict[int, int | RowsAt] = {}
         self._readers: dict[str, IO[bytes]] = {}  # the workers' files, open for `finish`
         self._packer: PackTo | None = None  # what `packer` made: its file, in this process
         self._parts: _Parts | None = None  # set by `finish`
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
 
-    def __call__(self, result: SessionReplay) -> None:
-        """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
-        and drop them, and its per-policy totals, from it (`run.shed_totals`). Rows `pack`ed
-        in the worker are written as they came."""
+    def __call__(self, result: SessionReplay) -> RowsAt | int:
+        """Take `result`'s rows (calls, breaks, and its sessions-table rows): append them to the
+        spool, or, `pack`ed in the worker into a file of this sink's folder, note where they
+        are. Returns the handle `finish` reads them by."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
-        if result.packed_rows is None:
-            pack(result)
-        assert result.packed_rows is not None
-        blob, calls = result.packed_rows
-        self._at[id(result)] = self.put_pickled(blob) if isinstance(blob, bytes) else RowsAt(*blob)
-        self.calls += calls
-        result.packed_rows = None
-        shed_totals(result)
+        packed = result.packed if result.packed is not None else pack(result).packed
+        assert packed is not None
+        self.calls += packed.calls
         self.sunk += 1
+        if packed.data is not None:
+            return self.put_pickled(packed.data)
+        return RowsAt(packed.path, packed.offset)
 
-    def finish(self, sessions: Sequence[SessionReplay], lines: CallLines | None = None) -> None:
-        """Write the rows of `sessions` (the report's, in start order) to part files a batch at
-        a time, handing each batch to `lines`; `write` makes the tables of them."""
+    def finish(self, sessions: Sequence[CountedSession], lines: CallLines | None = None) -> None:
+        """Write the rows of `sessions` (the report's, in start order, each with this sink's
+        handle) to part files a batch at a time, handing each batch to `lines`; `write` makes
+        the tables of them."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
         parts = self._parts = _Parts(self.folder, len(self.policies))
@@ -335,9 +332,9 @@ class RowsSink(Spool):
         table: list[dict[str, Any]] = []
         size = 0
         for session in sessions:
-            where = self._at.get(id(session))
-            if where is None:
-                continue
+            where = session.rows
+            if not isinstance(where, int | RowsAt):
+                raise ValueError(f"session {session.session_id}: rows this sink did not take")
             rows, columns, session_table = (
                 self.get(where) if isinstance(where, int) else self._worker_rows(where)
             )

@@ -30,7 +30,7 @@ import hashlib
 import math
 import struct
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,7 @@ _CODEC = Codec(
     Kept,
     leave={
         "SessionReplay.break_columns",
-        "SessionReplay.net_costs",
-        "SessionReplay.packed_rows",
+        "SessionReplay.packed",
         "SessionRows.ints",
         "SessionRows.floats",
         "SessionRows.bools",
@@ -239,8 +238,9 @@ def _decode(
     for k in kept:
         at = _check(k, runs, blob, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
+        result = replace(k.result, break_columns=_breaks(k.breaks))
         done.append((_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
-                     k.result))  # fmt: skip
+                     result))  # fmt: skip
     if at != len(blob):
         raise ValueError("rows that do not add up")
     # Kept for other states of the files (the transcripts changed since): their sessions
@@ -271,7 +271,6 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
             raise ValueError("the figures of other policies")
     if len(k.digests) != len(k.counts):
         raise ValueError("calls without their counts")
-    r.break_columns = _breaks(k.breaks)
     rows = r.call_rows
     if rows is None:
         return at
