@@ -26,7 +26,7 @@ from mcsim.outputs.charts import (
     savings_data,
 )
 from mcsim.replay.results import PolicyTotals
-from mcsim.replay.rows import INT_COLUMNS, RowsTable, SessionRows
+from mcsim.replay.rows import INT_COLUMNS, RowsTable, SessionRows, ThreadRows
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import parse_policies
 
@@ -38,7 +38,7 @@ def session(
     sid: str, times: list[float], runs: dict[str, tuple[list[int], list[float], dict[int, str]]]
 ) -> SessionRows:
     """One session, one thread; per policy (prompt tokens, cost, {call: break cause})."""
-    s = SessionRows(sid, "proj", [("main", "main", len(times))])
+    s = SessionRows(sid, "proj", [ThreadRows("main", "main", len(times))])
     for policy in POLICIES:
         s.start_run(policy)
         add_thread(s, times, *runs[policy])
@@ -273,7 +273,9 @@ def with_subagent(cleared: bool = True) -> RowsTable:
     """One session: the main thread's calls at t = 100, 200, 400 (100k, 110k, 120k tokens), a
     sub-agent's at t = 250, 300 (13k, 14k); q's sub-agent sends 5k and 6k (unless not
     `cleared`)."""
-    s = SessionRows("s", "proj", [("main", "main", 3), ("agent-a", "subagent", 2)])
+    s = SessionRows(
+        "s", "proj", [ThreadRows("main", "main", 3), ThreadRows("agent-a", "subagent", 2)]
+    )
     for policy in POLICIES:
         s.start_run(policy)
         add_thread(s, [100.0, 200.0, 400.0], [100_000, 110_000, 120_000], [1.0] * 3, {})

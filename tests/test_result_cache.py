@@ -412,9 +412,9 @@ def _column(doc: list[Any], table: str, column: str) -> list[Any]:
         (_at("result", "calibration_fallbacks"), []),  # fidelity without its fallbacks
         (_at("result", "ttls", 0), {"1h": "3"}),  # calls by recorded TTL as text
         (_at("result.policies", "edit_reread_usd", 0), 1),  # a re-read cost not a float
-        # short records as their columns: (thread ids, kinds, calls) for a session's threads
-        (_at("result.call_rows", "threads", 0, 2, 0), 0),  # a thread without its calls
-        (_at("result.call_rows", "threads", 0, 1, 0), 7),  # a thread kind not a string
+        # a session's threads, a table of their own (rows.ThreadRows)
+        (_at("result.call_rows.threads", "calls", 0), 0),  # a thread without its calls
+        (_at("result.call_rows.threads", "kind", 0), 7),  # a thread kind not a string
         (_at("result.call_rows", "rows", 0), 1),  # fewer rows than the threads' calls
         (_at("result.call_rows", "model", 0), []),  # model runs that do not cover the rows
         (_at("", "breaks", 0, 4), ["1"]),  # a break's call index as text
@@ -462,6 +462,17 @@ def _negative_run(doc: list[Any], field: str) -> None:
     columns[-1].append(-1)
 
 
+def _negative_thread(doc: list[Any]) -> None:
+    # one thread more, of -1 calls, and a call more on the first: the counts still add up
+    _column(doc, "result.call_rows", "threads")[0] += 1
+    kinds = _column(doc, "result.call_rows.threads", "kind")
+    calls = _column(doc, "result.call_rows.threads", "calls")
+    calls[0] += 1
+    _column(doc, "result.call_rows.threads", "thread_id").append("another")
+    kinds.append(kinds[0])
+    calls.append(-1)
+
+
 def _cause_past_the_rows(doc: list[Any]) -> None:
     rows = _column(doc, "result.call_rows", "rows")[0]
     _column(doc, "result.call_rows", "causes")[0] = [[rows], ["ttl_expired"]]  # (row, cause)
@@ -502,7 +513,7 @@ def _rows_of_other_runs(doc: list[Any]) -> None:
     "forge",
     [
         _fewer_counts,
-        lambda d: _negative_run(d, "threads"),
+        _negative_thread,
         lambda d: _negative_run(d, "model"),
         lambda d: _negative_run(d, "ttl"),
         _cause_past_the_rows,

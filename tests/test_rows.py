@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
-from mcsim.replay.rows import RowsTable, SessionRows, runs
+from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows, runs
 
 
 def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> SessionRows:
     """Rows whose prompt_tokens encode (policy, thread, call) as p*100 + t*10 + call."""
-    rows = SessionRows(name, f"proj-{name}", [(t, "main", n) for t, n in threads])
+    rows = SessionRows(name, f"proj-{name}", [ThreadRows(t, "main", n) for t, n in threads])
     for p, policy in enumerate(policies):
         rows.start_run(policy)
         for t, (_, n) in enumerate(threads):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from mcsim.errors import UsageError
 from mcsim.ingest.discovery import discover
@@ -147,9 +147,23 @@ def without_calls(sessions: list[Session], keys: frozenset[int]) -> tuple[list[S
     return kept, dropped
 
 
-# What a unit's sessions came to, per session: its start, its files, its calls'
-# `call_digest`s and counts, and fn's result. All a job needs to send, whether fn ran or not.
-Done = tuple[float, tuple[str, ...], "array[int]", "array[int]", T]
+class Done(NamedTuple, Generic[T]):
+    """What one session of a unit came to: all a job needs to send, whether fn ran or not."""
+
+    start_s: float
+    files: tuple[str, ...]
+    digests: array[int]  # its calls' `call_digest`s
+    counts: array[int]  # ... and their counts
+    result: T  # fn's
+
+
+class SessionOutcome(NamedTuple, Generic[T]):
+    """A session's calls' `call_digest`s and counts (packed: cheaper to send and to read back
+    than the id strings, and hashed in the worker, not in the parent), and fn's result."""
+
+    digests: array[int]
+    counts: array[int]
+    result: T
 
 
 @dataclass
@@ -208,9 +222,7 @@ class _Job(Generic[S, T]):
 
 @dataclass
 class _UnitOutput(Generic[T]):
-    # Per session: its calls' `call_digest`s and counts (packed: cheaper to send and to read
-    # back than the id strings, and hashed in the worker, not in the parent), and fn's result.
-    results: list[tuple[array[int], array[int], T]]
+    results: list[SessionOutcome[T]]
     skips: SkipReport
     outside_dates: int = 0
     excluded_calls: int = 0
@@ -224,8 +236,8 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     if memoed is not None and memoed.current:
         inside, outside = [], []
         for done_session in memoed.sessions:
-            if _outside(job, done_session[0]):
-                outside.append(done_session[1])
+            if _outside(job, done_session.start_s):
+                outside.append(done_session.files)
             else:
                 inside.append(done_session)
         out = _output(inside, outside, memoed.skips, job.prepare)
@@ -235,7 +247,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     # sessions that did not change are taken as they are, by their key (none without keys).
     earlier = {}
     if memoed is not None:
-        earlier = dict(zip(memoed.keys, (d[4] for d in memoed.sessions), strict=False))
+        earlier = dict(zip(memoed.keys, (d.result for d in memoed.sessions), strict=False))
     loaded = job.source(job.unit, job.exclude)
     done: list[Done[T]] = []
     keys: list[str] = []
@@ -250,7 +262,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         digests = array("Q", map(call_digest, session.call_keys))
         key = memo.key(session) if memo is not None else ""
         result = earlier.pop(key) if key in earlier else job.fn(session)
-        done.append((start, session.files, digests, array("q", session.call_counts), result))
+        done.append(Done(start, session.files, digests, array("q", session.call_counts), result))
         keys.append(key)
     # Kept only whole (a result for every session), and never with a note of a rebuilt cache
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
@@ -280,10 +292,11 @@ def _output(
     skip report without the examples of files that hold only sessions outside them
     (`outside`: the files of each of those sessions)."""
     results = [
-        (d, c, result if prepare is None else prepare(result)) for _, _, d, c, result in done
+        SessionOutcome(d.digests, d.counts, d.result if prepare is None else prepare(d.result))
+        for d in done
     ]
     out = _UnitOutput(results, skips, len(outside))
-    inside = {f for d in done for f in d[1]}
+    inside = {f for d in done for f in d.files}
     out.examples_outside_dates = _drop_examples(skips, {f for o in outside for f in o} - inside)
     return out
 
@@ -395,13 +408,13 @@ def _collect(
             if computed is not None and not output.served:
                 computed()
                 computed = None
-            digests = _joined(ds for ds, _, _ in output.results)
+            digests = _joined(o.digests for o in output.results)
             repeated = seen.find(digests)
             if repeated:
                 _note_conflicts(job, repeated, stats)
                 output = _run_job(replace(job, exclude=frozenset(repeated)))
                 stats.duplicate_calls += output.excluded_calls
-                digests = _joined(ds for ds, _, _ in output.results)
+                digests = _joined(o.digests for o in output.results)
             stats.skips.merge(output.skips)
             stats.sessions_outside_dates += output.outside_dates
             stats.examples_outside_dates += output.examples_outside_dates
@@ -410,9 +423,9 @@ def _collect(
                 progress(done, total)
             # The re-run's calls, not the first run's without the repeats: leaving calls out
             # moves a session's start, which may take it into or out of --since/--until.
-            seen.add(digests, _joined((cs for _, cs, _ in output.results), "q"))
-            for _, _, result in output.results:
-                yield result
+            seen.add(digests, _joined((o.counts for o in output.results), "q"))
+            for outcome in output.results:
+                yield outcome.result
 
 
 def _joined(parts: Iterable[array[int]], typecode: str = "Q") -> array[int]:

@@ -278,8 +278,17 @@ class PackTo:
         self._file = None
 
 
-def _taken(result: SessionReplay) -> tuple[Any, ...]:
-    return (result.call_rows, result.break_columns, session_rows(result))
+class _Taken(NamedTuple):
+    """What the sink takes of a result, pickled as one: the calls table's rows, the breaks
+    table's columns, and the sessions table's rows."""
+
+    calls: SessionRows | None
+    breaks: list[list[object]]
+    sessions: list[dict[str, Any]]
+
+
+def _taken(result: SessionReplay) -> _Taken:
+    return _Taken(result.call_rows, result.break_columns, session_rows(result))
 
 
 def _calls(result: SessionReplay) -> int:
@@ -335,15 +344,13 @@ class RowsSink(Spool):
             where = session.rows
             if not isinstance(where, int | RowsAt):
                 raise ValueError(f"session {session.session_id}: rows this sink did not take")
-            rows, columns, session_table = (
-                self.get(where) if isinstance(where, int) else self._worker_rows(where)
-            )
-            if rows is not None:
-                batch.append(rows)
-                size += rows.rows
-            if columns:
-                breaks.append(columns)
-            table.extend(session_table)
+            taken: _Taken = self.get(where) if isinstance(where, int) else self._worker_rows(where)
+            if taken.calls is not None:
+                batch.append(taken.calls)
+                size += taken.calls.rows
+            if taken.breaks:
+                breaks.append(taken.breaks)
+            table.extend(taken.sessions)
             if size >= BATCH_ROWS:
                 self._write_batch(batch, breaks, table, parts, lines)
                 batch, breaks, table, size = [], [], [], 0

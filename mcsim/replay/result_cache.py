@@ -53,7 +53,7 @@ from mcsim.ingest.disk_cache import (
 )
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
-from mcsim.ingest.pipeline import Memoed
+from mcsim.ingest.pipeline import Done, Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
@@ -68,8 +68,9 @@ from mcsim.text import from_fs
 # 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
 # 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd);
 # 8: laid out from the records' own fields (mcsim.ingest.codec); 9: each gap's pings
-# (SessionRows.pinged), the rows of the pings in the calls table
-RESULTS_VERSION = 9
+# (SessionRows.pinged), the rows of the pings in the calls table; 10: a session's threads as
+# records (rows.ThreadRows), break columns apart from the result's
+RESULTS_VERSION = 10
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
 # The types each break column may hold, in BREAK_COLUMNS order
@@ -185,11 +186,10 @@ class ResultCache:
             return
         path, _, files = self._entry(unit)
         kept = [
-            Kept(start, files_, digests.tolist(), counts.tolist(), key, r, r.break_columns)
-            for (start, files_, digests, counts, r), key in zip(
-                memoed.sessions, memoed.keys, strict=True
-            )
-        ]
+            Kept(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), key, d.result,
+                 d.result.break_columns)
+            for d, key in zip(memoed.sessions, memoed.keys, strict=True)
+        ]  # fmt: skip
         blob = [
             b"".join(chunks)
             for k in kept
@@ -239,8 +239,8 @@ def _decode(
         at = _check(k, runs, blob, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
         result = replace(k.result, break_columns=_breaks(k.breaks))
-        done.append((_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
-                     result))  # fmt: skip
+        done.append(Done(_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
+                         result))  # fmt: skip
     if at != len(blob):
         raise ValueError("rows that do not add up")
     # Kept for other states of the files (the transcripts changed since): their sessions
@@ -292,7 +292,7 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
     for runs_ in (rows.model, rows.ttl):
         if sum(count for _, count in runs_) != n:
             raise ValueError("runs that do not add up")
-    counts = [t[2] for t in rows.threads] + [r_[1] for r_ in (*rows.model, *rows.ttl)]
+    counts = [t.calls for t in rows.threads] + [r_[1] for r_ in (*rows.model, *rows.ttl)]
     if any(count < 0 for count in counts):
         raise ValueError("a negative count of calls")
     if not all(0 <= at_row < n for at_row, _ in rows.causes):

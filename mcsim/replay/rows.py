@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcsim.replay.keep_warm import PingGap
 
@@ -48,6 +48,14 @@ def runs(values: Sequence[str]) -> list[tuple[str, int]]:
     return [(value, sum(1 for _ in group)) for value, group in groupby(values)]
 
 
+class ThreadRows(NamedTuple):
+    """One thread's part of each run's rows: its id, its kind, and its calls (rows)."""
+
+    thread_id: str
+    kind: str
+    calls: int
+
+
 @dataclass
 class SessionRows:
     """One session's rows: for each run (the recording, then each scenario), every thread's
@@ -55,7 +63,7 @@ class SessionRows:
 
     session_id: str
     project: str
-    threads: list[tuple[str, str, int]]  # (thread_id, thread_kind, calls), in row order
+    threads: list[ThreadRows]  # in row order
     policies: list[str] = field(default_factory=list)  # the runs, in row order
     rows: int = 0
     # Per column, packed chunks (native int64, float64, one byte per bool); `seal` joins them.
@@ -71,7 +79,7 @@ class SessionRows:
 
     @property
     def calls(self) -> int:
-        return sum(n for _, _, n in self.threads)
+        return sum(t.calls for t in self.threads)
 
     def start_run(self, policy: str) -> None:
         self.policies.append(policy)
@@ -155,8 +163,8 @@ class RowsTable:
         self._set("session_id", [s.session_id for s in sessions], np.tile(per_session, runs_n))
         self._set("project", [s.project for s in sessions], np.tile(per_session, runs_n))
         self._set("policy", self.policies, np.repeat(np.arange(runs_n), self.calls))
-        ids = self._encode([(t[0], t[2]) for s in sessions for t in s.threads])
-        kinds = self._encode([(t[1], t[2]) for s in sessions for t in s.threads])
+        ids = self._encode([(t.thread_id, t.calls) for s in sessions for t in s.threads])
+        kinds = self._encode([(t.kind, t.calls) for s in sessions for t in s.threads])
         for name, (values, codes) in (("thread_id", ids), ("thread_kind", kinds)):
             self._set(name, values, np.tile(codes, runs_n))
         for name in ("model", "ttl"):

@@ -36,7 +36,7 @@ from mcsim.replay.results import (
     SessionReplay,
     keep_largest,
 )
-from mcsim.replay.rows import RowsTable, SessionRows
+from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows
 from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
 from mcsim.replay.session_cache import CalibratedSource
@@ -129,7 +129,7 @@ def replay_session(
         rows = SessionRows(
             session.session_id,
             session.project,
-            [(t.thread_id, t.kind.value, len(t.calls)) for t in session.threads],
+            [ThreadRows(t.thread_id, t.kind.value, len(t.calls)) for t in session.threads],
         )
         break_columns = [[] for _ in BREAK_COLUMNS]
         _recorded_rows(rows, session, recorded_threads)
