@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import struct
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from mcsim.accounting.prices import PriceTable
-from mcsim.ingest.codec import Codec, checked_columns, within
+from mcsim.ingest.codec import Codec
 from mcsim.ingest.disk_cache import (
     Damaged,
     Kind,
@@ -57,7 +55,7 @@ from mcsim.ingest.pipeline import Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
-from mcsim.replay.results import BREAK_COLUMNS, SessionReplay
+from mcsim.replay.results import BREAK_COLUMNS, BreakRow, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
 from mcsim.text import from_fs
@@ -67,15 +65,11 @@ from mcsim.text import from_fs
 # drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports;
 # 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
 # 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd);
-# 8: laid out from the records' own fields (mcsim.ingest.codec)
-RESULTS_VERSION = 8
+# 8: laid out from the records' own fields (mcsim.ingest.codec); 9: breaks as a table of
+# `BreakRow`s
+RESULTS_VERSION = 9
 _RESULTS = Kind(4, RESULTS_VERSION)
 _JSON_SIZE = struct.Struct("<Q")
-# The types each break column may hold, in BREAK_COLUMNS order
-_BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
-    frozenset(t) for t in ({str}, {str}, {str}, {str}, {int}, {float}, {str}, {int}, {int},
-                           {int}, {float, int}, {str}, {bool})
-)  # fmt: skip
 # A session's runs, the recording first: each one's name, and the figure names of each of its
 # policies that can clear (PolicyTotals.figures)
 Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
@@ -85,7 +79,7 @@ Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 class Kept:
     """One session's entry: where it starts, its files, each call's digest and counts (the
     pipeline's `Done`), its content key (session_cache.content_key), what its replay returned,
-    and its breaks as columns (BREAK_COLUMNS order, checked by `_breaks`)."""
+    and its breaks (the result's `break_columns` as rows)."""
 
     start: float
     files: tuple[str, ...]
@@ -93,7 +87,7 @@ class Kept:
     counts: list[int]
     key: str
     result: SessionReplay
-    breaks: Any
+    breaks: list[BreakRow]
 
 
 # The per-call rows' packed columns follow the JSON part (rows.SessionRows: ints, floats,
@@ -108,6 +102,7 @@ _CODEC = Codec(
         "SessionRows.floats",
         "SessionRows.bools",
     },
+    any_number={"BreakRow.gap_seconds"},  # (whole seconds between whole times: kept as made)
     bounded=True,
 )
 
@@ -184,12 +179,12 @@ class ResultCache:
         if not keepable(memoed.skips):
             return
         path, _, files = self._entry(unit)
-        kept = [
-            Kept(start, files_, digests.tolist(), counts.tolist(), key, r, r.break_columns)
-            for (start, files_, digests, counts, r), key in zip(
-                memoed.sessions, memoed.keys, strict=True
-            )
-        ]
+        kept = []
+        for (start, files_, digests, counts, r), key in zip(
+            memoed.sessions, memoed.keys, strict=True
+        ):
+            breaks = list(map(BreakRow._make, zip(*r.break_columns, strict=True)))
+            kept.append(Kept(start, files_, digests.tolist(), counts.tolist(), key, r, breaks))
         blob = [
             b"".join(chunks)
             for k in kept
@@ -198,23 +193,11 @@ class ResultCache:
                            *k.result.call_rows.bools)
         ]  # fmt: skip
         try:
-            for k in kept:
-                _floats_kept(k.breaks)
             tables = _CODEC.encode(kept)
             data = orjson.dumps([[path.stem, state], files, skips_tables(memoed.skips), tables])
         except (ValueError, orjson.JSONEncodeError):
             return
         write_entry(path, _RESULTS, b"".join([_JSON_SIZE.pack(len(data)), data, *blob]))
-
-
-def _floats_kept(breaks: list[list[object]]) -> None:
-    """ValueError if a break's time or gap would not come back from JSON as it is."""
-    if breaks:
-        for name in ("timestamp", "gap_seconds"):
-            column: list[Any] = breaks[BREAK_COLUMNS.index(name)]
-            if not all(map(math.isfinite, column)):
-                raise ValueError("a number that is not finite")
-            within(column)
 
 
 # --- reading: every value checked, so a verified file of an unexpected shape is damage --------
@@ -270,10 +253,14 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
             raise ValueError("the figures of other policies")
     if len(k.digests) != len(k.counts):
         raise ValueError("calls without their counts")
-    r.break_columns = _breaks(k.breaks)
+    for b in k.breaks:
+        _time(b.timestamp)
     rows = r.call_rows
-    if rows is None:
+    if rows is None:  # (no rows kept: no break columns either)
+        if k.breaks:
+            raise ValueError("breaks without rows")
         return at
+    r.break_columns = [list(c) for c in zip(*k.breaks, strict=True)] or [[] for _ in BREAK_COLUMNS]
     if rows.policies != [run for run, _ in runs] or (rows.session_id, rows.project) != (
         r.session_id,
         r.project,
@@ -298,17 +285,3 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
     if not all(0 <= at_row < n for at_row, _ in rows.causes):
         raise ValueError("a break past the session's rows")
     return at
-
-
-def _breaks(value: Any) -> list[list[object]]:
-    if type(value) is not list:
-        raise TypeError("not break columns")
-    if not value:
-        return value
-    checked_columns(value, _BREAK_TYPES)  # (every type, columns of one length)
-    for column, kind in zip(value, _BREAK_TYPES, strict=True):
-        if str not in kind:
-            within(column)
-    for at in value[BREAK_COLUMNS.index("timestamp")]:
-        _time(at)
-    return value
