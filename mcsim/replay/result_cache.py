@@ -27,28 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import struct
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from mcsim.accounting.prices import PriceTable
 from mcsim.ingest.codec import Codec
-from mcsim.ingest.disk_cache import (
-    Damaged,
-    Kind,
-    code_hash,
-    file_names,
-    keepable,
-    read_payload,
-    remove_file,
-    skips_from_tables,
-    skips_tables,
-    unit_keys,
-    write_entry,
-)
+from mcsim.ingest.disk_cache import Damaged, Entry, Kind, Stored, code_hash, remove_file
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Memoed
@@ -58,7 +43,6 @@ from mcsim.replay.policies import can_clear
 from mcsim.replay.results import BREAK_COLUMNS, BreakRow, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
-from mcsim.text import from_fs
 
 # 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
 # 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported); 5: every
@@ -69,7 +53,6 @@ from mcsim.text import from_fs
 # `BreakRow`s
 RESULTS_VERSION = 9
 _RESULTS = Kind(4, RESULTS_VERSION)
-_JSON_SIZE = struct.Struct("<Q")
 # A session's runs, the recording first: each one's name, and the figure names of each of its
 # policies that can clear (PolicyTotals.figures)
 Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
@@ -137,9 +120,9 @@ class ResultCache:
         )
         return cls(cache_dir, setup_key(scenarios, prices, keep_rows), ((RECORDED, ()), *runs))
 
-    def _entry(self, unit: LoadUnit) -> tuple[Path, str, list[str]]:
-        name, stamp = unit_keys(unit, f"mcsim-results/{RESULTS_VERSION}/{self.setup}")
-        return self.cache_dir / f"{name}.results", stamp, [from_fs(str(f)) for f in unit.files]
+    def _entry(self, unit: LoadUnit) -> Entry:
+        fmt = f"mcsim-results/{RESULTS_VERSION}/{self.setup}"
+        return Entry.of(self.cache_dir, unit, fmt, _RESULTS, "results")
 
     def key(self, session: CalSession) -> str:
         """The session's content key (UnitMemo.key)."""
@@ -148,7 +131,7 @@ class ResultCache:
     def kept(self, unit: LoadUnit) -> bool:
         """Whether the unit has an entry (UnitMemo.kept): one stat, nothing read (an object
         in a store: taken as kept, a request spared)."""
-        path = self._entry(unit)[0]
+        path = self._entry(unit).path
         return isinstance(path, ObjectPath) or path.exists()
 
     def get(
@@ -158,77 +141,58 @@ class ResultCache:
         earlier state of them (a transcript that grew: not `current`). A file that cannot be
         used is removed at once: this run may keep no results to write in its place
         (sessions left out by date), and the next would note the same damage again."""
-        path, stamp, files = self._entry(unit)
+        entry = self._entry(unit)
         try:
-            payload = read_payload(path, _RESULTS)
-            if payload is None:
-                return None, [], stamp
-            return _decode(payload, path.stem, stamp, files, self.runs), [], stamp
+            stored = entry.read(_CODEC, ("Kept.files",), any_state=True)
+            if stored is None:
+                return None, [], entry.stamp
+            return _memoed(stored, self.runs), [], entry.stamp
         except Damaged as why:
-            unusable = [(path, str(why))]
-        except (ValueError, TypeError, KeyError, IndexError, OverflowError, struct.error):
-            unusable = [(path, "unexpected content")]
+            unusable = [(entry.path, str(why))]
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+            unusable = [(entry.path, "unexpected content")]
         with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
-            remove_file(path)
-        return None, unusable, stamp
+            remove_file(entry.path)
+        return None, unusable, entry.stamp
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
-        (nothing when a file could not be read, as disk_cache.Entry, or when a value does not
-        survive JSON: a number past 64 bits, a float that is not finite)."""
-        if not keepable(memoed.skips):
-            return
-        path, _, files = self._entry(unit)
+        (nothing when a file could not be read, or a value does not survive JSON, as
+        disk_cache.Entry.write), the per-call rows' packed columns after the records."""
         kept = []
-        for (start, files_, digests, counts, r), key in zip(
+        for (start, files, digests, counts, r), key in zip(
             memoed.sessions, memoed.keys, strict=True
         ):
             breaks = list(map(BreakRow._make, zip(*r.break_columns, strict=True)))
-            kept.append(Kept(start, files_, digests.tolist(), counts.tolist(), key, r, breaks))
-        blob = [
-            b"".join(chunks)
+            kept.append(Kept(start, files, digests.tolist(), counts.tolist(), key, r, breaks))
+        rows = b"".join(
+            chunk
             for k in kept
             if k.result.call_rows is not None
             for chunks in (*k.result.call_rows.ints, *k.result.call_rows.floats,
                            *k.result.call_rows.bools)
-        ]  # fmt: skip
-        try:
-            tables = _CODEC.encode(kept)
-            data = orjson.dumps([[path.stem, state], files, skips_tables(memoed.skips), tables])
-        except (ValueError, orjson.JSONEncodeError):
-            return
-        write_entry(path, _RESULTS, b"".join([_JSON_SIZE.pack(len(data)), data, *blob]))
+            for chunk in chunks
+        )  # fmt: skip
+        self._entry(unit).write(memoed.skips, _CODEC, kept, state, rows)
 
 
 # --- reading: every value checked, so a verified file of an unexpected shape is damage --------
 
 
-def _decode(
-    payload: bytes, name: str, stamp: str, files: list[str], runs: Runs
-) -> Memoed[SessionReplay]:
-    (size,) = _JSON_SIZE.unpack_from(payload)
-    end = _JSON_SIZE.size + size
-    key, spelled, report, tables = orjson.loads(payload[_JSON_SIZE.size : end])
-    if type(key) is not list or len(key) != 2 or key[0] != name:
-        raise Damaged("written for another unit")
-    names = file_names(spelled, files)
-    blob = memoryview(payload)[end:]
+def _memoed(stored: Stored[Kept], runs: Runs) -> Memoed[SessionReplay]:
+    """The sessions of an entry, each checked (`_check`), their rows from its packed part.
+    Kept for other states of the files (the transcripts changed since: not `current`): their
+    sessions that did not change are taken by their key, the rest replayed; not an error."""
     done = []
     at = 0
-    get = names.get
-    respelled = {"Kept.files": lambda column: [tuple(get(f, f) for f in fs) for fs in column]}
-    kept = _CODEC.decode(tables, respelled)
-    for k in kept:
-        at = _check(k, runs, blob, at)
+    for k in stored.records:
+        at = _check(k, runs, stored.extra, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
         done.append((_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
                      k.result))  # fmt: skip
-    if at != len(blob):
+    if at != len(stored.extra):
         raise ValueError("rows that do not add up")
-    # Kept for other states of the files (the transcripts changed since): their sessions
-    # that did not change are taken by their key, the rest replayed; not an error.
-    current = key[1] == stamp
-    return Memoed(done, skips_from_tables(report, names), [k.key for k in kept], current)
+    return Memoed(done, stored.skips, [k.key for k in stored.records], stored.current)
 
 
 def _time(value: float) -> float:

@@ -40,7 +40,8 @@ from mcsim.ingest.pipeline import Loaded, without_calls
 from mcsim.replay.calibrate import CalSession, calibrate_session
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 12  # 12: the tables laid out from the records' fields (mcsim.ingest.codec)
+CACHE_VERSION = 13  # 12: the tables laid out from the records' fields (mcsim.ingest.codec);
+# 13: the JSON part's size before it (disk_cache.Entry)
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -82,7 +83,7 @@ class CalibratedSource:
                 rebuilt.append((entry.path, str(why)))
             else:
                 if cached is not None:
-                    return Loaded(*cached)
+                    return Loaded(cached.records, cached.skips)
         loaded = get_loader(unit.loader).load(unit, Detail.TEXT)
         kept, dropped = without_calls(loaded.sessions, exclude)
         estimator = _estimator()
