@@ -155,11 +155,6 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     return name.hexdigest(), stamp.hexdigest()
 
 
-def paths_key(unit: LoadUnit, fmt: str) -> str:
-    """The name of the unit's file in format FMT (see unit_keys)."""
-    return unit_keys(unit, fmt)[0]
-
-
 @cache
 def code_hash() -> str:
     """A hash of mcsim's own files (its source, presets and price tables; compiled files

@@ -31,8 +31,8 @@ from mcsim.ingest.disk_cache import (
     Entry,
     Kind,
     note_rebuilt,
-    paths_key,
     read_payload,
+    unit_keys,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
@@ -89,7 +89,8 @@ class CalibratedSource:
         estimator = _estimator()
         tokens = None
         if self.cache_dir is not None:
-            tokens = self.cache_dir / f"{paths_key(unit, TOKENS_FORMAT)}.tokens"
+            name, _ = unit_keys(unit, TOKENS_FORMAT)  # (named by the paths alone)
+            tokens = self.cache_dir / f"{name}.tokens"
             try:
                 estimator.learn(_read_tokens(tokens) or {})
             except Damaged as why:
