@@ -135,7 +135,6 @@ class _Field:
     child: Codec[Any] | None = None
     many: type | None = None
     optional: bool = False
-    check: bool = True
     write: Callable[[Any], Any] | None = None  # what a value is kept as, if not as it is
 
 
@@ -180,8 +179,6 @@ def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
             return _Field(name, frozenset({list}), read=_figures)
     if origin in (Counter, dict) and args in ((str,), (str, int)):
         return _Field(name, frozenset({dict}), read=counter)
-    if hint is Any:  # the caller's own layout, which it checks (mcsim.replay.result_cache)
-        return _Field(name, check=False)
     raise TypeError(f"{owner}.{name}: no column for {hint!r}")
 
 
@@ -242,7 +239,7 @@ class Codec(Generic[R]):
         place = {f.name: i for i, f in enumerate(stored)}
         typed: dict[frozenset[type], list[int]] = {}
         for f in stored:
-            if isinstance(f.allowed, frozenset) and f.check:
+            if isinstance(f.allowed, frozenset):
                 typed.setdefault(f.allowed, []).append(place[f.name])
         self._typed = list(typed.items())
         numbers = [f for f in stored if f.number and options.bounded]
