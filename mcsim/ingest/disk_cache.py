@@ -231,9 +231,12 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
     the cap is not read: no entry that large outlives the run that wrote it (the cap evicts
     it), so it was planted, and reading it whole could take all the memory there is."""
     if isinstance(path, ObjectPath):
-        data = _object_bytes(path)
-        if data is None:
+        try:
+            data: bytes = filesystem(path.scheme).cat_file(path.key)
+        except FileNotFoundError:
             return None
+        except Exception as exc:  # the store's own errors
+            raise Damaged("cannot be read") from exc
         return _verified(data, kind, path.name)
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
@@ -250,16 +253,6 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
     except OSError as exc:
         raise Damaged("cannot be read") from exc
     return _verified(data, kind, path.name)
-
-
-def _object_bytes(path: ObjectPath) -> bytes | None:
-    try:
-        data: bytes = filesystem(path.scheme).cat_file(path.key)
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # the store's own errors
-        raise Damaged("cannot be read") from exc
-    return data
 
 
 def _verified(data: bytes, kind: Kind, name: str) -> bytes:
@@ -368,9 +361,11 @@ class Entry:
         EXTRA after its records. Its key (its file name, then the stamp) is inside, so an
         entry copied under another unit's name is not taken for that unit's, and one made from
         an older state of the files is not taken for the new one. Nothing is written when a
-        file could not be read (`keepable`), or a value would not come back as it is (a
-        number past 64 bits or not finite, a path that is not UTF-8)."""
-        if not keepable(skips):
+        file could not be read (what failed may pass, a permission given back or a disk
+        remounted, with the file's stamp unchanged, and the entry would stand for good), or a
+        value would not come back as it is (a number past 64 bits or not finite, a path that
+        is not UTF-8)."""
+        if skips.counts["unreadable_file"]:
             return
         key = [self.path.stem, self.stamp if state is None else state]
         try:
@@ -379,13 +374,6 @@ class Entry:
         except (ValueError, orjson.JSONEncodeError):
             return
         write_entry(self.path, self.kind, b"".join([_JSON_SIZE.pack(len(data)), data, extra]))
-
-
-def keepable(skips: SkipReport) -> bool:
-    """Whether a unit's load may be kept: not when a file could not be read, since what failed
-    may pass (a permission given back, a disk remounted) with the file's stamp unchanged, and
-    the entry would stand for good."""
-    return not skips.counts["unreadable_file"]
 
 
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:
