@@ -41,7 +41,7 @@ def test_out_writes_parquet_that_reads_back(
     assert sessions.height == 8 and calls.height == 355 and breaks.height == 11
     assert sessions["cache_drops"].sum() == 12 and sessions["cache_breaks"].sum() == 11
     for frame in (sessions, calls, breaks):
-        assert frame["schema_version"].unique().to_list() == [8]
+        assert frame["schema_version"].unique().to_list() == [9]
     # A list column of each session's models, sorted (the generated 1.0.90 session has two).
     assert sessions.schema["models"] == pl.List(pl.String)
     legacy = sessions.filter(pl.col("session_id").str.starts_with("aca1c40a"))

@@ -23,6 +23,7 @@ import math
 from pathlib import Path
 from typing import Any, cast
 
+import polars as pl
 import pytest
 
 from mcsim.accounting.prices import default_table
@@ -199,7 +200,9 @@ def test_five_minutes_one_hour_and_keep_warm_cost_what_was_worked_by_hand(
 def test_pings_sit_in_the_gaps_that_had_them_and_are_priced_apart(worked: ReplayReport) -> None:
     from mcsim.outputs.replay_tables import calls_frame
 
-    calls = calls_frame(worked)
+    table = calls_frame(worked)
+    calls = table.filter(~table["ping"])  # the agent's calls: the same rows in every run
+    assert calls.group_by("policy").len()["len"].to_list() == [4] * (len(worked.policies) + 1)
     # Pings only where the gap was shorter than max_idle_minutes (20 < 30) and the cache warm
     warm = calls.filter(calls["policy"] == "warm").sort("call_index")
     assert warm["pings"].to_list() == [0, 0, 4, 0]
@@ -214,6 +217,69 @@ def test_pings_sit_in_the_gaps_that_had_them_and_are_priced_apart(worked: Replay
     assert warm["cache_read_tokens"].to_list() == [0, 20_000, 30_000, 0]
     others = calls.filter(~calls["policy"].is_in(["warm", "warm-paid"]))
     assert set(others["pings"].to_list()) == {0}
+
+
+def test_each_ping_is_a_row_of_its_own(worked: ReplayReport) -> None:
+    """calls.parquet: every ping a row (`ping` true) before the call after its gap, at its
+    own time, reading the cached prompt with 10 tokens of its own for 1 back."""
+    from mcsim.outputs.replay_tables import calls_frame
+
+    table = calls_frame(worked)
+    warm = table.filter(table["policy"] == "warm")
+    # in the table's order: calls 1 and 2, the 20-minute gap's four pings, calls 3 and 4
+    assert warm["ping"].to_list() == [False, False, True, True, True, True, False, False]
+    assert warm["call_index"].to_list() == [0, 1, 2, 2, 2, 2, 2, 3]
+    pings = warm.filter(warm["ping"])
+    # sent 4.5, 9, 13.5 and 18 minutes after call 2 (at 3 minutes)
+    sent = [(t.timestamp() - T0) / MINUTE for t in pings["timestamp"].to_list()]
+    assert sent == pytest.approx([7.5, 12.0, 16.5, 21.0])
+    assert pings["cache_read_tokens"].to_list() == [30_000] * 4
+    assert pings["input_tokens"].to_list() == [10] * 4
+    assert pings["output_tokens"].to_list() == [1] * 4
+    assert pings["prompt_tokens"].to_list() == [30_010] * 4
+    assert pings["cache_write_5m_tokens"].to_list() == [0] * 4
+    assert pings["cost_usd"].to_list() == pytest.approx([PING_30K] * 4, abs=1e-12)
+    assert set(pings["model"].to_list()) == {MODEL}
+    assert not any(pings["is_break"].to_list())
+    # every row's own cost adds up to the policy's (the agent's calls and the pings)
+    assert sum(warm["cost_usd"].to_list()) == pytest.approx(KEEP_WARM, abs=1e-9)
+    # the paid reading: six more before call 4, reading its 40,000-token prompt, from 23 min
+    paid = table.filter(table["policy"] == "warm-paid")
+    late = paid.filter(paid["ping"] & (paid["call_index"] == 3))
+    sent = [(t.timestamp() - T0) / MINUTE for t in late["timestamp"].to_list()]
+    assert sent == pytest.approx([23 + 4.5 * k for k in range(1, 7)])
+    assert late["cache_read_tokens"].to_list() == [40_000] * 6
+    assert late["cost_usd"].to_list() == pytest.approx([PING_40K] * 6, abs=1e-12)
+    assert sum(paid["cost_usd"].to_list()) == pytest.approx(KEEP_WARM_PAID, abs=1e-9)
+    # no other run has a ping row
+    assert set(table.filter(table["ping"])["policy"].to_list()) == {"warm", "warm-paid"}
+
+
+def test_ping_rows_come_back_from_the_result_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm run writes the pings' rows its cold run wrote, served from the kept results."""
+    import mcsim.replay.run
+    from mcsim.outputs.replay_tables import calls_frame
+
+    write_session(tmp_path / "in")
+    runs = scenarios([{"name": "warm-paid", "keep_warm": {**WARM, "longer_gaps": "paid"},
+                       **NONE}])  # fmt: skip
+
+    def replayed() -> ReplayReport:
+        return run_replay([str(tmp_path / "in")], runs, default_table(),
+                          cache_dir=tmp_path / "cache", workers=1)  # fmt: skip
+
+    cold = calls_frame(replayed())
+    assert cold["ping"].sum() == 10
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a warm run serves its results from the cache")
+
+    monkeypatch.setattr(mcsim.replay.run, "replay_session", refuse)
+    from polars.testing import assert_frame_equal
+
+    assert_frame_equal(calls_frame(replayed()), cold)
 
 
 def test_pings_per_gap_by_hand() -> None:
@@ -256,7 +322,7 @@ def test_a_time_based_microcompact_sees_the_real_gap_under_pings(tmp_path: Path)
     assert warm.pings == 4
     from mcsim.outputs.replay_tables import calls_frame
 
-    calls = calls_frame(report)
+    calls = calls_frame(report).filter(~pl.col("ping"))
     rows = calls.filter(calls["policy"] == "warm").sort("call_index")
     assert rows["rewrote"].to_list() == [False, False, True, True]
     assert rows["pings"].to_list() == [0, 0, 4, 0]
@@ -460,7 +526,7 @@ def test_pings_on_openais_cache_read_whole_blocks(tmp_path: Path) -> None:
     ])  # fmt: skip
     from mcsim.outputs.replay_tables import calls_frame
 
-    calls = calls_frame(report)
+    calls = calls_frame(report).filter(~pl.col("ping"))
     rows = calls.filter(calls["policy"] == "oa-warm").sort("call_index")
     assert rows["pings"].to_list() == [0, 0, 4, 6]
     # the price of Sonnet 4.5 as the table has it: read 0.30, input 3, output 15 per million

@@ -135,7 +135,7 @@ def test_run_directory(corpus_run: tuple[dict, Path]) -> None:
     ]
     summary = pl.read_parquet(out / "summary.parquet")
     assert summary["policy"].to_list()[:2] == ["recorded", "baseline"]
-    assert summary["schema_version"].unique().to_list() == [8]
+    assert summary["schema_version"].unique().to_list() == [9]
     calls = pl.read_parquet(out / "calls.parquet")
     per_policy = calls.group_by("policy").agg(pl.col("cost_usd").sum(), pl.len())
     cost = dict(zip(per_policy["policy"], per_policy["cost_usd"], strict=True))

@@ -51,7 +51,8 @@ def _figures(report: ReplayReport) -> Any:
     return (
         report.recorded,
         report.policies,
-        [replace(s, call_rows=None) for s in report.sessions],
+        [replace(s, call_rows=None) for s in report.results],
+        report.sessions,
         {name: list(column) for name, column in rows.numbers.items()},
         {name: [rows.values[name][c] if c >= 0 else None for c in rows.codes[name]]
          for name in rows.codes},

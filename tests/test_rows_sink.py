@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,14 @@ from mcsim.outputs import rows_sink
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
+from mcsim.replay.keep_warm import KeepWarm
 from mcsim.replay.results import SessionReplay
 from mcsim.replay.run import RECORDED, ReplayReport, run_replay
 from mcsim.replay.scenario import load_policy_file
 
+# The claude-code file, and its last policy again with keep-warm pings (rows of their own)
 SCENARIOS = load_policy_file(REPO / "policies" / "claude-code.yaml")
+SCENARIOS = [*SCENARIOS, replace(SCENARIOS[-1], name="warm", keep_warm=KeepWarm(4.5, 15.0))]
 NAMES = [RECORDED, *(s.name for s in SCENARIOS)]
 
 
@@ -36,17 +40,19 @@ def replayed(sink: RowsSink | None = None, how: str = "rows") -> ReplayReport:
         return run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None, workers=1)
     arrived: list[object] = []  # how each result's rows came: packed (and only so), or not
 
-    def take(result: SessionReplay) -> None:
-        packed = result.packed_rows is not None and result.call_rows is None
-        arrived.append(type(result.packed_rows[0]) if packed else None)  # type: ignore[index]
-        sink(result)
+    def take(result: SessionReplay) -> object:
+        # packed where made: the rows are in the pickle or the worker's file, not the result
+        assert result.packed is None or (result.call_rows is None and not result.break_columns)
+        kind = None if result.packed is None else "data" if result.packed.data else "file"
+        arrived.append(kind)
+        return sink(result)
 
     written = each_worker_writes(sink.packer(local=True)) if how == "written" else None
     prepare = {"rows": None, "packed": rows_sink.pack, "written": written}[how]
     workers = 2 if how == "written" else 1  # forked (see the test): a file per worker
     report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None,
                         workers=workers, sink=take, prepare=prepare)  # fmt: skip
-    kind = {"rows": None, "packed": bytes, "written": rows_sink.RowsAt}[how]
+    kind = {"rows": None, "packed": "data", "written": "file"}[how]
     assert arrived == [kind] * len(report.sessions)
     return report
 
@@ -84,16 +90,19 @@ def test_tables_and_chart_lines_equal_the_in_memory_ones(
     calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
+    assert calls["ping"].sum() > 0 and set(calls.filter("ping")["policy"]) == {"warm"}
     monkeypatch.setattr(rows_sink, "BATCH_ROWS", batch_rows)  # 1: a batch per session
     monkeypatch.setattr(local, "_PARALLEL_MIN_BYTES", 0)  # the corpus is forked over too
     with RowsSink(NAMES, tmp_path / "run") as sink:
         report = replayed(sink, how)
         if how == "written":  # two workers, two files
-            assert len({where.path for where in sink._at.values()}) == 2  # type: ignore[union-attr]
+            assert len({s.rows.path for s in report.sessions}) == 2  # type: ignore[attr-defined]
         assert sink.sunk == len(report.sessions) > 1
-        # No session holds its rows or its per-policy totals any more; the run's are whole.
-        assert all(s.call_rows is None and not s.break_columns for s in report.sessions)
-        assert all(not s.policies and not s.providers for s in report.sessions)
+        # The report keeps no session's result, only its count and the sink's handle to its
+        # rows; the run's totals are whole.
+        assert report.results == [] and len(report.sessions) == len(held.sessions)
+        assert all(s.rows is not None for s in report.sessions)
+        assert [replace(s, rows=None) for s in report.sessions] == held.sessions
         assert report.policies == held.policies and report.recorded == held.recorded
         assert report.providers == held.providers == {"anthropic": 355}
         assert report.recorded_prunes == held.recorded_prunes
@@ -146,7 +155,7 @@ def test_a_worker_that_cannot_write_its_rows_fails_the_run_in_one_line(tmp_path:
     held = replayed()
     packer = rows_sink.PackTo(tmp_path / "gone", tmp_path / "run")
     with pytest.raises(McsimError) as caught:
-        packer(held.sessions[0])
+        packer(held.results[0])
     assert (
         str(caught.value)
         == f"{tmp_path / 'run'}: could not write the run (No such file or directory)"

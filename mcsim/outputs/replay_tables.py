@@ -179,7 +179,7 @@ def summary_frame(report: ReplayReport) -> Any:
 def sessions_frame(report: ReplayReport) -> Any:
     """Every session's row under each policy, from the totals the report holds (a replay
     without a `RowsSink`)."""
-    return frame([r for s in report.sessions for r in session_rows(s)], REPLAY_SESSIONS_SCHEMA)
+    return frame([r for s in report.results for r in session_rows(s)], REPLAY_SESSIONS_SCHEMA)
 
 
 def run_names(report: ReplayReport) -> list[str]:
@@ -195,7 +195,7 @@ def calls_frame(report: ReplayReport) -> Any:
 
 def breaks_frame(report: ReplayReport) -> Any:
     """Every break, session by session, from the rows the report holds."""
-    return breaks_columns_frame([s.break_columns for s in report.sessions if s.break_columns])
+    return breaks_columns_frame([s.break_columns for s in report.results if s.break_columns])
 
 
 def run_record(

@@ -4,8 +4,10 @@ Kept in the report until the end, every session's rows made the driver grow with
 (about 150 MB per GB of transcripts), which memory must not do (docs/design.md#performance).
 `RowsSink` is handed each session's result by
 `run_replay(sink=...)`: it appends the session's rows to a spool file in its own temporary
-folder and drops them from the result. `finish` then reads them back a batch of sessions at a
-time, in the documented order (calls: session in start order, thread and call; breaks and
+folder (or notes where a worker wrote them: `pack`, `PackTo`) and returns its handle to them
+(`RowsAt` or a spool offset), which the report keeps with the session's count
+(`CountedSession`) instead of the result. `finish` then reads them back a batch of sessions
+at a time, in the documented order (calls: session in start order, thread and call; breaks and
 sessions: session by session): each batch's rows of each policy go to a part file, and each
 batch is handed to the charts' `CallLines`, which keeps only what the charts draw. `write`
 then makes each of the calls, breaks and sessions tables a dataset partitioned by policy
@@ -20,6 +22,7 @@ import itertools
 import os
 import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -37,7 +40,7 @@ from mcsim.outputs.tables import (
     write_part,
 )
 from mcsim.processes import give_back_memory
-from mcsim.replay.results import BREAK_COLUMNS, SessionReplay, shed_totals
+from mcsim.replay.results import BREAK_COLUMNS, CountedSession, PackedRows, SessionReplay
 from mcsim.replay.rows import RowsTable, SessionRows
 
 REPLAY_CALLS_SCHEMA: dict[str, str] = {
@@ -47,7 +50,7 @@ REPLAY_CALLS_SCHEMA: dict[str, str] = {
     "cache_write_1h_tokens": "int", "cache_read_tokens": "int", "output_tokens": "int",
     "cost_usd": "float", "cleared_tokens": "int", "newly_cleared_tokens": "int",
     "rewrote": "bool", "cache_edit": "bool", "is_break": "bool", "break_cause": "str",
-    "pings": "int", "ping_cost_usd": "float",
+    "pings": "int", "ping_cost_usd": "float", "ping": "bool",
 }  # fmt: skip
 REPLAY_BREAKS_SCHEMA: dict[str, str] = {
     "policy": "str", "session_id": "str", "project": "str", "thread_id": "str",
@@ -77,7 +80,8 @@ GROUP_ROWS = 20_000
 
 
 def rows_frame(rows: RowsTable) -> Any:
-    """The calls table of `rows` (in its order: policy, session, thread, call)."""
+    """The calls table of `rows` (in its order: policy, session, thread, call), each
+    keep-warm ping a row of its own (`ping`) before the call after its gap."""
     import polars as pl
 
     empty = frame([], REPLAY_CALLS_SCHEMA)
@@ -88,14 +92,93 @@ def rows_frame(rows: RowsTable) -> Any:
         elif name in rows.numbers:
             values = rows.numbers[name]
             if name == "timestamp":  # epoch seconds to milliseconds
-                values = (values * 1000).round().astype("int64")
+                values = _milliseconds(values)
             columns[name] = pl.Series(name, values).cast(dtype)
     table = pl.DataFrame(columns).with_columns(
         pl.col("cost_usd").fill_nan(None),
         pl.col("ping_cost_usd").fill_nan(None),
+        pl.lit(False).alias("ping"),
         pl.lit(SCHEMA_VERSION, dtype=pl.Int32).alias("schema_version"),
     )
-    return table.select(empty.columns)
+    table = table.select(empty.columns)
+    if rows.ping_gaps:
+        table = _with_pings(table, rows)
+    return table
+
+
+def policy_slices(rows: RowsTable) -> list[slice]:
+    """Each policy's rows in `rows_frame(rows)`: its calls and the pings among them."""
+    import numpy as np
+
+    starts = np.arange(len(rows.policies) + 1, dtype=np.int64) * rows.calls
+    if rows.ping_gaps:
+        counts = np.array([g.pings for g in rows.ping_gaps], dtype=np.int64)
+        before = np.concatenate(([0], np.cumsum(counts)))
+        starts += before[np.searchsorted(rows.ping_at, starts, side="left")]
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(starts)]
+
+
+def _with_pings(table: Any, rows: RowsTable) -> Any:
+    """`table` with a row for each ping of `rows.ping_gaps`, before the call after its gap:
+    the thread's, at its time, with its tokens and its own cost (`cost_usd`), the model, TTL
+    and cleared tokens of the call before the gap (whose cached prompt it reads)."""
+    import numpy as np
+    import polars as pl
+
+    gaps = rows.ping_gaps
+    counts = np.array([g.pings for g in gaps], dtype=np.int64)
+    at = np.repeat(rows.ping_at, counts)  # each ping's call, in the table's order
+    nth = np.arange(len(at)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+
+    def each(values: list[Any], dtype: Any = None) -> Any:
+        return np.repeat(np.array(values, dtype=dtype), counts)
+
+    sent = each([g.from_s for g in gaps], np.float64) + nth * each(
+        [g.interval_s for g in gaps], np.float64
+    )
+    cost = each([np.nan if g.cost_usd is None else g.cost_usd for g in gaps], np.float64)
+    read = each([g.cache_read_tokens for g in gaps], np.int64)
+    fresh = each([g.input_tokens for g in gaps], np.int64)
+    before = table[at - 1].select("model", "ttl", "cleared_tokens")
+    pings = (
+        table[at]
+        .with_columns(
+            pl.Series("timestamp", _milliseconds(sent)).cast(table.schema["timestamp"]),
+            before.get_column("model"),
+            before.get_column("ttl"),
+            pl.Series("prompt_tokens", read + fresh),
+            pl.Series("input_tokens", fresh),
+            pl.lit(0, dtype=pl.Int64).alias("cache_write_5m_tokens"),
+            pl.lit(0, dtype=pl.Int64).alias("cache_write_1h_tokens"),
+            pl.Series("cache_read_tokens", read),
+            pl.Series("output_tokens", each([g.output_tokens for g in gaps], np.int64)),
+            pl.Series("cost_usd", cost).fill_nan(None),
+            before.get_column("cleared_tokens"),
+            pl.lit(0, dtype=pl.Int64).alias("newly_cleared_tokens"),
+            pl.lit(False).alias("rewrote"),
+            pl.lit(False).alias("cache_edit"),
+            pl.lit(False).alias("is_break"),
+            pl.lit(None, dtype=pl.String).alias("break_cause"),
+            pl.lit(0, dtype=pl.Int64).alias("pings"),
+            pl.lit(0.0).alias("ping_cost_usd"),
+            pl.lit(True).alias("ping"),
+        )
+        .select(table.columns)
+    )
+    # A call's row moves down by the pings at or before it; the j-th ping (in order) comes j
+    # rows after its call's old place, so before its call.
+    calls = np.arange(table.height, dtype=np.int64)
+    places = np.concatenate(
+        (calls + np.searchsorted(at, calls, side="right"), at + np.arange(len(at)))
+    )
+    order = np.empty_like(places)
+    order[places] = np.arange(len(places))
+    return pl.concat([table, pings]).select(pl.all().gather(order))
+
+
+def _milliseconds(seconds: Any) -> Any:
+    """Epoch seconds (numpy) as whole milliseconds."""
+    return (seconds * 1000).round().astype("int64")
 
 
 def breaks_columns_frame(parts: list[list[list[object]]]) -> Any:
@@ -149,12 +232,13 @@ def pack(result: SessionReplay) -> SessionReplay:
     pickle as it is, where it unpickled the rows from the worker and pickled them again (0.36
     and 0.19 s of the driver's CPU in a warm replay of the 506 MB replica, and the driver is
     what that run waits for)."""
-    result.packed_rows = (pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL), _calls(result))
-    return _shed(result)
+    blob = pickle.dumps(_taken(result), pickle.HIGHEST_PROTOCOL)
+    return _without_rows(result, PackedRows(blob, "", 0, _calls(result)))
 
 
 class RowsAt(NamedTuple):
-    """Where a worker wrote a result's packed rows: a file of the sink's folder, an offset."""
+    """Where a session's rows are: a file of the sink's folder (its spool, or a worker's
+    file), and the offset of their pickle in it. The sink's handle to them."""
 
     path: str
     offset: int
@@ -185,8 +269,7 @@ class PackTo:
             self._file.flush()  # in the file before the driver hears of it
         except OSError as exc:
             raise write_error(exc, self.out_dir, self.folder) from exc
-        result.packed_rows = (RowsAt(self._file.name, offset), _calls(result))
-        return _shed(result)
+        return _without_rows(result, PackedRows(None, self._file.name, offset, _calls(result)))
 
     def close(self) -> None:
         """Close this process's file (a run in one process: the workers' close as they end)."""
@@ -203,10 +286,8 @@ def _calls(result: SessionReplay) -> int:
     return result.call_rows.calls if result.call_rows is not None else 0
 
 
-def _shed(result: SessionReplay) -> SessionReplay:
-    result.call_rows = None
-    result.break_columns = []
-    return result
+def _without_rows(result: SessionReplay, packed: PackedRows) -> SessionReplay:
+    return replace(result, call_rows=None, break_columns=[], packed=packed)
 
 
 class RowsSink(Spool):
@@ -219,34 +300,30 @@ class RowsSink(Spool):
     def __init__(self, policies: Sequence[str], out_dir: Path | None = None) -> None:
         super().__init__("rows", out_dir)
         self.policies = list(policies)
-        # By id of each result (the report holds them all): where its rows are, in the spool
-        # (an offset) or in a worker's file (`PackTo`).
-        self._at: dict[int, int | RowsAt] = {}
         self._readers: dict[str, IO[bytes]] = {}  # the workers' files, open for `finish`
         self._packer: PackTo | None = None  # what `packer` made: its file, in this process
         self._parts: _Parts | None = None  # set by `finish`
         self.sunk = 0  # sessions whose rows were taken
         self.calls = 0  # calls per run (policy) of those sessions
 
-    def __call__(self, result: SessionReplay) -> None:
-        """Append `result`'s rows (calls, breaks, and its sessions-table rows) to the spool
-        and drop them, and its per-policy totals, from it (`run.shed_totals`). Rows `pack`ed
-        in the worker are written as they came."""
+    def __call__(self, result: SessionReplay) -> RowsAt | int:
+        """Take `result`'s rows (calls, breaks, and its sessions-table rows): append them to the
+        spool, or, `pack`ed in the worker into a file of this sink's folder, note where they
+        are. Returns the handle `finish` reads them by."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
-        if result.packed_rows is None:
-            pack(result)
-        assert result.packed_rows is not None
-        blob, calls = result.packed_rows
-        self._at[id(result)] = self.put_pickled(blob) if isinstance(blob, bytes) else RowsAt(*blob)
-        self.calls += calls
-        result.packed_rows = None
-        shed_totals(result)
+        packed = result.packed if result.packed is not None else pack(result).packed
+        assert packed is not None
+        self.calls += packed.calls
         self.sunk += 1
+        if packed.data is not None:
+            return self.put_pickled(packed.data)
+        return RowsAt(packed.path, packed.offset)
 
-    def finish(self, sessions: Sequence[SessionReplay], lines: CallLines | None = None) -> None:
-        """Write the rows of `sessions` (the report's, in start order) to part files a batch at
-        a time, handing each batch to `lines`; `write` makes the tables of them."""
+    def finish(self, sessions: Sequence[CountedSession], lines: CallLines | None = None) -> None:
+        """Write the rows of `sessions` (the report's, in start order, each with this sink's
+        handle) to part files a batch at a time, handing each batch to `lines`; `write` makes
+        the tables of them."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
         parts = self._parts = _Parts(self.folder, len(self.policies))
@@ -255,9 +332,9 @@ class RowsSink(Spool):
         table: list[dict[str, Any]] = []
         size = 0
         for session in sessions:
-            where = self._at.get(id(session))
-            if where is None:
-                continue
+            where = session.rows
+            if not isinstance(where, int | RowsAt):
+                raise ValueError(f"session {session.session_id}: rows this sink did not take")
             rows, columns, session_table = (
                 self.get(where) if isinstance(where, int) else self._worker_rows(where)
             )
@@ -331,8 +408,8 @@ class RowsSink(Spool):
             if lines is not None:
                 lines.add(rows)
             calls = rows_frame(rows)  # one slice per policy, in order
-            for index in range(len(self.policies)):
-                parts.add("calls", index, calls.slice(index * rows.calls, rows.calls))
+            for index, rows_of in enumerate(policy_slices(rows)):
+                parts.add("calls", index, calls[rows_of])
         for name, frame_ in (
             ("breaks", breaks_columns_frame(breaks) if breaks else None),
             ("sessions", frame(table, REPLAY_SESSIONS_SCHEMA) if table else None),

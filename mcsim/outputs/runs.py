@@ -359,7 +359,7 @@ def _replayed(
     return report
 
 
-def _importing_tables(sink: Callable[[Any], None]) -> Callable[[Any], None]:
+def _importing_tables(sink: Callable[[Any], object]) -> Callable[[Any], object]:
     """`sink`, which also starts importing polars and numpy in a thread when the first
     session's result arrives: the tables need them once the replay is done, and importing
     them then took about 0.3 s in which nothing else ran (on the bundled corpus's replica,
@@ -367,12 +367,12 @@ def _importing_tables(sink: Callable[[Any], None]) -> Callable[[Any], None]:
     and by the first result they are all started."""
     started = False
 
-    def take(result: Any) -> None:
+    def take(result: Any) -> object:
         nonlocal started
         if not started:
             started = True
             threading.Thread(target=_import_tables, daemon=True).start()
-        sink(result)
+        return sink(result)
 
     return take
 

@@ -75,7 +75,7 @@ def sweep_frame(report: ReplayReport, results: Sequence[Outcome], rec: Recommend
         row["net_savings_high_pct"] = _or_none(o.high_pct)
         rows.append(row)
     names = {o.variant.scenario.name: o.variant for o in results}
-    for s in report.sessions:
+    for s in report.results:
         base = next((p for p in s.policies if p.name == BASELINE), None)
         session_costs = (base.cost_usd if base else 0.0, s.recorded.cost_usd)
         for t in s.policies:

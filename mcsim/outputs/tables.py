@@ -37,7 +37,10 @@ from typing import Any
 # 8 (2026-12-03): keep-warm pings (a scenario's `keep_warm`): calls.parquet gained pings (sent
 # in the idle gap before the call) and ping_cost_usd (their cost; cost_usd stays the call's
 # own), summary.parquet pings and ping_cost_usd (part of its cost_usd).
-SCHEMA_VERSION = 8
+# 9 (2026-12-03): each keep-warm ping is also a row of its own in calls.parquet (`ping` true,
+# before the call after its gap, with its time, tokens and cost); the agent's calls have
+# `ping` false.
+SCHEMA_VERSION = 9
 TS = "datetime"
 # The partition key of a replay's datasets: the policy's place in the run (0 the recording,
 # then the baseline and the policy file's order), not its name. A name may hold characters a

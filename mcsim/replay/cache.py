@@ -23,7 +23,7 @@ a gap equal to the TTL the entry is gone. What one call reads:
 
 Keep-warm pings (keep_warm.py), when the thread has them: in the gap before a call, each ping
 reads the cached prompt and refreshes its lifetime, so the call's gap runs from the last one;
-what they read is left in `pings`, `ping_read` and `ping_uncached` for the caller to price.
+each gap's pings are left in `ping_gaps` (keep_warm.PingGap) for the caller to price.
 
 What differs between providers (the minimum, whole blocks, whether writes are billed apart) is
 the thread's `CacheRules` (mcsim.replay.providers): with no breakpoints (OpenAI) everything a
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.replay.calibrate import CalCall, ReadClass
-from mcsim.replay.keep_warm import KeepWarm, pings_in_gap
+from mcsim.replay.keep_warm import KeepWarm, PingGap, pings_in_gap
 from mcsim.replay.providers import CacheRules, rules_for
 
 _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
@@ -52,19 +52,17 @@ _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
 class PromptCache:
     """One thread's cache: how much of the last prompt is cached, and its clock."""
 
-    __slots__ = ("block", "entries", "head", "intact", "keep_warm", "ping_read", "ping_uncached",
-                 "pings", "recorded_ttl_s", "rules", "sent", "ttl_s", "valid")  # fmt: skip
+    __slots__ = ("block", "entries", "head", "intact", "keep_warm", "ping_gaps",
+                 "recorded_ttl_s", "rules", "sent", "ttl_s", "valid")  # fmt: skip
 
     def __init__(
         self, head: int, rules: CacheRules | None = None, keep_warm: KeepWarm | None = None
     ) -> None:
         self.rules = rules or rules_for("anthropic")  # the provider's cache (providers/)
-        # Pings in idle gaps (keep_warm.py); per call served, the pings sent in the gap
-        # before it and what each of them read and sent uncached (its own tokens not counted)
+        # Pings in idle gaps (keep_warm.py): the gaps of the calls last served that had any,
+        # each at the index of the call after it among them, not priced (cost_usd None)
         self.keep_warm = keep_warm
-        self.pings: list[int] = []
-        self.ping_read: list[int] = []
-        self.ping_uncached: list[int] = []
+        self.ping_gaps: list[PingGap] = []
         self.head = head  # system prompt + tools: where a changed prefix falls back to
         self.valid = 0  # tokens of the cached prefix that still match the prompt
         self.intact = False  # the cache holds the whole previous prompt
@@ -125,38 +123,36 @@ class PromptCache:
             self.rules.bills_writes,
         )
         warm = self.keep_warm
-        every, longest, paid = (
-            (warm.interval_s, warm.max_idle_s, warm.longer_gaps == "paid")
+        every, longest, paid, own_in, own_out = (
+            (warm.interval_s, warm.max_idle_s, warm.longer_gaps == "paid", warm.input_tokens,
+             warm.output_tokens)
             if warm is not None
-            else (0.0, 0.0, False)
-        )
-        pings, ping_read, ping_uncached = self.pings, self.ping_read, self.ping_uncached
-        pings.clear()
-        ping_read.clear()
-        ping_uncached.clear()
-        for call, prompt, now, ttl, rewrite, gone, anchor, intact_to, blocks_at in zip(
+            else (0.0, 0.0, False, 0, 0)
+        )  # fmt: skip
+        ping_gaps = self.ping_gaps = []
+        per_call = zip(
             calls, prompts, sent, ttls, rewrote, deleted, anchors,
             [0] * len(calls) if kept is None else kept,
             [0] * len(calls) if blocks is None else blocks, strict=True,
-        ):  # fmt: skip
+        )  # fmt: skip
+        index = -1  # the call's place among `calls`
+        for call, prompt, now, ttl, rewrite, gone, anchor, intact_to, blocks_at in per_call:
+            index += 1
             gap = None if previous is None else now - previous
-            if warm is not None:
-                sent_pings = 0
-                if gap is not None and gap > every and valid:
-                    sent_pings = pings_in_gap(gap, lifetime, every, longest, paid)
-                pings.append(sent_pings)
+            if warm is not None and gap is not None and gap > every and valid:
+                sent_pings = pings_in_gap(gap, lifetime, every, longest, paid)
                 if sent_pings:
-                    # Each ping reads the cached prompt and refreshes it; the next request's
-                    # gap runs from the last one (the previous request's, as `previous`).
+                    # Each ping reads the cached prompt (a prefix cache: its whole blocks, the
+                    # rest uncached) and refreshes it; the next request's gap runs from the
+                    # last one (the previous request's, as `previous`).
                     assert previous is not None
+                    cached = valid - valid % block if not writes else valid
+                    ping_gaps.append(PingGap(
+                        index, sent_pings, previous, every, cached, valid - cached + own_in,
+                        own_out, None,
+                    ))  # fmt: skip
                     previous += sent_pings * every
                     gap = now - previous
-                    cached = valid - valid % block if not writes else valid
-                    ping_read.append(cached)
-                    ping_uncached.append(valid - cached)
-                else:
-                    ping_read.append(0)
-                    ping_uncached.append(0)
             recorded_before = recorded_lifetime
             previous, lifetime_before, lifetime = now, lifetime, seconds[ttl]
             recorded_lifetime = seconds[call.ttl]

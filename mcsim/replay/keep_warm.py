@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcsim.errors import UsageError
 from mcsim.text import shown
@@ -93,6 +93,24 @@ class KeepWarm:
         if self.longer_gaps != "none":
             text += f", longer gaps {self.longer_gaps}"
         return text
+
+
+class PingGap(NamedTuple):
+    """The `pings` keep-warm pings of one idle gap, alike but for their times: the k-th is
+    sent at `from_s + k * interval_s`, reads `cache_read_tokens` of the cached prompt, sends
+    `input_tokens` uncached (its own and, on a prefix cache, the cached prompt's part of a
+    block) and gets `output_tokens` back, for `cost_usd` each (None: unpriced, or not priced
+    yet). `at`: the call after the gap, by its index in its thread (a replayed thread) or its
+    row in its session (`rows.SessionRows`)."""
+
+    at: int
+    pings: int
+    from_s: float
+    interval_s: float
+    cache_read_tokens: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
 
 
 def _minutes(value: float) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from mcsim.accounting.prices import ModelPrice, PriceTable, base_rates_up_to, rates_for
 from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalCall
+from mcsim.replay.keep_warm import PingGap
 
 
 class Pricer:
@@ -66,33 +67,23 @@ class Pricer:
             total += r.usd(Tokens(cache_read_tokens=extra))
         return total
 
-    def pings_usd(
-        self,
-        calls: Sequence[CalCall],
-        start: int,
-        pings: Sequence[int],
-        read: Sequence[int],
-        uncached: Sequence[int],
-        input_tokens: int,
-        output_tokens: int,
-    ) -> list[float | None]:
-        """USD of the keep-warm pings in the gap before each of `calls[start:]` (one entry per
-        call): each reads `read` tokens, sends `uncached` of the cached prompt (a prefix
-        cache's part of a block) and `input_tokens` of its own, and gets `output_tokens` back,
-        at the rates of the model of the call before the gap (whose entry it keeps warm).
-        None where that model is not in the table."""
-        out: list[float | None] = []
-        for i, (n, cached, fresh) in enumerate(zip(pings, read, uncached, strict=True)):
-            if not n:
-                out.append(0.0)
-                continue
-            before = calls[start + i - 1]
+    def pings_priced(
+        self, calls: Sequence[CalCall], start: int, gaps: Sequence[PingGap]
+    ) -> list[PingGap]:
+        """`gaps` (each at the index of its call among `calls[start:]`) with each ping's cost
+        and at its call's index in the thread: a ping is priced at the rates of the model of
+        the call before the gap (whose entry it keeps warm), None where that model is not in
+        the table."""
+        out: list[PingGap] = []
+        for gap in gaps:
+            at = start + gap.at
+            before = calls[at - 1]
             price = self.table.lookup(before.model)
-            if price is None:
-                out.append(None)
-                continue
-            prompt = cached + fresh + input_tokens
-            r, _ = rates_for(price, prompt, before.timestamp_s, None, None)
-            one = r.usd(Tokens(fresh + input_tokens, 0, 0, cached, output_tokens))
-            out.append(n * one)
+            one = None
+            if price is not None:
+                prompt = gap.cache_read_tokens + gap.input_tokens
+                r, _ = rates_for(price, prompt, before.timestamp_s, None, None)
+                one = r.usd(Tokens(gap.input_tokens, 0, 0, gap.cache_read_tokens,
+                                   gap.output_tokens))  # fmt: skip
+            out.append(gap._replace(at=at, cost_usd=one))
         return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mcsim.accounting.prices import PriceTable
@@ -49,9 +49,10 @@ from mcsim.replay.session_cache import content_key
 # drop by cause (PolicyTotals.drops_by_cause), breaks being only what the detector reports;
 # 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
 # 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd);
-# 8: laid out from the records' own fields (mcsim.ingest.codec); 9: breaks as a table of
+# 8: laid out from the records' own fields (mcsim.ingest.codec); 9: each gap's pings
+# (SessionRows.pinged), the rows of the pings in the calls table; 10: breaks as a table of
 # `BreakRow`s
-RESULTS_VERSION = 9
+RESULTS_VERSION = 10
 _RESULTS = Kind(4, RESULTS_VERSION)
 # A session's runs, the recording first: each one's name, and the figure names of each of its
 # policies that can clear (PolicyTotals.figures)
@@ -79,8 +80,7 @@ _CODEC = Codec(
     Kept,
     leave={
         "SessionReplay.break_columns",
-        "SessionReplay.net_costs",
-        "SessionReplay.packed_rows",
+        "SessionReplay.packed",
         "SessionRows.ints",
         "SessionRows.floats",
         "SessionRows.bools",
@@ -188,8 +188,9 @@ def _memoed(stored: Stored[Kept], runs: Runs) -> Memoed[SessionReplay]:
     for k in stored.records:
         at = _check(k, runs, stored.extra, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
+        result = replace(k.result, break_columns=_break_columns(k))
         done.append((_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
-                     k.result))  # fmt: skip
+                     result))  # fmt: skip
     if at != len(stored.extra):
         raise ValueError("rows that do not add up")
     return Memoed(done, stored.skips, [k.key for k in stored.records], stored.current)
@@ -224,7 +225,6 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
         if k.breaks:
             raise ValueError("breaks without rows")
         return at
-    r.break_columns = [list(c) for c in zip(*k.breaks, strict=True)] or [[] for _ in BREAK_COLUMNS]
     if rows.policies != [run for run, _ in runs] or (rows.session_id, rows.project) != (
         r.session_id,
         r.project,
@@ -248,4 +248,14 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
         raise ValueError("a negative count of calls")
     if not all(0 <= at_row < n for at_row, _ in rows.causes):
         raise ValueError("a break past the session's rows")
+    if not all(0 < gap.at < n and gap.pings > 0 for gap in rows.pinged):
+        raise ValueError("pings past the session's rows")
     return at
+
+
+def _break_columns(k: Kept) -> list[list[object]]:
+    """The result's break columns (BREAK_COLUMNS order) back from its rows: none without
+    per-call rows (`_check` refuses breaks there)."""
+    if k.result.call_rows is None:
+        return []
+    return [list(c) for c in zip(*k.breaks, strict=True)] or [[] for _ in BREAK_COLUMNS]

@@ -1,6 +1,7 @@
-"""What a replay produces: each policy's totals over a session (or a run), and a session's
-whole result. Data only: `run.py` makes them, `result_cache.py` keeps them, the outputs read
-them.
+"""What a replay produces: each policy's totals over a session (or a run), a session's
+whole result (`SessionReplay`, made once and never changed), and what a run keeps of each
+session once counted (`CountedSession`). Data only: `run.py` makes them, `result_cache.py`
+keeps them, the outputs read them.
 """
 
 from __future__ import annotations
@@ -168,9 +169,22 @@ def keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float
             mine[key] = max(mine.get(key, value), value)
 
 
-@dataclass
+class PackedRows(NamedTuple):
+    """A result's rows as a sink took them where the result was made
+    (mcsim.outputs.rows_sink): pickled in `data`, or written to the file `path` of the sink's
+    folder at `offset` (then `data` is None); `calls`: the calls they hold per run."""
+
+    data: bytes | None
+    path: str
+    offset: int
+    calls: int
+
+
+@dataclass(frozen=True)
 class SessionReplay:
-    """Everything the replay of one session produced."""
+    """Everything the replay of one session produced. Made once (`run.replay_session`),
+    never changed: a sink that takes its rows where it is made gives a copy without them
+    (`packed` says where they went)."""
 
     session_id: str
     project: str
@@ -188,34 +202,61 @@ class SessionReplay:
     providers: Counter[str] = field(default_factory=Counter)  # calls by recorded provider
     ttls: Counter[str] = field(default_factory=Counter)  # calls by recorded cache TTL
     # Per-call rows (rows.py) and per-break rows as columns (BREAK_COLUMNS order): cheaper to
-    # build, to send between processes and to turn into tables than row tuples.
+    # build, to send between processes and to turn into tables than row tuples. Empty when
+    # rows were not kept, or were packed.
     call_rows: SessionRows | None = None
     break_columns: list[list[object]] = field(default_factory=list)
-    # Each run's cost with its re-fetches paid, in scenario order (set by ReplayReport.add,
-    # kept when the totals are shed): what the bootstrap intervals resample.
-    net_costs: list[float] = field(default_factory=list)
-    # The rows as a sink took them in the worker (mcsim.outputs.rows_sink.pack): one pickle,
-    # or where a local worker wrote it (rows_sink.RowsAt), and the calls its rows hold. Then
-    # call_rows and break_columns are empty.
-    packed_rows: tuple[bytes | tuple[str, int], int] | None = None
+    packed: PackedRows | None = None
 
     @property
     def fidelity_error(self) -> float:
         w = self.fidelity_weight_tokens
         return self.fidelity_error_tokens / w if w else 0.0
 
+    @property
+    def net_costs(self) -> tuple[float, ...]:
+        """Each run's cost with its re-fetches paid, in scenario order: what the bootstrap
+        intervals resample."""
+        return tuple(t.net_cost_usd for t in self.policies)
 
-# What stands for a session's totals once a sink (mcsim.outputs.rows_sink) has written them
-# out: the report counted them as the session arrived, and nothing reads them again.
-TAKEN = PolicyTotals("(taken)")
-_NONE: Counter[str] = Counter()
 
+@dataclass(frozen=True)
+class CountedSession:
+    """What a report keeps of a session once it has counted the session's figures into its
+    own: what orders the sessions, labels their fidelity and resamples their costs, and, when
+    a sink took the session's rows, the sink's handle to them (`rows`, read only by the sink).
+    A run keeps this, not the whole result, so its memory does not grow with the corpus (a
+    result with the claude-code preset's four scenarios holds 6.3 KB, this under 1 KB)."""
 
-def shed_totals(result: SessionReplay) -> None:
-    """Drop what the report has already counted of `result` (its totals and tallies): a run
-    then keeps 0.9 KB per session instead of 6.3 KB (measured with the claude-code preset's
-    four scenarios; more scenarios, more saved), so memory does not grow with the corpus
-    (docs/design.md#performance)."""
-    result.recorded = TAKEN
-    result.policies = []
-    result.recorded_prunes = result.providers = result.ttls = _NONE
+    session_id: str
+    project: str
+    start_s: float
+    end_s: float
+    calls: int
+    models: tuple[str, ...]
+    fidelity_error_tokens: int
+    fidelity_weight_tokens: int
+    calibration_fallbacks: int
+    net_costs: tuple[float, ...]
+    rows: object = None
+
+    @classmethod
+    def of(cls, result: SessionReplay, rows: object = None) -> CountedSession:
+        return cls(
+            result.session_id,
+            result.project,
+            result.start_s,
+            result.end_s,
+            result.calls,
+            result.models,
+            result.fidelity_error_tokens,
+            result.fidelity_weight_tokens,
+            result.calibration_fallbacks,
+            result.net_costs,
+            rows,
+        )
+
+    @property
+    def fidelity_error(self) -> float:
+        w = self.fidelity_weight_tokens
+        return self.fidelity_error_tokens / w if w else 0.0

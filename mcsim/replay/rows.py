@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
+from mcsim.replay.keep_warm import PingGap
+
 # Columns by storage type, in the order `SessionRows.add` takes them.
 INT_COLUMNS = (
     "call_index",
@@ -63,6 +65,9 @@ class SessionRows:
     model: list[tuple[str, int]] = field(default_factory=list)
     ttl: list[tuple[str, int]] = field(default_factory=list)
     causes: list[tuple[int, str]] = field(default_factory=list)  # (row, break cause)
+    # The keep-warm pings, by gap (`at`: the row of the call after it): rows of their own in
+    # the calls table (`RowsTable.ping_at`), not here, where every run has the same rows
+    pinged: list[PingGap] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -79,10 +84,12 @@ class SessionRows:
         model: Sequence[str],
         ttl: Sequence[str],
         causes: Iterable[tuple[int, str]],
+        ping_gaps: Iterable[PingGap] = (),
     ) -> None:
         """One thread's calls of the current run, as columns in *_COLUMNS order; `causes`
         holds (call index in the thread, cause) for the calls whose reads dropped (breaks
-        and announced drops alike: `is_break` tells them apart)."""
+        and announced drops alike: `is_break` tells them apart); `ping_gaps` the thread's
+        gaps with keep-warm pings."""
         n = len(model)
         offset = self.rows
         self.rows += n
@@ -97,6 +104,7 @@ class SessionRows:
         self.model.extend(runs(model))
         self.ttl.extend(runs(ttl))
         self.causes.extend((offset + i, cause) for i, cause in causes)
+        self.pinged.extend(gap._replace(at=offset + gap.at) for gap in ping_gaps)
 
     def seal(self) -> None:
         """Join each column's chunks (fewer objects to send to the parent)."""
@@ -160,25 +168,20 @@ class RowsTable:
               for row, _ in s.causes]  # fmt: skip
         causes[np.asarray(at, dtype=np.int64)] = cause_codes
         self._set("break_cause", values, causes[order])
-
-    @classmethod
-    def from_columns(
-        cls,
-        policies: Sequence[str],
-        calls: int,
-        numbers: dict[str, Any],
-        strings: dict[str, tuple[list[str], Any]],
-    ) -> RowsTable:
-        """A table of columns read back from a written calls table (policy-major, `calls`
-        rows per policy): numpy `numbers`, and string columns as (values, codes)."""
-        table = cls.__new__(cls)
-        table.policies = list(policies)
-        table.calls = calls
-        table.rows = calls * len(policies)
-        table.numbers = numbers
-        table.values = {name: values for name, (values, _) in strings.items()}
-        table.codes = {name: codes for name, (_, codes) in strings.items()}
-        return table
+        # Each gap with pings at the row of the call after it, in the table's order: a row of
+        # session s's run r, call c, comes at r * calls + (calls of the sessions before s) + c.
+        before = np.cumsum(counts) - counts
+        gaps = [(s_index, gap) for s_index, s in enumerate(sessions) for gap in s.pinged]
+        ping_at = np.array(
+            [
+                (gap.at // sessions[i].calls) * self.calls + before[i] + gap.at % sessions[i].calls
+                for i, gap in gaps
+            ],
+            dtype=np.int64,
+        )
+        by_row = np.argsort(ping_at, kind="stable")
+        self.ping_at = ping_at[by_row]
+        self.ping_gaps = [gaps[i][1] for i in by_row]
 
     def _set(self, name: str, values: list[str], codes: Any) -> None:
         self.values[name] = values

@@ -29,7 +29,13 @@ from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
 from mcsim.replay.policies.clear_tool_uses import ClearToolUses, other_reading
 from mcsim.replay.result_cache import ResultCache
-from mcsim.replay.results import BREAK_COLUMNS, PolicyTotals, SessionReplay, keep_largest
+from mcsim.replay.results import (
+    BREAK_COLUMNS,
+    CountedSession,
+    PolicyTotals,
+    SessionReplay,
+    keep_largest,
+)
 from mcsim.replay.rows import RowsTable, SessionRows
 from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
@@ -117,30 +123,16 @@ def replay_session(
     calls = session.calls
     stamps = [c.timestamp_s for c in calls]
     recorded, recorded_threads = _recorded(session, prices)
-    out = SessionReplay(
-        session_id=session.session_id,
-        project=session.project,
-        start_s=min(stamps),
-        end_s=max(stamps),
-        calls=len(calls),
-        recorded=recorded,
-        policies=[],
-        fidelity_error_tokens=0,
-        fidelity_weight_tokens=0,
-        calibration_fallbacks=sum(c.fallback for c in calls),
-        models=tuple(sorted({c.model for c in calls})),
-        recorded_prunes=Counter(c.pruned for c in calls if c.pruned is not None),
-        providers=Counter(c.provider for c in calls),
-        ttls=Counter(c.ttl for c in calls),
-    )
+    rows: SessionRows | None = None
+    break_columns: list[list[object]] = []
     if keep_rows:
-        out.call_rows = SessionRows(
+        rows = SessionRows(
             session.session_id,
             session.project,
             [(t.thread_id, t.kind.value, len(t.calls)) for t in session.threads],
         )
-        out.break_columns = [[] for _ in BREAK_COLUMNS]
-        _recorded_rows(out.call_rows, session, recorded_threads)
+        break_columns = [[] for _ in BREAK_COLUMNS]
+        _recorded_rows(rows, session, recorded_threads)
     runs = list(scenarios)
     # Items are tracked only on threads some policy acts on (not sub-agents, usually).
     prepared = [
@@ -152,11 +144,13 @@ def replay_session(
     unpruned: dict[tuple[Any, ...], SimThread] = {}
     kinds = {t.kind.value for t in session.threads}
     shared = Counter((kind, s.serving(kind)) for s in runs for kind in kinds)
+    policies = []
+    fidelity = _Fidelity()
     for scenario in runs:
         totals = PolicyTotals(scenario.name)
         other = other_cleared_set(scenario)
-        if out.call_rows is not None:
-            out.call_rows.start_run(scenario.name)
+        if rows is not None:
+            rows.start_run(scenario.name)
         for index, (thread, items) in enumerate(zip(session.threads, prepared, strict=True)):
             serving = scenario.serving(thread.kind.value)
             key = (index, serving)
@@ -171,24 +165,48 @@ def replay_session(
             if other is not None and pruning:
                 alt = simulate_thread(thread, other, prices, items, unpruned.get(key))
                 totals.cleared_set_other_usd += _net_cost(alt) - _net_cost(sim)
-            if out.call_rows is not None:
-                _rows(out, out.call_rows, scenario.name, session, sim)
+            if rows is not None:
+                _rows(rows, break_columns, scenario.name, session, sim)
             if scenario.name == BASELINE:  # no pruning, the cache as recorded
-                _fidelity(out, thread, sim)
-        out.policies.append(totals)
-    if out.call_rows is not None:
-        out.call_rows.seal()
-    return out
+                fidelity.add(thread, sim)
+        policies.append(totals)
+    if rows is not None:
+        rows.seal()
+    return SessionReplay(
+        session_id=session.session_id,
+        project=session.project,
+        start_s=min(stamps),
+        end_s=max(stamps),
+        calls=len(calls),
+        recorded=recorded,
+        policies=policies,
+        fidelity_error_tokens=fidelity.error_tokens,
+        fidelity_weight_tokens=fidelity.weight_tokens,
+        calibration_fallbacks=sum(c.fallback for c in calls),
+        models=tuple(sorted({c.model for c in calls})),
+        recorded_prunes=Counter(c.pruned for c in calls if c.pruned is not None),
+        providers=Counter(c.provider for c in calls),
+        ttls=Counter(c.ttl for c in calls),
+        call_rows=rows,
+        break_columns=break_columns,
+    )
 
 
-def _fidelity(out: SessionReplay, thread: CalThread, sim: SimThread) -> None:
-    """Add the token-weighted error of reads and writes against the recording."""
-    for i, rec in enumerate(thread.calls):
-        rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
-        sim_write = sim.cache_write_5m_tokens[i] + sim.cache_write_1h_tokens[i]
-        out.fidelity_error_tokens += abs(sim.cache_read_tokens[i] - rec.cache_read_tokens)
-        out.fidelity_error_tokens += abs(sim_write - rec_write)
-        out.fidelity_weight_tokens += rec.cache_read_tokens + rec_write
+@dataclass
+class _Fidelity:
+    """The token-weighted error of the no-pruning replay's reads and writes against the
+    recording, summed over a session's threads."""
+
+    error_tokens: int = 0
+    weight_tokens: int = 0
+
+    def add(self, thread: CalThread, sim: SimThread) -> None:
+        for i, rec in enumerate(thread.calls):
+            rec_write = rec.cache_write_5m_tokens + rec.cache_write_1h_tokens
+            sim_write = sim.cache_write_5m_tokens[i] + sim.cache_write_1h_tokens[i]
+            self.error_tokens += abs(sim.cache_read_tokens[i] - rec.cache_read_tokens)
+            self.error_tokens += abs(sim_write - rec_write)
+            self.weight_tokens += rec.cache_read_tokens + rec_write
 
 
 def _recorded(session: CalSession, prices: PriceTable) -> tuple[PolicyTotals, list[RecordedThread]]:
@@ -299,7 +317,11 @@ def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[Record
 
 
 def _rows(
-    out: SessionReplay, rows: SessionRows, policy: str, session: CalSession, sim: SimThread
+    rows: SessionRows,
+    break_columns: list[list[object]],
+    policy: str,
+    session: CalSession,
+    sim: SimThread,
 ) -> None:
     n = len(sim.prompt_tokens)
     broke = [False] * n
@@ -323,6 +345,7 @@ def _rows(
         sim.model,
         sim.ttl,
         sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops)),
+        sim.ping_gaps,
     )
     for b in sim.breaks:
         row = (
@@ -340,7 +363,7 @@ def _rows(
             b.cause.value,
             b.expected,
         )
-        for column, value in zip(out.break_columns, row, strict=True):
+        for column, value in zip(break_columns, row, strict=True):
             column.append(value)
 
 
@@ -357,12 +380,20 @@ class PolicySummary:
         return savings_pct(self.totals.cost_usd, reference_usd)
 
 
+def _in_start_order(session: SessionReplay | CountedSession) -> tuple[float, str]:
+    return session.start_s, session.session_id
+
+
 @dataclass(eq=False)  # one run's report: compared (and memoised, verdict.py) by identity
 class ReplayReport:
     scenarios: list[Scenario]
     recorded: PolicyTotals = field(default_factory=lambda: PolicyTotals(RECORDED))
     policies: dict[str, PolicyTotals] = field(default_factory=dict)
-    sessions: list[SessionReplay] = field(default_factory=list)
+    # Every session, counted (in start order once finished) ...
+    sessions: list[CountedSession] = field(default_factory=list)
+    # ... and its whole result, unless a sink took its rows (mcsim.outputs.rows_sink), in the
+    # same order: what the per-session tables and the in-memory rows are made from
+    results: list[SessionReplay] = field(default_factory=list)
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD
     price_table: str = ""
     stats: LoadStats = field(default_factory=LoadStats)
@@ -375,22 +406,26 @@ class ReplayReport:
         """Every session's per-call rows, joined once (empty unless replayed with keep_rows)."""
         if self._rows is None:
             names = [RECORDED, *(s.name for s in self.scenarios)]
-            parts = [s.call_rows for s in self.sessions if s.call_rows is not None]
+            parts = [s.call_rows for s in self.results if s.call_rows is not None]
             self._rows = RowsTable(parts, names)
         return self._rows
 
-    def add(self, result: SessionReplay) -> None:
+    def add(self, result: SessionReplay, rows: object = None) -> None:
+        """Count `result`'s figures; keep it whole unless a sink took its rows (`rows`: the
+        sink's handle to them)."""
         self.recorded.merge(result.recorded)
-        result.net_costs = [t.net_cost_usd for t in result.policies]
         for totals in result.policies:
             self.policies.setdefault(totals.name, PolicyTotals(totals.name)).merge(totals)
         self._providers.update(result.providers)
         self._ttls.update(result.ttls)
         self._prunes.update(result.recorded_prunes)
-        self.sessions.append(result)
+        self.sessions.append(CountedSession.of(result, rows))
+        if rows is None:
+            self.results.append(result)
 
     def finish(self) -> None:
-        self.sessions.sort(key=lambda s: (s.start_s, s.session_id))
+        self.sessions.sort(key=_in_start_order)
+        self.results.sort(key=_in_start_order)
 
     @property
     def baseline(self) -> PolicyTotals:
@@ -438,7 +473,7 @@ class ReplayReport:
                     )
         return notes
 
-    def sessions_over_threshold(self) -> list[SessionReplay]:
+    def sessions_over_threshold(self) -> list[CountedSession]:
         return [s for s in self.sessions if s.fidelity_error > self.fidelity_threshold]
 
     @property
@@ -511,16 +546,18 @@ def run_replay(
     progress: ProgressFn | None = None,
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
     engine: Engine | None = None,
-    sink: Callable[[SessionReplay], None] | None = None,
+    sink: Callable[[SessionReplay], object] | None = None,
     prepare: Callable[[SessionReplay], SessionReplay] | None = None,
     computed: Callable[[], None] | None = None,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
-    `sink` is handed each session's result as it arrives, after its totals are counted: a
-    writer that takes its rows (and drops them from the result) keeps the driver's memory
-    flat (mcsim.outputs.rows_sink); `prepare` (picklable) is applied to each result where it
-    is made, before it is sent (the sink's `pack`); `computed` is called when a unit's results
+    `sink` is handed each session's result as it arrives and returns its handle to the rows
+    it took: the report then keeps only the session's count and that handle
+    (`CountedSession`), which keeps the driver's memory flat (mcsim.outputs.rows_sink);
+    without a sink the report keeps every result whole (`ReplayReport.results`). `prepare`
+    (picklable) is applied to each result where it is made, before it is sent (the sink's
+    `pack`); `computed` is called when a unit's results
     arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
     first = scenarios[0] if scenarios else None
     if first is None or (first.name, first.as_recorded, first.prunes) != (BASELINE, True, False):
@@ -553,9 +590,7 @@ def run_replay(
         prepare=prepare,
         computed=computed,
     ):
-        report.add(result)
-        if sink is not None:
-            sink(result)
+        report.add(result, sink(result) if sink is not None else None)
     report.finish()
     if cache_dir is not None:
         enforce_cap(cache_dir, cap)

@@ -36,6 +36,7 @@ from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
+from mcsim.replay.keep_warm import PingGap
 from mcsim.replay.model_support import supports
 from mcsim.replay.policies import Mode, can_clear
 from mcsim.replay.pricing import Pricer
@@ -171,6 +172,7 @@ class SimThread:
     # Not part of `cost_usd`, which is the agent's own calls.
     pings: list[int] = field(default_factory=list)
     ping_cost_usd: list[float | None] = field(default_factory=list)
+    ping_gaps: tuple[PingGap, ...] = ()  # the gaps with pings, each ping priced
 
     @property
     def edit_drops(self) -> tuple[CacheBreak, ...]:
@@ -379,18 +381,17 @@ def _serve(
     n = len(prompt)
     pings: list[int] = [0] * n
     ping_cost: list[float | None] = [0.0] * n
-    if warm is not None:
-        pings = cache.pings
-        ping_cost = pricer.pings_usd(
-            calls, same, pings, cache.ping_read, cache.ping_uncached, warm.input_tokens,
-            warm.output_tokens,
-        )  # fmt: skip
+    ping_gaps = pricer.pings_priced(calls, same, cache.ping_gaps)
+    for gap in ping_gaps:
+        pings[gap.at - same] = gap.pings
+        ping_cost[gap.at - same] = None if gap.cost_usd is None else gap.pings * gap.cost_usd
     served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost, pings, ping_cost)
     if same:
         assert unpruned is not None
         served = _Served.copied(unpruned, same).then(served)
+        ping_gaps[:0] = [g for g in unpruned.ping_gaps if g.at < same]
     return _thread(thread, columns, plans, served, decisions, prepared, prices, reread,
-                   unpruned if same else None, same)  # fmt: skip
+                   unpruned if same else None, same, tuple(ping_gaps))  # fmt: skip
 
 
 def _lookback_start(blocks: list[int], first_change: int, lookback: int) -> int:
@@ -454,6 +455,7 @@ def _thread(
     reread: float,
     unpruned: SimThread | None,
     same: int,
+    ping_gaps: tuple[PingGap, ...],
 ) -> SimThread:
     """The replayed thread, with its breaks (the copied calls' from `unpruned`) and the
     re-fetch hazards of what the policies cleared."""
@@ -505,6 +507,7 @@ def _thread(
         edit_reread_usd=reread,
         pings=served.pings,
         ping_cost_usd=served.ping_cost_usd,
+        ping_gaps=ping_gaps,
     )
 
 

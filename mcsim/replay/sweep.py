@@ -483,7 +483,7 @@ def outcomes(
     spread = Spread(len(report.sessions), resamples, seed)
     draws = None
     if spread.has_interval:
-        # Each session's net costs follow the scenarios' order (SessionReplay.net_costs); the
+        # Each session's net costs follow the scenarios' order (CountedSession.net_costs); the
         # baseline's is its cost (it clears nothing: no re-fetches).
         order = {s.name: i for i, s in enumerate(report.scenarios)}
         costs = np.array([s.net_costs for s in report.sessions], dtype=np.float64)
