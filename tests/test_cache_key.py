@@ -77,9 +77,10 @@ def forge(fake_entry: Path, real: Path, cache: Path, sign: Any) -> Path:
     name, stamp = unit_keys(unit, CALLS_FORMAT)
     data = fake_entry.read_bytes()
     kind_version, payload = data[HEAD : HEAD + 3], data[HEAD + 11 :]
-    doc = orjson.loads(payload)
+    doc = orjson.loads(payload[8:])  # (after the JSON part's size)
     doc[0], doc[1] = [name, stamp], [str(f) for f in unit.files]
     payload = orjson.dumps(doc)
+    payload = len(payload).to_bytes(8, "little") + payload
     body = kind_version + len(payload).to_bytes(8, "little") + payload
     entry = cache / f"{name}.calls"
     entry.write_bytes(MAGIC + sign(entry.name, body) + body)

@@ -417,8 +417,8 @@ def _column(doc: list[Any], table: str, column: str) -> list[Any]:
         (_at("result.call_rows.threads", "kind", 0), 7),  # a thread kind not a string
         (_at("result.call_rows", "rows", 0), 1),  # fewer rows than the threads' calls
         (_at("result.call_rows", "model", 0), []),  # model runs that do not cover the rows
-        (_at("", "breaks", 0, 4), ["1"]),  # a break's call index as text
-        (_at("", "breaks", 0), [[]]),  # break columns missing
+        (_at("breaks", "call_index", 0), "1"),  # a break's call index as text
+        (_at("", "breaks", 0), 0),  # a session's breaks missing from its count
         ((3, 0), [1]),  # a table without its columns
         ((2, 0, 0, 0), "12"),  # the lines read as text
         # numbers no replay reaches, which the tables, charts or dates could not take
@@ -429,8 +429,8 @@ def _column(doc: list[Any], table: str, column: str) -> list[Any]:
         (_at("", "start", 0), 1e300),  # a start past the year 2999
         (_at("result", "start_s", 0), -1.0),  # ... before 1970
         (_at("result", "end_s", 0), 1e300),  # an end past the year 2999
-        (_at("", "breaks", 0, 5, 0), 1e300),  # a break past it
-        (_at("", "breaks", 0, 9, 0), 2**63),  # a break's tokens past 64 bits
+        (_at("breaks", "timestamp", 0), 1e300),  # a break past it
+        (_at("breaks", "drop_tokens", 0), 2**63),  # a break's tokens past 64 bits
     ],
 )
 def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(

@@ -234,9 +234,10 @@ def test_a_verified_payload_of_the_wrong_shape_is_rebuilt(
     entry = _entry(cache)
     original = entry.read_bytes()
     version = BODY.unpack_from(original, len(MAGIC) + 32)[1]
-    doc = orjson.loads(original[HEADER_BYTES:])
+    doc = orjson.loads(original[HEADER_BYTES + 8 :])  # (after the JSON part's size)
     _set(doc, path, value)
-    _forged(entry, version, orjson.dumps(doc))
+    data = orjson.dumps(doc)
+    _forged(entry, version, struct.pack("<Q", len(data)) + data)
     report = _replay([SAMPLES], cache)
     assert _figures(report) == expected
     assert _rebuilt(report) == [(str(entry), "unexpected content")]

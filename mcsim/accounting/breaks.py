@@ -98,19 +98,15 @@ def is_drop(previous_read_tokens: int, read_tokens: int) -> bool:
 def detect_breaks(calls: Sequence[CallObservation]) -> list[CacheBreak]:
     """Drops of one thread's calls, in order: the breaks, and those the detector was told of
     (`split_drops` separates them)."""
-    breaks = []
-    for i in range(1, len(calls)):
-        prev, cur = calls[i - 1], calls[i]
-        if not is_drop(prev.cache_read_tokens, cur.cache_read_tokens):
-            continue
-        gap = cur.timestamp_s - prev.timestamp_s
-        breaks.append(
-            CacheBreak(
-                i, prev.cache_read_tokens, cur.cache_read_tokens, gap, _cause(prev, cur, gap),
-                _announced(cur),
-            )
-        )  # fmt: skip
-    return breaks
+    return detect_breaks_columns(
+        [c.timestamp_s for c in calls],
+        [c.model for c in calls],
+        [c.cache_read_tokens for c in calls],
+        [c.ttl_seconds for c in calls],
+        [c.compaction_before for c in calls],
+        [c.rewrote for c in calls],
+        [c.cache_edit for c in calls],
+    )
 
 
 def detect_breaks_columns(

@@ -14,15 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple, Protocol
 
-from mcsim.accounting.breaks import (
-    BreakCause,
-    CacheBreak,
-    CallObservation,
-    detect_breaks,
-    split_drops,
-)
-from mcsim.accounting.prices import CallCost, PriceTable
+from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
+from mcsim.accounting.prices import BilledUsage, CallCost, PriceTable
 from mcsim.ingest.calls_cache import CachedCallsSource
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
@@ -34,6 +29,7 @@ from mcsim.model import (
     CompactionKind,
     Session,
     SourceRef,
+    Thread,
     ThreadKind,
     Tokens,
     Usage,
@@ -106,6 +102,90 @@ def recorded_ttl(usage: Usage, previous: str | None) -> str:
     if usage.cache_write_5m_tokens > 0 or not usage.has_ttl_split:
         return "5m"
     return previous or "5m"
+
+
+class RecordedCall(BilledUsage, Protocol):
+    """What `account_thread` reads of a recorded call, besides what pricing reads: when it
+    was sent and logged, its model and cache read, the TTL it wrote with, whether a
+    compaction came before it, and the pruning the recording shows before it (a
+    CompactionKind value). A calibrated call (mcsim.replay.calibrate.CalCall) is one; a loaded
+    call is read through `LoadedCall`."""
+
+    @property
+    def timestamp_s(self) -> float: ...
+    @property
+    def request_s(self) -> float: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def ttl(self) -> str: ...
+    @property
+    def compaction(self) -> bool: ...
+    @property
+    def pruned(self) -> str | None: ...
+
+
+class LoadedCall(NamedTuple):
+    """A loaded call (model.Call) as `account_thread` reads it, with the TTL it wrote with."""
+
+    timestamp_s: float
+    request_s: float
+    model: str
+    cache_read_tokens: int
+    ttl: str
+    compaction: bool
+    pruned: str | None
+    tokens: Tokens
+    prompt_tokens: int
+    speed: str | None
+    inference_geo: str | None
+
+
+def loaded_calls(thread: Thread) -> list[LoadedCall]:
+    """A loaded thread's calls as `account_thread` reads them."""
+    calls = []
+    ttl: str | None = None
+    for call in thread.calls:
+        usage = call.usage
+        ttl = recorded_ttl(usage, ttl)
+        pruned = None if call.pruned is None else call.pruned.kind.value
+        calls.append(
+            LoadedCall(call.timestamp_s, call.request_s, call.model, usage.cache_read_tokens, ttl,
+                       call.compaction is not None, pruned, usage.tokens, usage.prompt_tokens,
+                       usage.speed, usage.inference_geo)
+        )  # fmt: skip
+    return calls
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedThread:
+    """One thread of a recording accounted: each call's price (None: its model is not in the
+    table), the breaks Claude Code's detector reports, by call, and the drops the harness
+    announced to it (docs/domain.md#the-cache-break-detector). Inspect and the replay both
+    take their recorded figures from `account_thread`, so they cannot differ."""
+
+    costs: list[CallCost | None]
+    breaks: dict[int, CacheBreak]
+    announced: list[CacheBreak]
+
+
+def account_thread(calls: Sequence[RecordedCall], prices: PriceTable) -> RecordedThread:
+    """Price a recorded thread's calls and find its cache breaks."""
+    micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
+    drops = detect_breaks_columns(
+        [c.request_s for c in calls],
+        [c.model for c in calls],
+        [c.cache_read_tokens for c in calls],
+        [TTL_SECONDS[c.ttl] for c in calls],
+        [c.compaction for c in calls],
+        [c.pruned == micro for c in calls],
+        [c.pruned == deletion for c in calls],
+    )
+    breaks, announced = split_drops(drops)
+    costs = [prices.cost(c.model, c, c.timestamp_s) for c in calls]
+    return RecordedThread(costs, {b.call_index: b for b in breaks}, announced)
 
 
 @dataclass
@@ -219,28 +299,12 @@ def analyse_session(
     models: dict[str, UsageGroup] = {}
     start = end = session.threads[0].calls[0].timestamp_s
     for thread in session.threads:
-        ttls: list[str] = []
-        for call in thread.calls:
-            ttls.append(recorded_ttl(call.usage, ttls[-1] if ttls else None))
-        observations = [
-            CallObservation(
-                c.request_s,
-                c.model,
-                c.usage.cache_read_tokens,
-                TTL_SECONDS[ttl],
-                compaction_before=c.compaction is not None,
-                rewrote=c.pruned is not None and c.pruned.kind is CompactionKind.MICROCOMPACT,
-                cache_edit=c.pruned is not None and c.pruned.kind is CompactionKind.CACHE_DELETION,
-            )
-            for c, ttl in zip(thread.calls, ttls, strict=True)
-        ]
-        all_drops = detect_breaks(observations)
-        drops, announced = split_drops(all_drops)
-        cache_drops += len(all_drops)
-        cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in announced)
-        found = {b.call_index: b for b in drops}
+        loaded = loaded_calls(thread)
+        account = account_thread(loaded, prices)
+        cache_drops += len(account.breaks) + len(account.announced)
+        cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in account.announced)
         for i, call in enumerate(thread.calls):
-            price = prices.cost(call.model, call.usage, call.timestamp_s)
+            price = account.costs[i]
             models.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
                 call.usage, price
             )
@@ -256,7 +320,7 @@ def analyse_session(
                 prunes += 1
             if call.usage.split_mismatch:
                 split_mismatch += 1
-            brk = found.get(i)
+            brk = account.breaks.get(i)
             if keep_calls:
                 gap = call.request_s - thread.calls[i - 1].request_s if i else None
                 records.append(
@@ -268,7 +332,7 @@ def analyse_session(
                         i,
                         call,
                         price,
-                        ttls[i],
+                        loaded[i].ttl,
                         gap,
                         brk,
                     )

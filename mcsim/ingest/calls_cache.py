@@ -24,7 +24,8 @@ from mcsim.ingest.loaders import Detail, LoadUnit
 from mcsim.ingest.pipeline import Loaded, RawSource
 from mcsim.model import Session
 
-CALLS_VERSION = 3  # 2: Codex fork copies by lineage; interchange times clamped; 3: the codec
+CALLS_VERSION = 4  # 2: Codex fork copies by lineage; interchange times clamped; 3: the codec;
+# 4: the JSON part's size before it (disk_cache.Entry)
 CALLS_FORMAT = f"mcsim-calls/{CALLS_VERSION}"
 _CALLS = Kind(3, CALLS_VERSION)
 # A table per record type of a session (its threads, calls, their usage, items, sources,
@@ -58,7 +59,7 @@ class CachedCallsSource:
             why = str(exc)
         else:
             if cached is not None:
-                return Loaded(*cached)
+                return Loaded(cached.records, cached.skips)
         loaded = load(unit, exclude)
         entry.write(loaded.skips, _CODEC, loaded.sessions)
         if why is not None:

@@ -65,16 +65,19 @@ def within(numbers: Sequence[Any] | Any) -> None:
         raise ValueError("a number no replay reaches")
 
 
-def strings(values: Any) -> list[str]:
-    if type(values) is not list or not set(map(type, values)) <= _SCALARS[str]:
-        raise TypeError("not a list of strings")
-    return values
+def _list_of(kind: type, make: type = list) -> Callable[[Any], Any]:
+    """A reader of a list of KIND (as a `make`: a list or a tuple), each value's type checked."""
+    allowed = _SCALARS[kind]
+
+    def read(values: Any) -> Any:
+        if type(values) is not list or not set(map(type, values)) <= allowed:
+            raise TypeError(f"not a list of {kind.__name__}")
+        return values if make is list else make(values)
+
+    return read
 
 
-def _tuple_of_str(values: Any) -> tuple[str, ...]:
-    if type(values) is not list or not set(map(type, values)) <= _SCALARS[str]:
-        raise TypeError("not a list of strings")
-    return tuple(values)
+strings: Callable[[Any], list[str]] = _list_of(str)
 
 
 def counter(values: Any) -> Counter[str]:
@@ -82,18 +85,6 @@ def counter(values: Any) -> Counter[str]:
         raise TypeError("not a count by reason")
     within(values.values())
     return Counter(values)
-
-
-def checked_columns(table: Any, spec: Sequence[frozenset[type]]) -> list[list[Any]]:
-    """Columns of the given types, all of one length (a table kept in a layout of its own)."""
-    if type(table) is not list or len(table) != len(spec):
-        raise ValueError("not a table")
-    for column, allowed in zip(table, spec, strict=True):
-        if type(column) is not list or not set(map(type, column)) <= allowed:
-            raise TypeError("a value of an unexpected type")
-    if len(set(map(len, table))) > 1:
-        raise ValueError("columns of different lengths")
-    return table
 
 
 _NUMBERS = frozenset({int, float})
@@ -106,12 +97,6 @@ def _figures(values: Any) -> list[dict[str, float]]:
         if type(figure) is not dict or not set(map(type, figure.values())) <= _NUMBERS:
             raise TypeError("not figures")
         within(figure.values())
-    return values
-
-
-def _ints(values: Any) -> list[int]:
-    if type(values) is not list or not set(map(type, values)) <= _SCALARS[int]:
-        raise TypeError("not a list of integers")
     return values
 
 
@@ -150,7 +135,6 @@ class _Field:
     child: Codec[Any] | None = None
     many: type | None = None
     optional: bool = False
-    check: bool = True
     write: Callable[[Any], Any] | None = None  # what a value is kept as, if not as it is
 
 
@@ -181,12 +165,8 @@ def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
         (item,) = args[:1]
         if is_record(item):
             return _Field(name, _SCALARS[int], child=Codec(item, options), many=origin)
-        if item is str:
-            return _Field(
-                name, frozenset({list}), read=_tuple_of_str if origin is tuple else strings
-            )
-        if item is int:
-            return _Field(name, frozenset({list}), read=_ints)
+        if item in _SCALARS:
+            return _Field(name, frozenset({list}), read=_list_of(item, origin))
         if get_origin(item) is tuple and all(a in _SCALARS for a in get_args(item)):
             width = len(get_args(item))
             return _Field(
@@ -199,8 +179,6 @@ def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
             return _Field(name, frozenset({list}), read=_figures)
     if origin in (Counter, dict) and args in ((str,), (str, int)):
         return _Field(name, frozenset({dict}), read=counter)
-    if hint is Any:  # the caller's own layout, which it checks (mcsim.replay.result_cache)
-        return _Field(name, check=False)
     raise TypeError(f"{owner}.{name}: no column for {hint!r}")
 
 
@@ -261,7 +239,7 @@ class Codec(Generic[R]):
         place = {f.name: i for i, f in enumerate(stored)}
         typed: dict[frozenset[type], list[int]] = {}
         for f in stored:
-            if isinstance(f.allowed, frozenset) and f.check:
+            if isinstance(f.allowed, frozenset):
                 typed.setdefault(f.allowed, []).append(place[f.name])
         self._typed = list(typed.items())
         numbers = [f for f in stored if f.number and options.bounded]

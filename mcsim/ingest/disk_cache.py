@@ -47,14 +47,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from platformdirs import user_cache_dir
 
 from mcsim.errors import UsageError
 from mcsim.ingest import cache_key
-from mcsim.ingest.codec import Codec, Tables, strings
+from mcsim.ingest.codec import Codec, strings
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
 from mcsim.ingest.storage import ObjectPath, content_tag, filesystem, first_line, is_url
@@ -155,11 +155,6 @@ def unit_keys(unit: LoadUnit, fmt: str) -> tuple[str, str]:
     return name.hexdigest(), stamp.hexdigest()
 
 
-def paths_key(unit: LoadUnit, fmt: str) -> str:
-    """The name of the unit's file in format FMT (see unit_keys)."""
-    return unit_keys(unit, fmt)[0]
-
-
 @cache
 def code_hash() -> str:
     """A hash of mcsim's own files (its source, presets and price tables; compiled files
@@ -236,9 +231,12 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
     the cap is not read: no entry that large outlives the run that wrote it (the cap evicts
     it), so it was planted, and reading it whole could take all the memory there is."""
     if isinstance(path, ObjectPath):
-        data = _object_bytes(path)
-        if data is None:
+        try:
+            data: bytes = filesystem(path.scheme).cat_file(path.key)
+        except FileNotFoundError:
             return None
+        except Exception as exc:  # the store's own errors
+            raise Damaged("cannot be read") from exc
         return _verified(data, kind, path.name)
     try:
         # Only a regular file: a FIFO or a device planted there would block or never end.
@@ -255,16 +253,6 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
     except OSError as exc:
         raise Damaged("cannot be read") from exc
     return _verified(data, kind, path.name)
-
-
-def _object_bytes(path: ObjectPath) -> bytes | None:
-    try:
-        data: bytes = filesystem(path.scheme).cat_file(path.key)
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # the store's own errors
-        raise Damaged("cannot be read") from exc
-    return data
 
 
 def _verified(data: bytes, kind: Kind, name: str) -> bytes:
@@ -292,31 +280,28 @@ def _verified(data: bytes, kind: Kind, name: str) -> bytes:
 # --- an entry: the unit's records, its skip report, and what it was made from ---------------
 
 _SKIPS = Codec(SkipReport)
+_JSON_SIZE = struct.Struct("<Q")  # the JSON part's size, before it
 
 
-def skips_tables(skips: SkipReport) -> Tables:
-    """A skip report as a payload's tables (`skips_from_tables` reads it back)."""
-    return _SKIPS.encode([skips])
+@dataclass(frozen=True)
+class Stored(Generic[T]):
+    """What a unit's entry holds: its records, its skip report, whether it was made from the
+    unit's files as they are now, and the bytes written after the records (`Entry.write`)."""
 
-
-def skips_from_tables(tables: Any, names: dict[str, str]) -> SkipReport:
-    """The skip report back, its lines named by this run's paths (`names`: the spelling the
-    entry was made with -> now; the cache may have been filled through another spelling of the
-    same files: relative, absolute, via a link)."""
-    get = names.get
-    (skips,) = _SKIPS.decode(tables, {"Skip.file": lambda files: [get(f, f) for f in files]})
-    return skips
-
-
-def file_names(spelled: Any, files: list[str]) -> dict[str, str]:
-    """The unit's files as an entry spelled them -> as this run does."""
-    return dict(zip(strings(spelled), files, strict=False))
+    records: list[T]
+    skips: SkipReport
+    current: bool
+    extra: memoryview
 
 
 @dataclass(frozen=True)
 class Entry:
     """A unit's entry of one kind: its file, the stamp of the file states it must have been
-    made from (unit_keys), and the unit's files as this run spells them."""
+    made from (unit_keys), and the unit's files as this run spells them.
+
+    Its payload: the size of a JSON part, the JSON part ([name, stamp], the files as the
+    entry spelled them, the skip report's tables, the records' tables), then what else the
+    cache keeps as it is (a replay's packed rows)."""
 
     path: Path
     kind: Kind
@@ -330,22 +315,25 @@ class Entry:
         return cls(folder / f"{name}.{suffix}", kind, stamp, files)
 
     def read(
-        self, codec: Codec[T], renamed: Collection[str] = ()
-    ) -> tuple[list[T], SkipReport] | None:
+        self, codec: Codec[T], renamed: Collection[str] = (), any_state: bool = False
+    ) -> Stored[T] | None:
         """The entry's records and skip report, the fields `renamed` (as `Class.field`: a
         file's name, or a tuple of them) and the skipped lines naming the unit's files as this
-        run spells them; None if there is none, or it was made from other file states.
-        Damaged if it cannot be used."""
+        run spells them; None if there is none, or (unless `any_state`) it was made from other
+        file states. Damaged if it cannot be used."""
         payload = read_payload(self.path, self.kind)
         if payload is None:
             return None
         try:
-            key, spelled, report, tables = orjson.loads(payload)
+            (size,) = _JSON_SIZE.unpack_from(payload)
+            end = _JSON_SIZE.size + size
+            key, spelled, report, tables = orjson.loads(payload[_JSON_SIZE.size : end])
             if type(key) is not list or len(key) != 2 or key[0] != self.path.stem:
                 raise Damaged("written for another unit")
-            if key[1] != self.stamp:
+            current = key[1] == self.stamp
+            if not (current or any_state):
                 return None  # the transcripts changed since: replaced, not an error
-            names = file_names(spelled, self.files)
+            names = dict(zip(strings(spelled), self.files, strict=False))
             get = names.get
 
             def rename(column: list[Any]) -> list[Any]:  # (names, or tuples of them)
@@ -354,32 +342,38 @@ class Entry:
                 ]
 
             records = codec.decode(tables, dict.fromkeys(renamed, rename))
-            return records, skips_from_tables(report, names)
-        except (ValueError, TypeError, KeyError) as exc:
+            # the skipped lines' files, as this run spells them (the cache may have been
+            # filled through another spelling: relative, absolute, via a link)
+            (skips,) = _SKIPS.decode(report, {"Skip.file": rename})
+            return Stored(records, skips, current, memoryview(payload)[end:])
+        except (ValueError, TypeError, KeyError, struct.error) as exc:
             raise Damaged("unexpected content") from exc
 
-    def write(self, skips: SkipReport, codec: Codec[T], records: Sequence[T]) -> None:
-        """Write the entry. Its key (its file name, then the stamp) is inside, so an entry
-        copied under another unit's name is not taken for that unit's, and one made from an
-        older state of the files is not taken for the new one. Nothing is written when a file
-        could not be read (`keepable`), or a value would not come back as it is (a number past
-        64 bits or not finite, a path that is not UTF-8)."""
-        if not keepable(skips):
+    def write(
+        self,
+        skips: SkipReport,
+        codec: Codec[T],
+        records: Sequence[T],
+        state: str | None = None,
+        extra: bytes = b"",
+    ) -> None:
+        """Write the entry, made from the files in STATE (default: as they are now), with
+        EXTRA after its records. Its key (its file name, then the stamp) is inside, so an
+        entry copied under another unit's name is not taken for that unit's, and one made from
+        an older state of the files is not taken for the new one. Nothing is written when a
+        file could not be read (what failed may pass, a permission given back or a disk
+        remounted, with the file's stamp unchanged, and the entry would stand for good), or a
+        value would not come back as it is (a number past 64 bits or not finite, a path that
+        is not UTF-8)."""
+        if skips.counts["unreadable_file"]:
             return
-        key = [self.path.stem, self.stamp]
+        key = [self.path.stem, self.stamp if state is None else state]
         try:
-            tables = [key, self.files, skips_tables(skips), codec.encode(records)]
-            payload = orjson.dumps(tables)
+            tables = [key, self.files, _SKIPS.encode([skips]), codec.encode(records)]
+            data = orjson.dumps(tables)
         except (ValueError, orjson.JSONEncodeError):
             return
-        write_entry(self.path, self.kind, payload)
-
-
-def keepable(skips: SkipReport) -> bool:
-    """Whether a unit's load may be kept: not when a file could not be read, since what failed
-    may pass (a permission given back, a disk remounted) with the file's stamp unchanged, and
-    the entry would stand for good."""
-    return not skips.counts["unreadable_file"]
+        write_entry(self.path, self.kind, b"".join([_JSON_SIZE.pack(len(data)), data, extra]))
 
 
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 from mcsim.accounting.breaks import is_drop
 from mcsim.accounting.prices import parse_model
 from mcsim.accounting.recorded import TTL_SECONDS, recorded_ttl
-from mcsim.model import Call, CompactionKind, ItemKind, Session, Thread, ThreadKind
+from mcsim.model import Call, CompactionKind, ItemKind, Session, Thread, ThreadKind, Tokens
 from mcsim.replay.providers import rules_for
 from mcsim.replay.refetch import ResourceKeys
 from mcsim.replay.tokens import TokenEstimator
@@ -113,6 +113,12 @@ class CalCall(NamedTuple):
             + self.cache_write_1h_tokens
             + self.cache_read_tokens
         )
+
+    @property
+    def tokens(self) -> Tokens:
+        """Its recorded counts (as model.Usage.tokens): what it is priced on."""
+        return Tokens(self.input_tokens, self.cache_write_5m_tokens, self.cache_write_1h_tokens,
+                      self.cache_read_tokens, self.output_tokens)  # fmt: skip
 
     @property
     def request_s(self) -> float:

@@ -27,40 +27,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
-import struct
 from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from mcsim.accounting.prices import PriceTable
-from mcsim.ingest.codec import Codec, checked_columns, within
-from mcsim.ingest.disk_cache import (
-    Damaged,
-    Kind,
-    code_hash,
-    file_names,
-    keepable,
-    read_payload,
-    remove_file,
-    skips_from_tables,
-    skips_tables,
-    unit_keys,
-    write_entry,
-)
+from mcsim.ingest.codec import Codec
+from mcsim.ingest.disk_cache import Damaged, Entry, Kind, Stored, code_hash, remove_file
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Done, Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
-from mcsim.replay.results import BREAK_COLUMNS, SessionReplay
+from mcsim.replay.results import BREAK_COLUMNS, BreakRow, SessionReplay
 from mcsim.replay.scenario import RECORDED, Scenario
 from mcsim.replay.session_cache import content_key
-from mcsim.text import from_fs
 
 # 2: each session's content key (session_cache.content_key); 3: cleared results not assessed;
 # 4: the calls a layer did not apply on for their model (PolicyTotals.unsupported); 5: every
@@ -68,16 +50,10 @@ from mcsim.text import from_fs
 # 6: the cost under the other cleared-set reading (PolicyTotals.cleared_set_other_usd);
 # 7: keep-warm pings (PolicyTotals.pings, ping_cost_usd; the rows' pings, ping_cost_usd);
 # 8: laid out from the records' own fields (mcsim.ingest.codec); 9: each gap's pings
-# (SessionRows.pinged), the rows of the pings in the calls table; 10: a session's threads as
-# records (rows.ThreadRows), break columns apart from the result's
-RESULTS_VERSION = 10
+# (SessionRows.pinged), the rows of the pings in the calls table; 10: breaks as a table of
+# `BreakRow`s; 11: a session's threads as records (rows.ThreadRows)
+RESULTS_VERSION = 11
 _RESULTS = Kind(4, RESULTS_VERSION)
-_JSON_SIZE = struct.Struct("<Q")
-# The types each break column may hold, in BREAK_COLUMNS order
-_BREAK_TYPES: tuple[frozenset[type], ...] = tuple(
-    frozenset(t) for t in ({str}, {str}, {str}, {str}, {int}, {float}, {str}, {int}, {int},
-                           {int}, {float, int}, {str}, {bool})
-)  # fmt: skip
 # A session's runs, the recording first: each one's name, and the figure names of each of its
 # policies that can clear (PolicyTotals.figures)
 Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
@@ -87,7 +63,7 @@ Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 class Kept:
     """One session's entry: where it starts, its files, each call's digest and counts (the
     pipeline's `Done`), its content key (session_cache.content_key), what its replay returned,
-    and its breaks as columns (BREAK_COLUMNS order, checked by `_breaks`)."""
+    and its breaks (the result's `break_columns` as rows)."""
 
     start: float
     files: tuple[str, ...]
@@ -95,7 +71,7 @@ class Kept:
     counts: list[int]
     key: str
     result: SessionReplay
-    breaks: Any
+    breaks: list[BreakRow]
 
 
 # The per-call rows' packed columns follow the JSON part (rows.SessionRows: ints, floats,
@@ -109,6 +85,7 @@ _CODEC = Codec(
         "SessionRows.floats",
         "SessionRows.bools",
     },
+    any_number={"BreakRow.gap_seconds"},  # (whole seconds between whole times: kept as made)
     bounded=True,
 )
 
@@ -143,9 +120,9 @@ class ResultCache:
         )
         return cls(cache_dir, setup_key(scenarios, prices, keep_rows), ((RECORDED, ()), *runs))
 
-    def _entry(self, unit: LoadUnit) -> tuple[Path, str, list[str]]:
-        name, stamp = unit_keys(unit, f"mcsim-results/{RESULTS_VERSION}/{self.setup}")
-        return self.cache_dir / f"{name}.results", stamp, [from_fs(str(f)) for f in unit.files]
+    def _entry(self, unit: LoadUnit) -> Entry:
+        fmt = f"mcsim-results/{RESULTS_VERSION}/{self.setup}"
+        return Entry.of(self.cache_dir, unit, fmt, _RESULTS, "results")
 
     def key(self, session: CalSession) -> str:
         """The session's content key (UnitMemo.key)."""
@@ -154,7 +131,7 @@ class ResultCache:
     def kept(self, unit: LoadUnit) -> bool:
         """Whether the unit has an entry (UnitMemo.kept): one stat, nothing read (an object
         in a store: taken as kept, a request spared)."""
-        path = self._entry(unit)[0]
+        path = self._entry(unit).path
         return isinstance(path, ObjectPath) or path.exists()
 
     def get(
@@ -164,89 +141,58 @@ class ResultCache:
         earlier state of them (a transcript that grew: not `current`). A file that cannot be
         used is removed at once: this run may keep no results to write in its place
         (sessions left out by date), and the next would note the same damage again."""
-        path, stamp, files = self._entry(unit)
+        entry = self._entry(unit)
         try:
-            payload = read_payload(path, _RESULTS)
-            if payload is None:
-                return None, [], stamp
-            return _decode(payload, path.stem, stamp, files, self.runs), [], stamp
+            stored = entry.read(_CODEC, ("Kept.files",), any_state=True)
+            if stored is None:
+                return None, [], entry.stamp
+            return _memoed(stored, self.runs), [], entry.stamp
         except Damaged as why:
-            unusable = [(path, str(why))]
-        except (ValueError, TypeError, KeyError, IndexError, OverflowError, struct.error):
-            unusable = [(path, "unexpected content")]
+            unusable = [(entry.path, str(why))]
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+            unusable = [(entry.path, "unexpected content")]
         with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
-            remove_file(path)
-        return None, unusable, stamp
+            remove_file(entry.path)
+        return None, unusable, entry.stamp
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
-        (nothing when a file could not be read, as disk_cache.Entry, or when a value does not
-        survive JSON: a number past 64 bits, a float that is not finite)."""
-        if not keepable(memoed.skips):
-            return
-        path, _, files = self._entry(unit)
-        kept = [
-            Kept(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), key, d.result,
-                 d.result.break_columns)
-            for d, key in zip(memoed.sessions, memoed.keys, strict=True)
-        ]  # fmt: skip
-        blob = [
-            b"".join(chunks)
+        (nothing when a file could not be read, or a value does not survive JSON, as
+        disk_cache.Entry.write), the per-call rows' packed columns after the records."""
+        kept = []
+        for d, key in zip(memoed.sessions, memoed.keys, strict=True):
+            breaks = list(map(BreakRow._make, zip(*d.result.break_columns, strict=True)))
+            kept.append(Kept(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), key,
+                             d.result, breaks))  # fmt: skip
+        rows = b"".join(
+            chunk
             for k in kept
             if k.result.call_rows is not None
             for chunks in (*k.result.call_rows.ints, *k.result.call_rows.floats,
                            *k.result.call_rows.bools)
-        ]  # fmt: skip
-        try:
-            for k in kept:
-                _floats_kept(k.breaks)
-            tables = _CODEC.encode(kept)
-            data = orjson.dumps([[path.stem, state], files, skips_tables(memoed.skips), tables])
-        except (ValueError, orjson.JSONEncodeError):
-            return
-        write_entry(path, _RESULTS, b"".join([_JSON_SIZE.pack(len(data)), data, *blob]))
-
-
-def _floats_kept(breaks: list[list[object]]) -> None:
-    """ValueError if a break's time or gap would not come back from JSON as it is."""
-    if breaks:
-        for name in ("timestamp", "gap_seconds"):
-            column: list[Any] = breaks[BREAK_COLUMNS.index(name)]
-            if not all(map(math.isfinite, column)):
-                raise ValueError("a number that is not finite")
-            within(column)
+            for chunk in chunks
+        )  # fmt: skip
+        self._entry(unit).write(memoed.skips, _CODEC, kept, state, rows)
 
 
 # --- reading: every value checked, so a verified file of an unexpected shape is damage --------
 
 
-def _decode(
-    payload: bytes, name: str, stamp: str, files: list[str], runs: Runs
-) -> Memoed[SessionReplay]:
-    (size,) = _JSON_SIZE.unpack_from(payload)
-    end = _JSON_SIZE.size + size
-    key, spelled, report, tables = orjson.loads(payload[_JSON_SIZE.size : end])
-    if type(key) is not list or len(key) != 2 or key[0] != name:
-        raise Damaged("written for another unit")
-    names = file_names(spelled, files)
-    blob = memoryview(payload)[end:]
+def _memoed(stored: Stored[Kept], runs: Runs) -> Memoed[SessionReplay]:
+    """The sessions of an entry, each checked (`_check`), their rows from its packed part.
+    Kept for other states of the files (the transcripts changed since: not `current`): their
+    sessions that did not change are taken by their key, the rest replayed; not an error."""
     done = []
     at = 0
-    get = names.get
-    respelled = {"Kept.files": lambda column: [tuple(get(f, f) for f in fs) for fs in column]}
-    kept = _CODEC.decode(tables, respelled)
-    for k in kept:
-        at = _check(k, runs, blob, at)
+    for k in stored.records:
+        at = _check(k, runs, stored.extra, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
-        result = replace(k.result, break_columns=_breaks(k.breaks))
+        result = replace(k.result, break_columns=_break_columns(k))
         done.append(Done(_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
                          result))  # fmt: skip
-    if at != len(blob):
+    if at != len(stored.extra):
         raise ValueError("rows that do not add up")
-    # Kept for other states of the files (the transcripts changed since): their sessions
-    # that did not change are taken by their key, the rest replayed; not an error.
-    current = key[1] == stamp
-    return Memoed(done, skips_from_tables(report, names), [k.key for k in kept], current)
+    return Memoed(done, stored.skips, [k.key for k in stored.records], stored.current)
 
 
 def _time(value: float) -> float:
@@ -271,8 +217,12 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
             raise ValueError("the figures of other policies")
     if len(k.digests) != len(k.counts):
         raise ValueError("calls without their counts")
+    for b in k.breaks:
+        _time(b.timestamp)
     rows = r.call_rows
-    if rows is None:
+    if rows is None:  # (no rows kept: no break columns either)
+        if k.breaks:
+            raise ValueError("breaks without rows")
         return at
     if rows.policies != [run for run, _ in runs] or (rows.session_id, rows.project) != (
         r.session_id,
@@ -302,15 +252,9 @@ def _check(k: Kept, runs: Runs, blob: memoryview, at: int) -> int:
     return at
 
 
-def _breaks(value: Any) -> list[list[object]]:
-    if type(value) is not list:
-        raise TypeError("not break columns")
-    if not value:
-        return value
-    checked_columns(value, _BREAK_TYPES)  # (every type, columns of one length)
-    for column, kind in zip(value, _BREAK_TYPES, strict=True):
-        if str not in kind:
-            within(column)
-    for at in value[BREAK_COLUMNS.index("timestamp")]:
-        _time(at)
-    return value
+def _break_columns(k: Kept) -> list[list[object]]:
+    """The result's break columns (BREAK_COLUMNS order) back from its rows: none without
+    per-call rows (`_check` refuses breaks there)."""
+    if k.result.call_rows is None:
+        return []
+    return [list(c) for c in zip(*k.breaks, strict=True)] or [[] for _ in BREAK_COLUMNS]

@@ -16,21 +16,27 @@ from mcsim.accounting.recorded import ExactSums
 from mcsim.model import NO_TOKENS, Tokens
 from mcsim.replay.rows import SessionRows
 
-BREAK_COLUMNS = (
-    "policy",
-    "session_id",
-    "project",
-    "thread_id",
-    "call_index",
-    "timestamp",
-    "model",
-    "previous_read_tokens",
-    "read_tokens",
-    "drop_tokens",
-    "gap_seconds",
-    "cause",
-    "expected",
-)
+
+class BreakRow(NamedTuple):
+    """One cache break of a replayed session, as breaks.parquet has it. A session's result
+    holds its breaks as columns in this order (`SessionReplay.break_columns`)."""
+
+    policy: str
+    session_id: str
+    project: str
+    thread_id: str
+    call_index: int
+    timestamp: float
+    model: str
+    previous_read_tokens: int
+    read_tokens: int
+    drop_tokens: int
+    gap_seconds: float
+    cause: str
+    expected: bool
+
+
+BREAK_COLUMNS = BreakRow._fields
 
 
 @dataclass

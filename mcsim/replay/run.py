@@ -16,14 +16,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
-from mcsim.accounting.prices import PriceTable, rates_for
-from mcsim.accounting.recorded import TTL_SECONDS, savings_pct
+from mcsim.accounting.breaks import BreakCause, CacheBreak
+from mcsim.accounting.prices import PriceTable
+from mcsim.accounting.recorded import RecordedThread, account_thread, savings_pct
 from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
-from mcsim.model import CompactionKind, Tokens
+from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
 from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
@@ -209,53 +209,25 @@ class _Fidelity:
             self.weight_tokens += rec.cache_read_tokens + rec_write
 
 
-def _recorded_breaks(thread: CalThread) -> tuple[dict[int, CacheBreak], list[CacheBreak]]:
-    """The recording's breaks by call, and the drops its own pruning announced."""
-    calls = thread.calls
-    micro, deletion = CompactionKind.MICROCOMPACT.value, CompactionKind.CACHE_DELETION.value
-    drops = detect_breaks_columns(
-        [c.request_s for c in calls],
-        [c.model for c in calls],
-        [c.cache_read_tokens for c in calls],
-        [TTL_SECONDS[c.ttl] for c in calls],
-        [c.compaction for c in calls],
-        [c.pruned == micro for c in calls],
-        [c.pruned == deletion for c in calls],
-    )
-    breaks, announced = split_drops(drops)
-    return {b.call_index: b for b in breaks}, announced
-
-
-# Per thread of the recording: its calls' costs, its breaks by call, and the cause of every
-# drop by call (the rows show the cause of announced drops too)
-RecordedThread = tuple[list[float | None], dict[int, CacheBreak], dict[int, str]]
-
-
 def _recorded(session: CalSession, prices: PriceTable) -> tuple[PolicyTotals, list[RecordedThread]]:
-    """The recording's totals, and per thread its calls' costs and drops (for the rows)."""
+    """The recording's totals, and each thread's account (for the rows): inspect's figures,
+    from the same `account_thread`."""
     totals = PolicyTotals(RECORDED)
     threads = []
     for thread in session.threads:
-        found, announced = _recorded_breaks(thread)
-        _count_drops(totals, list(found.values()), announced)
-        costs: list[float | None] = []
+        account = account_thread(thread.calls, prices)
+        _count_drops(totals, list(account.breaks.values()), account.announced)
         totals.tokens += Tokens.total(thread.calls)
-        for call in thread.calls:
+        for call, cost in zip(thread.calls, account.costs, strict=True):
             prompt = call.prompt_tokens
             totals.context_tokens += prompt
             totals.max_prompt_tokens = max(totals.max_prompt_tokens, prompt)
-            price = prices.lookup(call.model)
-            if price is None:
+            if cost is None:
                 totals.unpriced_calls += 1
-                costs.append(None)
-                continue
-            r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            cost = r.usd(Tokens.of(call))
-            totals.cost_usd += cost
-            costs.append(cost)
+            else:
+                totals.cost_usd += cost.total_usd
         totals.calls += len(thread.calls)
-        causes = {d.call_index: d.cause.value for d in (*found.values(), *announced)}
-        threads.append((costs, found, causes))
+        threads.append(account)
     return totals, threads
 
 
@@ -314,9 +286,11 @@ def _compaction_threshold(call: CalCall, before: CalCall) -> int:
 
 def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[RecordedThread]) -> None:
     rows.start_run(RECORDED)
-    for thread, (costs, found, causes) in zip(session.threads, recorded, strict=True):
+    for thread, account in zip(session.threads, recorded, strict=True):
         calls = thread.calls
         n = len(calls)
+        found = account.breaks
+        drops = (*found.values(), *account.announced)
         rows.add(
             (
                 range(n),
@@ -330,11 +304,15 @@ def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[Record
                 [0] * n,
                 [0] * n,
             ),
-            ([c.timestamp_s for c in calls], costs, [0.0] * n),
+            (
+                [c.timestamp_s for c in calls],
+                [None if cost is None else cost.total_usd for cost in account.costs],
+                [0.0] * n,
+            ),
             ([False] * n, [False] * n, [i in found for i in range(n)]),
             [c.model for c in calls],
             [c.ttl for c in calls],
-            sorted(causes.items()),
+            sorted((d.call_index, d.cause.value) for d in drops),
         )
 
 

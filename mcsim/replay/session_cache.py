@@ -31,8 +31,8 @@ from mcsim.ingest.disk_cache import (
     Entry,
     Kind,
     note_rebuilt,
-    paths_key,
     read_payload,
+    unit_keys,
     write_entry,
 )
 from mcsim.ingest.loaders import Detail, LoadUnit, get_loader
@@ -40,7 +40,8 @@ from mcsim.ingest.pipeline import Loaded, without_calls
 from mcsim.replay.calibrate import CalSession, calibrate_session
 from mcsim.replay.tokens import OFFLINE_ENCODING, TokenEstimator
 
-CACHE_VERSION = 12  # 12: the tables laid out from the records' fields (mcsim.ingest.codec)
+CACHE_VERSION = 13  # 12: the tables laid out from the records' fields (mcsim.ingest.codec);
+# 13: the JSON part's size before it (disk_cache.Entry)
 CACHE_FORMAT = f"mcsim-calibrated/{CACHE_VERSION}"
 TOKENS_VERSION = 2
 TOKENS_FORMAT = f"mcsim-tokens/{TOKENS_VERSION}/{OFFLINE_ENCODING}"
@@ -82,13 +83,14 @@ class CalibratedSource:
                 rebuilt.append((entry.path, str(why)))
             else:
                 if cached is not None:
-                    return Loaded(*cached)
+                    return Loaded(cached.records, cached.skips)
         loaded = get_loader(unit.loader).load(unit, Detail.TEXT)
         kept, dropped = without_calls(loaded.sessions, exclude)
         estimator = _estimator()
         tokens = None
         if self.cache_dir is not None:
-            tokens = self.cache_dir / f"{paths_key(unit, TOKENS_FORMAT)}.tokens"
+            name, _ = unit_keys(unit, TOKENS_FORMAT)  # (named by the paths alone)
+            tokens = self.cache_dir / f"{name}.tokens"
             try:
                 estimator.learn(_read_tokens(tokens) or {})
             except Damaged as why:

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import orjson
 
 from mcsim.errors import PriceTableError
 from mcsim.ingest.loaders.jsonl import read_input_file
-from mcsim.model import Tokens, Usage
+from mcsim.model import Tokens
 from mcsim.text import escaped, shown
 
 FORMAT = "mcsim-prices/1"
@@ -70,6 +70,21 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+
+
+class BilledUsage(Protocol):
+    """What pricing reads of a call: its tokens, its prompt (for long-context rules) and the
+    recorded speed and region. A loaded call's `Usage` has them, and so has a calibrated call
+    (mcsim.replay.calibrate.CalCall), so inspect and the replay price calls alike."""
+
+    @property
+    def tokens(self) -> Tokens: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def speed(self) -> str | None: ...
+    @property
+    def inference_geo(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +246,7 @@ class PriceTable:
             return ANTHROPIC
         return OPENAI if _OPENAI_SHAPE.match(openai_name(model_id)) else None
 
-    def cost(self, model_id: str, usage: Usage, timestamp_s: float) -> CallCost | None:
+    def cost(self, model_id: str, usage: BilledUsage, timestamp_s: float) -> CallCost | None:
         """Price one call's usage; None when the model is not in the table."""
         price = self.lookup(model_id)
         if price is None:
@@ -276,7 +291,7 @@ def rates_for(
     return rates, long_context
 
 
-def price_usage(price: ModelPrice, usage: Usage, timestamp_s: float) -> CallCost:
+def price_usage(price: ModelPrice, usage: BilledUsage, timestamp_s: float) -> CallCost:
     rates, long_context = rates_for(
         price, usage.prompt_tokens, timestamp_s, usage.speed, usage.inference_geo
     )
