@@ -23,6 +23,7 @@ from mcsim.accounting.breaks import (
     split_drops,
 )
 from mcsim.accounting.prices import CallCost, PriceTable
+from mcsim.frozen import quick_init
 from mcsim.ingest.calls_cache import CachedCallsSource
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
@@ -140,6 +141,7 @@ class UsageGroup:
         self.unpriced_calls += other.unpriced_calls
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """One recorded call with its price and cache analysis."""
