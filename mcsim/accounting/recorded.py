@@ -243,9 +243,10 @@ def analyse_session(
         found = {b.call_index: b for b in drops}
         for i, call in enumerate(thread.calls):
             price = prices.cost(call.model, call.usage, call.timestamp_s)
-            models.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
-                call.usage, price
-            )
+            group = models.get(call.model)  # (not setdefault: a group made per call)
+            if group is None:
+                group = models[call.model] = UsageGroup(call.model, sessions=1)
+            group.add_call(call.usage, price)
             start = min(start, call.timestamp_s)
             end = max(end, call.timestamp_s)
             if price is None:
