@@ -15,6 +15,8 @@ from enum import StrEnum
 from operator import add, attrgetter
 from typing import Any, NamedTuple
 
+from mcsim.frozen import quick_init
+
 
 class ItemKind(StrEnum):
     """What an item added to the conversation is."""
@@ -46,6 +48,7 @@ class ToolClass(StrEnum):
     OTHER = "other"  # sub-agents, MCP tools, anything else
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Item:
     """One block added to the conversation before a call.
@@ -117,6 +120,7 @@ _USAGE_KINDS = tuple(attrgetter(name) for name in Tokens._fields)
 NO_TOKENS = Tokens()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Recorded token counts of one API call, as billed.
@@ -162,6 +166,7 @@ class CompactionKind(StrEnum):
     CACHE_DELETION = "cache_deletion"  # usage reports more cache_deleted_input_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Compaction:
     """A compaction (or, kinds MICROCOMPACT and CACHE_DELETION, a pruning) recorded between
@@ -175,6 +180,7 @@ class Compaction:
     tool_use_ids: tuple[str, ...] = ()  # the results a microcompact cleared, when recorded
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SourceRef:
     """Where a record came from, for messages a user can act on."""
@@ -183,6 +189,7 @@ class SourceRef:
     line: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Call:
     """One billed API call, de-duplicated across all files."""

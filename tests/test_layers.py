@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcsim"
 # Bottom to top. A module's stage is its first folder under mcsim/, or its name at the top.
 STAGES: dict[str, int] = {
     "model": 0, "errors": 0, "text": 0, "processes": 0, "version": 0,  # the shared bottom
-    "tuning": 0,
+    "tuning": 0, "frozen": 0,
     "ingest": 1,
     "accounting": 2,
     "replay": 3,

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from mcsim.frozen import quick_init
+
 DROP_FRACTION = 0.05
 DROP_MIN_TOKENS = 2_000
 
@@ -44,6 +46,7 @@ UNEXPLAINED_CAUSES = frozenset({BreakCause.PREFIX_CHANGED, BreakCause.UNKNOWN})
 EXPECTED_CAUSES = frozenset(BreakCause) - UNEXPLAINED_CAUSES
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallObservation:
     """What the detector needs to know about one call of a thread."""
@@ -57,6 +60,7 @@ class CallObservation:
     cache_edit: bool = False  # the call carried a cache edit (deleted from the cached copy)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CacheBreak:
     call_index: int  # position of the call in its thread

@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol
 
 from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns, split_drops
 from mcsim.accounting.prices import BilledUsage, CallCost, PriceTable
+from mcsim.frozen import quick_init
 from mcsim.ingest.calls_cache import CachedCallsSource
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
@@ -220,6 +221,7 @@ class UsageGroup:
         self.unpriced_calls += other.unpriced_calls
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """One recorded call with its price and cache analysis."""
@@ -305,9 +307,10 @@ def analyse_session(
         cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in account.announced)
         for i, call in enumerate(thread.calls):
             price = account.costs[i]
-            models.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
-                call.usage, price
-            )
+            group = models.get(call.model)  # (not setdefault: a group made per call)
+            if group is None:
+                group = models[call.model] = UsageGroup(call.model, sessions=1)
+            group.add_call(call.usage, price)
             start = min(start, call.timestamp_s)
             end = max(end, call.timestamp_s)
             if price is None:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, cast
 from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_columns
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
+from mcsim.frozen import quick_init
 from mcsim.model import ThreadKind, Tokens, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
@@ -91,6 +92,7 @@ def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
     return rules_for(thread.calls[0].provider if thread.calls else "anthropic")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SimCall:
     """One replayed call (a row view of a SimThread, for tests and scripts)."""
@@ -112,6 +114,7 @@ class SimCall:
         return self.usage.prompt_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Hazard:
     """A cleared tool result whose resource the recorded agent used again (refetch.py)."""

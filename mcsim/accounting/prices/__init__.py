@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeGuard
 import orjson
 
 from mcsim.errors import PriceTableError
+from mcsim.frozen import quick_init
 from mcsim.ingest.loaders.jsonl import read_input_file
 from mcsim.model import Tokens
 from mcsim.text import escaped, shown
@@ -152,6 +153,7 @@ class ModelPrice:
         return OPENAI if self.family == OPENAI else ANTHROPIC
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallCost:
     """The price of one call, by kind of token."""

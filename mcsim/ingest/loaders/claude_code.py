@@ -368,6 +368,7 @@ class _LineReader:
         self.tool_names: dict[str, str] = {}  # tool_use_id -> tool name
         self._file_thread: str | None = None  # agent-<id> for sub-agent files
         self._decode = _DECODERS[self.items]
+        self._times: dict[str, float | None] = {}  # time strings parsed (`_seconds`)
 
     # ---------------------------------------------------------------- entry points
 
@@ -913,8 +914,9 @@ class _LineReader:
         for (call, usage, items, compaction, sent), done, pruned in zip(
             found, last, prunings, strict=True
         ):
-            sent_s = optional_timestamp(sent) if sent is not None else None
-            done_s = optional_timestamp(done)
+            sent_s = self._seconds(sent) if sent is not None else None
+            # (a call's last line is mostly its first, whose time is the call's)
+            done_s = call.timestamp_s if done == call.first_node.stamp else self._seconds(done)
             calls.append(
                 Call(
                     call.message_id,
@@ -931,6 +933,16 @@ class _LineReader:
                 )
             )
         return calls
+
+    def _seconds(self, stamp: Any) -> float | None:
+        """`optional_timestamp`, each distinct string parsed once: a call's request time is
+        the time of the line before it, often another call's."""
+        if stamp.__class__ is not str:
+            return optional_timestamp(stamp)
+        times = self._times
+        if stamp not in times:
+            times[stamp] = optional_timestamp(stamp)
+        return times[stamp]
 
 
 def _with_output(usage: Usage, output_tokens: int) -> Usage:

@@ -124,7 +124,8 @@ def read_typed(
         try:
             typed = decode(raw)
             validate(raw)  # the document it returns is dropped at once (reused parser)
-            if raw[:3] == _BOM:
+            # (the first byte first: slicing and comparing a memoryview costs 0.2 µs a line)
+            if raw[0] == 0xEF and raw[:3] == _BOM:
                 raise ValueError("a byte-order mark")
         except _REFUSED:
             obj = _object(raw, name, number, unterminated, skips)
