@@ -179,15 +179,23 @@ class Memoed(Generic[T]):
     current: bool = True
 
 
+class Lookup(NamedTuple, Generic[T]):
+    """What a memo found for a unit (`UnitMemo.get`): its results (kept for other states of
+    its files: not `current`), or None; the memo files that could not be used, with why (the
+    caller notes them once the unit is loaded); and the state of the unit's files as looked
+    up, before the load (what `put` keeps the results under)."""
+
+    memoed: Memoed[T] | None
+    unusable: list[tuple[Path, str]]
+    state: str
+
+
 class UnitMemo(Protocol[T]):
     """fn's results kept per unit (picklable), so that a unit whose files and fn are as they
     were is not loaded again (mcsim.replay.result_cache)."""
 
-    def get(self, unit: LoadUnit) -> tuple[Memoed[T] | None, list[tuple[Path, str]], str]:
-        """The unit's results (kept for other states of its files: not `current`), or None;
-        the memo files that could not be used, with why (the caller notes them once the unit
-        is loaded); and the state of the unit's files as looked up, before the load (what
-        `put` keeps the results under)."""
+    def get(self, unit: LoadUnit) -> Lookup[T]:
+        """What is kept for the unit (`Lookup`)."""
         ...
 
     def key(self, session: Any) -> str:
@@ -232,7 +240,7 @@ class _UnitOutput(Generic[T]):
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
-    memoed, unusable, state = memo.get(job.unit) if memo is not None else (None, [], "")
+    memoed, unusable, state = memo.get(job.unit) if memo is not None else Lookup(None, [], "")
     if memoed is not None and memoed.current:
         inside, outside = [], []
         for done_session in memoed.sessions:

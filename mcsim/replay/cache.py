@@ -35,6 +35,7 @@ Everything else (what was cleared, prices) is the caller's; this is the cache al
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.replay.calibrate import CalCall, ReadClass
@@ -47,6 +48,15 @@ _FIRST, _PARTIAL, _EXTERNAL_MISS, _FULL = (
     ReadClass.EXTERNAL_MISS,
     ReadClass.FULL,
 )
+
+
+class ServedTokens(NamedTuple):
+    """Per call served, its prompt's tokens by how the cache served them."""
+
+    input_tokens: list[int]  # uncached
+    cache_read_tokens: list[int]
+    cache_write_5m_tokens: list[int]
+    cache_write_1h_tokens: list[int]
 
 
 class PromptCache:
@@ -96,16 +106,16 @@ class PromptCache:
         anchors: Sequence[int],
         kept: Sequence[int] | None = None,
         blocks: Sequence[int] | None = None,
-    ) -> tuple[list[int], list[int], list[int], list[int]]:
-        """Uncached, read, and written tokens (5-minute and 1-hour entries) of consecutive
-        calls, each sending its prompt at its time with its TTL ("5m" or "1h"), and the cache
-        they leave. Per call, `rewrote`: old
-        messages changed before it; `deleted`: tokens its cache edit removed from the cached
-        copy; `anchors`: the recorded fall-back read in replayed tokens (read class PARTIAL);
-        `kept`: after a rewrite, the tokens of the prompt before its first change (a cache
-        without breakpoints reads up to there; one with them reads the longest entry that
-        ends there or before, within its lookback, else the head); `blocks`: the content
-        blocks of the prompt up to the call's end (none: no lookback).
+    ) -> ServedTokens:
+        """The tokens of consecutive calls by how the cache served them (`ServedTokens`), each
+        call sending its prompt at its time with its TTL ("5m" or "1h"), and the cache they
+        leave. Per call, `rewrote`: old messages changed before it; `deleted`: tokens its
+        cache edit removed from the cached copy; `anchors`: the recorded fall-back read in
+        replayed tokens (read class PARTIAL); `kept`: after a rewrite, the tokens of the
+        prompt before its first change (a cache without breakpoints reads up to there; one
+        with them reads the longest entry that ends there or before, within its lookback,
+        else the head); `blocks`: the content blocks of the prompt up to the call's end (none:
+        no lookback).
         One loop over the thread, its state in locals, and long on purpose: a method called per
         call would cost a tenth of the replay, and the steps share most of their locals."""
         head, valid, intact = self.head, self.valid, self.intact
@@ -235,7 +245,7 @@ class PromptCache:
         self.valid, self.intact = valid, intact
         self.sent, self.ttl_s, self.recorded_ttl_s = previous, lifetime, recorded_lifetime
         self.block, self.entries = at, entries
-        return out_uncached, out_read, out_5m, out_1h
+        return ServedTokens(out_uncached, out_read, out_5m, out_1h)
 
 
 _NOWHERE = float("inf")

@@ -36,7 +36,7 @@ from mcsim.ingest.codec import Codec
 from mcsim.ingest.disk_cache import Damaged, Entry, Kind, Stored, code_hash, remove_file
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
-from mcsim.ingest.pipeline import Done, Memoed
+from mcsim.ingest.pipeline import Done, Lookup, Memoed
 from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
@@ -134,9 +134,7 @@ class ResultCache:
         path = self._entry(unit).path
         return isinstance(path, ObjectPath) or path.exists()
 
-    def get(
-        self, unit: LoadUnit
-    ) -> tuple[Memoed[SessionReplay] | None, list[tuple[Path, str]], str]:
+    def get(self, unit: LoadUnit) -> Lookup[SessionReplay]:
         """The unit's results (see UnitMemo.get): kept for its files as they are, or for an
         earlier state of them (a transcript that grew: not `current`). A file that cannot be
         used is removed at once: this run may keep no results to write in its place
@@ -145,15 +143,15 @@ class ResultCache:
         try:
             stored = entry.read(_CODEC, ("Kept.files",), any_state=True)
             if stored is None:
-                return None, [], entry.stamp
-            return _memoed(stored, self.runs), [], entry.stamp
+                return Lookup(None, [], entry.stamp)
+            return Lookup(_memoed(stored, self.runs), [], entry.stamp)
         except Damaged as why:
             unusable = [(entry.path, str(why))]
         except (ValueError, TypeError, KeyError, IndexError, OverflowError):
             unusable = [(entry.path, "unexpected content")]
         with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
             remove_file(entry.path)
-        return None, unusable, entry.stamp
+        return Lookup(None, unusable, entry.stamp)
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
