@@ -450,9 +450,11 @@ def inspect(
     from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
 
     _dates(since, until)
-    config = InspectConfig(paths, out_dir, force, since, until, prices_path, cache_dir,
-                           not no_cache, workers, engine, ray_address, by, tz_name[1],
-                           project)  # fmt: skip
+    config = InspectConfig(
+        paths=paths, out_dir=out_dir, force=force, since=since, until=until,
+        prices_path=prices_path, cache_dir=cache_dir, use_cache=not no_cache, workers=workers,
+        engine=engine, ray_address=ray_address, by=by, timezone=tz_name[1], project=project,
+    )  # fmt: skip
     with contextlib.ExitStack() as bar, inspect_run(config, bar.enter_context(
         _progress(not as_json)
     )) as report:  # fmt: skip
@@ -526,9 +528,12 @@ def replay(
     from mcsim.replay.scenario import is_baseline
 
     _dates(since, until)
-    config = ReplayConfig(paths, policy_file, out_dir, force, since, until, prices_path,
-                          cache_dir, not no_cache, workers, engine, ray_address,
-                          fidelity_threshold)  # fmt: skip
+    config = ReplayConfig(
+        paths=paths, policy=policy_file, out_dir=out_dir, force=force, since=since,
+        until=until, prices_path=prices_path, cache_dir=cache_dir, use_cache=not no_cache,
+        workers=workers, engine=engine, ray_address=ray_address,
+        fidelity_threshold=fidelity_threshold,
+    )  # fmt: skip
     with _progress(not as_json) as progress, _no_calls_told(as_json):
         run = replay_run(config, progress)
     report = run.report
@@ -614,9 +619,12 @@ def sweep(
     from mcsim.outputs.sweep_tables import sweep_json, sweep_text
 
     _dates(since, until)
-    config = SweepConfig(paths, policy_file, out_dir, force, since, until, prices_path,
-                         cache_dir, not no_cache, workers, engine, ray_address, grids,
-                         policy_name, max_risk / 100)  # fmt: skip
+    config = SweepConfig(
+        paths=paths, policy=policy_file, out_dir=out_dir, force=force, since=since,
+        until=until, prices_path=prices_path, cache_dir=cache_dir, use_cache=not no_cache,
+        workers=workers, engine=engine, ray_address=ray_address, grids=grids,
+        name=policy_name, max_risk=max_risk / 100,
+    )  # fmt: skip
     with _progress(not as_json) as progress, _no_calls_told(as_json):
         run = sweep_run(config, progress)
     report, results, rec = run.report, run.results, run.recommendation
@@ -683,8 +691,11 @@ def advise_cache(
     from mcsim.outputs.runs import AdviseConfig, advise_run
 
     _dates(since, until)
-    config = AdviseConfig(paths, out_dir, force, since, until, prices_path, cache_dir,
-                          not no_cache, workers, engine, ray_address)  # fmt: skip
+    config = AdviseConfig(
+        paths=paths, out_dir=out_dir, force=force, since=since, until=until,
+        prices_path=prices_path, cache_dir=cache_dir, use_cache=not no_cache, workers=workers,
+        engine=engine, ray_address=ray_address,
+    )  # fmt: skip
     with _progress(not as_json) as progress, _no_calls_told(as_json):
         run = advise_run(config, progress)
     if as_json:

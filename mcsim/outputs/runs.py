@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the 
     from mcsim.replay.sweep import Outcome, Recommendation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # by name: a dozen options of like types
 class RunInputs:
     """What a replay or a sweep reads, and how: the options both commands share."""
 
@@ -58,14 +58,14 @@ class RunInputs:
     ray_address: str | None = None  # with engine "ray": a cluster to join
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplayConfig(RunInputs):
     """`mcsim replay`: every policy of the file beside the recording and the baselines."""
 
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD  # a fraction (0.05 = 5%)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepConfig(RunInputs):
     """`mcsim sweep`: variants of one policy over a grid, and a recommendation."""
 
@@ -74,7 +74,7 @@ class SweepConfig(RunInputs):
     max_risk: float = DEFAULT_MAX_RISK  # a fraction of cleared results
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReadInputs:
     """What a command that reads transcripts without a policy file takes (inspect, advise)."""
 
@@ -91,13 +91,13 @@ class ReadInputs:
     ray_address: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AdviseConfig(ReadInputs):
     """`mcsim advise cache`: the cheapest of no change, 5m, 1h and keep-warm pings; `out_dir`
     None writes reports/<UTC time>-advise-cache/."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InspectConfig(ReadInputs):
     """`mcsim inspect`: the recorded usage, exactly; tables written when `out_dir` is given."""
 
