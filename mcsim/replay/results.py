@@ -169,6 +169,11 @@ def keep_largest(into: list[dict[str, float]], figures: Sequence[dict[str, float
             mine[key] = max(mine.get(key, value), value)
 
 
+def fidelity_error(error_tokens: int, weight_tokens: int) -> float:
+    """The token-weighted error of the no-pruning replay against the recording."""
+    return error_tokens / weight_tokens if weight_tokens else 0.0
+
+
 class PackedRows(NamedTuple):
     """A result's rows as a sink took them where the result was made
     (mcsim.outputs.rows_sink): pickled in `data`, or written to the file `path` of the sink's
@@ -210,8 +215,7 @@ class SessionReplay:
 
     @property
     def fidelity_error(self) -> float:
-        w = self.fidelity_weight_tokens
-        return self.fidelity_error_tokens / w if w else 0.0
+        return fidelity_error(self.fidelity_error_tokens, self.fidelity_weight_tokens)
 
     @property
     def net_costs(self) -> tuple[float, ...]:
@@ -258,5 +262,4 @@ class CountedSession:
 
     @property
     def fidelity_error(self) -> float:
-        w = self.fidelity_weight_tokens
-        return self.fidelity_error_tokens / w if w else 0.0
+        return fidelity_error(self.fidelity_error_tokens, self.fidelity_weight_tokens)

@@ -34,6 +34,7 @@ from mcsim.replay.results import (
     CountedSession,
     PolicyTotals,
     SessionReplay,
+    fidelity_error,
     keep_largest,
 )
 from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows
@@ -240,11 +241,11 @@ def _add_thread(totals: PolicyTotals, sim: SimThread, recorded: Sequence[CalCall
     priced = [c for c in sim.cost_usd if c is not None]
     totals.cost_usd += sum(priced)
     totals.unpriced_calls += len(sim.cost_usd) - len(priced)
-    if any(sim.pings):  # keep-warm pings: part of the policy's cost, counted apart too
+    if sim.ping_gaps:  # keep-warm pings: part of the policy's cost, counted apart too
         ping_usd = sum(c for c in sim.ping_cost_usd if c is not None)
         totals.cost_usd += ping_usd
         totals.ping_cost_usd += ping_usd
-        totals.pings += sum(sim.pings)
+        totals.pings += sum(g.pings for g in sim.ping_gaps)
     for i, compacted in enumerate(sim.compaction):
         if compacted and i > 0:
             threshold = _compaction_threshold(recorded[i], recorded[i - 1])
@@ -451,8 +452,10 @@ class ReplayReport:
 
     @property
     def fidelity_overall(self) -> float:
-        weight = sum(s.fidelity_weight_tokens for s in self.sessions)
-        return sum(s.fidelity_error_tokens for s in self.sessions) / weight if weight else 0.0
+        return fidelity_error(
+            sum(s.fidelity_error_tokens for s in self.sessions),
+            sum(s.fidelity_weight_tokens for s in self.sessions),
+        )
 
     @property
     def fidelity_worst(self) -> float:

@@ -170,12 +170,26 @@ class SimThread:
     # cache reads on every call from the edit on: the other reading of their billing, which
     # Anthropic does not document (the replay's own: they are billed no more).
     edit_reread_usd: float = 0.0
-    # Keep-warm pings (keep_warm.py), per call: sent in the idle gap before it, and what they
-    # cost together (None: the model of the call before the gap is not in the price table).
-    # Not part of `cost_usd`, which is the agent's own calls.
-    pings: list[int] = field(default_factory=list)
-    ping_cost_usd: list[float | None] = field(default_factory=list)
-    ping_gaps: tuple[PingGap, ...] = ()  # the gaps with pings, each ping priced
+    # Keep-warm pings (keep_warm.py): the idle gaps that had any, each ping priced. Not part
+    # of `cost_usd`, which is the agent's own calls.
+    ping_gaps: tuple[PingGap, ...] = ()
+
+    @property
+    def pings(self) -> list[int]:
+        """Per call, the pings sent in the idle gap before it."""
+        out = [0] * len(self.prompt_tokens)
+        for gap in self.ping_gaps:
+            out[gap.at] = gap.pings
+        return out
+
+    @property
+    def ping_cost_usd(self) -> list[float | None]:
+        """Per call, what the pings before it cost together (None: the model of the call
+        before the gap is not in the price table)."""
+        out: list[float | None] = [0.0] * len(self.prompt_tokens)
+        for gap in self.ping_gaps:
+            out[gap.at] = None if gap.cost_usd is None else gap.pings * gap.cost_usd
+        return out
 
     @property
     def edit_drops(self) -> tuple[CacheBreak, ...]:
@@ -381,14 +395,8 @@ def _serve(
     cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
     kept = rest.edit_deleted_tokens
     reread = pricer.reads_usd(calls[same:], prompt, kept) if any(kept) else 0.0
-    n = len(prompt)
-    pings: list[int] = [0] * n
-    ping_cost: list[float | None] = [0.0] * n
     ping_gaps = pricer.pings_priced(calls, same, cache.ping_gaps)
-    for gap in ping_gaps:
-        pings[gap.at - same] = gap.pings
-        ping_cost[gap.at - same] = None if gap.cost_usd is None else gap.pings * gap.cost_usd
-    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost, pings, ping_cost)
+    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost)
     if same:
         assert unpruned is not None
         served = _Served.copied(unpruned, same).then(served)
@@ -434,8 +442,6 @@ class _Served(NamedTuple):
     cache_read_tokens: list[int]
     prompt_tokens: list[int]
     cost_usd: list[float | None]
-    pings: list[int]
-    ping_cost_usd: list[float | None]
 
     @classmethod
     def copied(cls, unpruned: SimThread, same: int) -> _Served:
@@ -508,8 +514,6 @@ def _thread(
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
         unsupported=decisions.unsupported if decisions else (),
         edit_reread_usd=reread,
-        pings=served.pings,
-        ping_cost_usd=served.ping_cost_usd,
         ping_gaps=ping_gaps,
     )
 
