@@ -34,8 +34,21 @@ CALL = {"type": "call", "thread": "main", "id": "m1", "model": "claude-sonnet-4-
 # ------------------------------------------------------------ documents from the schema
 
 
+_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {}
+
+
 def _strategy(spec: dict[str, Any]) -> st.SearchStrategy[Any]:
-    """Documents the schema node `spec` accepts (best effort: the reference decides)."""
+    """Documents the schema node `spec` accepts (best effort: the reference decides). Made
+    once per node of SCHEMA: `_object_draw` asks again for every document, and building a
+    strategy (a regex's above all) costs more than drawing from it."""
+    key = json.dumps(spec, sort_keys=True)
+    strategy = _STRATEGIES.get(key)
+    if strategy is None:
+        strategy = _STRATEGIES[key] = _new_strategy(spec)
+    return strategy
+
+
+def _new_strategy(spec: dict[str, Any]) -> st.SearchStrategy[Any]:
     if "$ref" in spec:
         return _strategy(DEFS[spec["$ref"].removeprefix("#/$defs/")])
     if "anyOf" in spec and "type" not in spec:
