@@ -23,12 +23,6 @@ STAGES: dict[str, int] = {
     "cli": 5, "__main__": 5, "__init__": 5,  # the CLI and the public API
 }  # fmt: skip
 
-# The one loop left, each file importing the other: result_cache.py stores and reads back
-# run.py's SessionReplay, and run.py opens the ResultCache. The two files are being
-# rewritten; the rewrite breaks the loop and deletes this entry (the test below fails while
-# the entry names a loop that no longer exists, so it cannot outlive it).
-KNOWN_CYCLES: list[set[str]] = []
-
 
 def module_sources() -> dict[str, str]:
     """Every module of the package by dotted name (a package by its own name), with its source."""
@@ -145,9 +139,7 @@ def test_imports_go_down_the_stages() -> None:
 
 
 def test_no_modules_import_each_other_in_a_loop() -> None:
-    found = cycles(import_graph(SOURCES))
-    assert [c for c in found if c not in KNOWN_CYCLES] == []
-    assert [c for c in KNOWN_CYCLES if c not in found] == []  # a loop gone: delete its entry
+    assert cycles(import_graph(SOURCES)) == []
 
 
 @pytest.mark.parametrize(
