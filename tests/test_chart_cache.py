@@ -184,7 +184,7 @@ def test_cache_info_and_clear_count_the_charts(tmp_path: Path, first_run: Path) 
 
 
 def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
-    """`computed` (what warms the chart process) is called once: before any result when the
+    """`on_first_load` (what warms the chart process) is called once: before any result when the
     largest unit has no results kept (a first run: matplotlib's import then overlaps the
     whole replay), else when the first unit the result cache did not serve arrives; never on
     a run it served whole."""
@@ -196,13 +196,13 @@ def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
     def replay(cache: Path | None) -> list[str]:
         events.clear()
         run_replay([str(folder)], scenarios, default_table(), cache_dir=cache, workers=1,
-                   computed=lambda: events.append("computed"),
+                   on_first_load=lambda: events.append("first load"),
                    sink=lambda result: events.append("result"))  # fmt: skip
         return events
 
-    assert replay(None) == ["computed", "result", "result"]  # the samples' two projects
+    assert replay(None) == ["first load", "result", "result"]  # the samples' two projects
     cache = tmp_path / "cache"
-    assert replay(cache) == ["computed", "result", "result"]
+    assert replay(cache) == ["first load", "result", "result"]
     assert replay(cache) == ["result", "result"]
 
     # The largest project's results are kept, for its files as they were: the run learns it
@@ -213,10 +213,10 @@ def test_the_run_says_when_it_has_units_to_replay(tmp_path: Path) -> None:
     smaller, larger = sorted((folder / "claude" / "projects").iterdir(), key=size)
     with next(larger.glob("*.jsonl")).open("a") as fh:
         fh.write("\n")
-    assert replay(cache) == ["computed", "result", "result"]
+    assert replay(cache) == ["first load", "result", "result"]
     with next(smaller.glob("*.jsonl")).open("a") as fh:
         fh.write("\n")
-    assert replay(cache) == ["result", "computed", "result"]
+    assert replay(cache) == ["result", "first load", "result"]
 
 
 @pytest.mark.slow

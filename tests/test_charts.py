@@ -26,7 +26,7 @@ from mcsim.outputs.charts import (
     savings_data,
 )
 from mcsim.replay.results import PolicyTotals
-from mcsim.replay.rows import INT_COLUMNS, RowsTable, SessionRows, ThreadRows
+from mcsim.replay.rows import RowColumns, RowsTable, SessionRows, ThreadRows
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import parse_policies
 
@@ -51,11 +51,16 @@ def add_thread(
     causes: dict[int, str],
 ) -> None:  # fmt: skip
     """One thread's calls of the current run."""
-    ints = [list(range(len(times))), prompts] + [[0] * len(times)] * (len(INT_COLUMNS) - 2)
-    broke = [i in causes for i in range(len(times))]
-    bools = [[False] * len(times), [False] * len(times), broke]
-    s.add(ints, [times, costs, [0.0] * len(times)], bools, ["m"] * len(times), ["5m"] * len(times),
-          sorted(causes.items()))  # fmt: skip
+    n = len(times)
+    columns = RowColumns(
+        call_index=range(n), prompt_tokens=prompts, input_tokens=[0] * n,
+        cache_write_5m_tokens=[0] * n, cache_write_1h_tokens=[0] * n,
+        cache_read_tokens=[0] * n, output_tokens=[0] * n, cleared_tokens=[0] * n,
+        newly_cleared_tokens=[0] * n, pings=[0] * n, timestamp=times, cost_usd=costs,
+        ping_cost_usd=[0.0] * n, rewrote=[False] * n, cache_edit=[False] * n,
+        is_break=[i in causes for i in range(n)], model=["m"] * n, ttl=["5m"] * n,
+    )  # fmt: skip
+    s.add(columns, sorted(causes.items()))
 
 
 def rows() -> RowsTable:

@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows, runs
+from mcsim.replay.rows import (
+    BOOL_COLUMNS,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    RowColumns,
+    RowsTable,
+    SessionRows,
+    ThreadRows,
+    runs,
+)
+
+
+def calls(n: int, **given: Any) -> RowColumns:
+    """`n` calls' columns: those `given`, the rest zero (false; model "m", TTL "5m")."""
+    zeros: dict[str, Any] = {name: [0] * n for name in (*INT_COLUMNS, *FLOAT_COLUMNS)}
+    zeros |= {name: [False] * n for name in BOOL_COLUMNS}
+    zeros |= {"call_index": range(n), "model": ["m"] * n, "ttl": ["5m"] * n}
+    return RowColumns(**(zeros | given))
 
 
 def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> SessionRows:
@@ -13,15 +31,23 @@ def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> S
     for p, policy in enumerate(policies):
         rows.start_run(policy)
         for t, (_, n) in enumerate(threads):
-            ints = [list(range(n)), [p * 100 + t * 10 + i for i in range(n)]] + [[0] * n] * 8
             cost: list[float | None] = [None if i == 1 else 0.5 for i in range(n)]
-            stamps = [1000.0 * (t + 1) + i for i in range(n)]
-            broke = [p == 1 and i == n - 1 for i in range(n)]
-            causes = [(n - 1, "ttl_expired")] if p == 1 else []
-            rows.add(ints, (stamps, cost, [0.0] * n), ([False] * n, [False] * n, broke),
-                     ["m"] * n, ["5m"] * (n - 1) + ["1h"], causes)  # fmt: skip
+            columns = calls(
+                n,
+                prompt_tokens=[p * 100 + t * 10 + i for i in range(n)],
+                timestamp=[1000.0 * (t + 1) + i for i in range(n)],
+                cost_usd=cost,
+                is_break=[p == 1 and i == n - 1 for i in range(n)],
+                ttl=["5m"] * (n - 1) + ["1h"],
+            )
+            rows.add(columns, [(n - 1, "ttl_expired")] if p == 1 else [])
     rows.seal()
     return rows
+
+
+def test_the_columns_by_storage_type_are_every_column_but_model_and_ttl() -> None:
+    stored = [*INT_COLUMNS, *FLOAT_COLUMNS, *BOOL_COLUMNS, "model", "ttl"]
+    assert sorted(stored) == sorted(RowColumns._fields) and len(set(stored)) == len(stored)
 
 
 def test_runs_encode_repeats() -> None:

@@ -48,19 +48,19 @@ def replayed(sink: RowsSink | None = None, how: str = "rows") -> ReplayReport:
         return sink(result)
 
     written = each_worker_writes(sink.packer(local=True)) if how == "written" else None
-    prepare = {"rows": None, "packed": rows_sink.pack, "written": written}[how]
+    in_worker = {"rows": None, "packed": rows_sink.pack, "written": written}[how]
     workers = 2 if how == "written" else 1  # forked (see the test): a file per worker
     report = run_replay([str(CORPUS)], SCENARIOS, default_table(), cache_dir=None,
-                        workers=workers, sink=take, prepare=prepare)  # fmt: skip
+                        workers=workers, sink=take, in_worker=in_worker)  # fmt: skip
     kind = {"rows": None, "packed": "data", "written": "file"}[how]
     assert arrived == [kind] * len(report.sessions)
     return report
 
 
 def each_worker_writes(
-    prepare: Callable[[SessionReplay], SessionReplay],
+    in_worker: Callable[[SessionReplay], SessionReplay],
 ) -> Callable[[SessionReplay], SessionReplay]:
-    """`prepare`, made to wait at its first result in each of two forked workers until the
+    """`in_worker`, made to wait at its first result in each of two forked workers until the
     other worker has a result too: each worker then writes rows to a file of its own, so the
     run has two files by design. Left alone, one worker could take every unit while the other
     was still starting (seen on a loaded machine), and the test met one file. A worker that
@@ -68,13 +68,13 @@ def each_worker_writes(
     barrier = multiprocessing.get_context("fork").Barrier(2, timeout=60)
     waited: set[int] = set()  # copied into each worker as it forks: empty there
 
-    def prepare_after_both(result: SessionReplay) -> SessionReplay:
+    def in_worker_after_both(result: SessionReplay) -> SessionReplay:
         if os.getpid() not in waited:
             waited.add(os.getpid())
             barrier.wait()
-        return prepare(result)
+        return in_worker(result)
 
-    return prepare_after_both
+    return in_worker_after_both
 
 
 @pytest.mark.parametrize("how", ["rows", "packed", "written"])

@@ -14,7 +14,7 @@ engine, sharded across actors on Ray, so that no step gathers the corpus's calls
 
 A unit's results may be kept (`memo`: mcsim.replay.result_cache): while its files are as they
 were, the unit is neither loaded nor fn run again; once they changed (a transcript grew), it
-is loaded again but fn runs only on the sessions whose content changed. `prepare` runs where
+is loaded again but fn runs only on the sessions whose content changed. `in_worker` runs where
 fn does, on each result on its way back: work the parent would otherwise do alone, while the
 workers wait on it.
 """
@@ -225,7 +225,7 @@ class _Job(Generic[S, T]):
     until_s: float | None
     exclude: frozenset[int] = frozenset()  # call digests
     memo: UnitMemo[T] | None = None
-    prepare: Callable[[T], T] | None = None
+    in_worker: Callable[[T], T] | None = None
 
 
 @dataclass
@@ -248,7 +248,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
                 outside.append(done_session.files)
             else:
                 inside.append(done_session)
-        out = _output(inside, outside, memoed.skips, job.prepare)
+        out = _output(inside, outside, memoed.skips, job.in_worker)
         out.served = True
         return out
     # Kept for other states of the unit's files (a transcript grew): the results of its
@@ -278,7 +278,7 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         memo.put(job.unit, state, Memoed(done, loaded.skips, keys))
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
-    out = _output(done, outside, loaded.skips, job.prepare)
+    out = _output(done, outside, loaded.skips, job.in_worker)
     out.excluded_calls = loaded.excluded_calls
     return out
 
@@ -294,13 +294,13 @@ def _output(
     done: list[Done[T]],
     outside: list[tuple[str, ...]],
     skips: SkipReport,
-    prepare: Callable[[T], T] | None,
+    in_worker: Callable[[T], T] | None,
 ) -> _UnitOutput[T]:
-    """A unit's output: the results of its sessions within the dates (`prepare`d), and its
-    skip report without the examples of files that hold only sessions outside them
-    (`outside`: the files of each of those sessions)."""
+    """A unit's output: the results of its sessions within the dates (each through
+    `in_worker`), and its skip report without the examples of files that hold only sessions
+    outside them (`outside`: the files of each of those sessions)."""
     results = [
-        SessionOutcome(d.digests, d.counts, d.result if prepare is None else prepare(d.result))
+        SessionOutcome(d.digests, d.counts, d.result if in_worker is None else in_worker(d.result))
         for d in done
     ]
     out = _UnitOutput(results, skips, len(outside))
@@ -338,8 +338,8 @@ def map_sessions(
     project: str | None = None,
     engine: Engine | None = None,
     memo: UnitMemo[T] | None = None,
-    prepare: Callable[[T], T] | None = None,
-    computed: Callable[[], None] | None = None,
+    in_worker: Callable[[T], T] | None = None,
+    on_first_load: Callable[[], None] | None = None,
 ) -> Iterator[T]:
     """fn(session) for every session under PATHS that starts within [since_s, until_s].
 
@@ -351,9 +351,9 @@ def map_sessions(
     functions, functools.partial, or dataclass instances). `engine` runs the units (default:
     a LocalEngine with `workers` processes; `workers` is ignored when an engine is given).
     `memo` keeps each unit's results, and gives them back while the unit's files are as
-    they were: fn is not run again (nor is the unit loaded). `prepare` runs where fn does,
+    they were: fn is not run again (nor is the unit loaded). `in_worker` runs where fn does,
     on each result on its way here (after the memo keeps it): work the receiver would
-    otherwise do on a single core. `computed` is called once the run knows it has a unit to
+    otherwise do on a single core. `on_first_load` is called once the run knows it has a unit to
     load (to get ready for what follows, e.g. import what draws the charts): at once when
     the largest unit has no results kept (a first run), else when the first unit the memo
     did not serve arrives; never on a run the memo serves whole.
@@ -381,9 +381,9 @@ def map_sessions(
     # Largest first balances the cores; the order is fixed, so results are deterministic.
     units.sort(key=lambda u: (-u.size_bytes, u.key))
     src: SessionSource[Any] = source if source is not None else RawSource(Detail.SIZES)
-    jobs = [_Job(u, src, fn, since_s, until_s, memo=memo, prepare=prepare) for u in units]
+    jobs = [_Job(u, src, fn, since_s, until_s, memo=memo, in_worker=in_worker) for u in units]
     engine = engine if engine is not None else LocalEngine(workers)
-    return _collect(jobs, engine, progress, stats, computed)
+    return _collect(jobs, engine, progress, stats, on_first_load)
 
 
 def project_matches(unit: LoadUnit, pattern: str) -> bool:
@@ -397,25 +397,25 @@ def _collect(
     engine: Engine,
     progress: ProgressFn | None,
     stats: LoadStats,
-    computed: Callable[[], None] | None = None,
+    on_first_load: Callable[[], None] | None = None,
 ) -> Iterator[T]:
     total = stats.bytes
     done = 0
     first = jobs[0] if jobs else None  # the largest unit: its results come first
     if (
-        computed is not None
+        on_first_load is not None
         and first is not None
         and (first.memo is None or not first.memo.kept(first.unit))
     ):
-        computed()  # it will be loaded: the run has work to do from the start
-        computed = None
+        on_first_load()  # it will be loaded: the run has work to do from the start
+        on_first_load = None
     with engine.seen_calls() as seen:  # every call so far (its call_digest), with its counts
         outputs = engine.map_units(jobs, _run_job, total)
         for job, output in zip(jobs, outputs, strict=True):
             STOP.check()
-            if computed is not None and not output.served:
-                computed()
-                computed = None
+            if on_first_load is not None and not output.served:
+                on_first_load()
+                on_first_load = None
             digests = _joined(o.digests for o in output.results)
             repeated = seen.find(digests)
             if repeated:

@@ -228,7 +228,7 @@ def session_rows(s: SessionReplay) -> list[dict[str, Any]]:
 
 def pack(result: SessionReplay) -> SessionReplay:
     """What `RowsSink` takes of a result (its rows, breaks and sessions-table rows), taken and
-    pickled where the result is made (`run_replay(prepare=pack)`): the driver then writes the
+    pickled where the result is made (`run_replay(in_worker=pack)`): the driver then writes the
     pickle as it is, where it unpickled the rows from the worker and pickled them again (0.36
     and 0.19 s of the driver's CPU in a warm replay of the 506 MB replica, and the driver is
     what that run waits for)."""
@@ -362,7 +362,7 @@ class RowsSink(Spool):
             Path(path).unlink(missing_ok=True)
 
     def packer(self, local: bool) -> Callable[[SessionReplay], SessionReplay]:
-        """The `prepare` hook for this sink: `PackTo` its folder for local workers, `pack`
+        """The `in_worker` hook for this sink: `PackTo` its folder for local workers, `pack`
         for workers that may not share its disk."""
         if not local:
             return pack

@@ -139,8 +139,8 @@ def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> Repl
         try:
             report = _replayed(
                 config, prepared, scenarios, "replay", progress, sink=_importing_tables(sink),
-                prepare=sink.packer(local=config.engine == "local"),
-                fidelity_threshold=config.fidelity_threshold, computed=charts.warm,
+                in_worker=sink.packer(local=config.engine == "local"),
+                fidelity_threshold=config.fidelity_threshold, on_first_load=charts.warm,
             )  # fmt: skip
             options = {
                 **_date_options(config),

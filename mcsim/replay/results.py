@@ -247,17 +247,17 @@ class CountedSession:
     @classmethod
     def of(cls, result: SessionReplay, rows: object = None) -> CountedSession:
         return cls(
-            result.session_id,
-            result.project,
-            result.start_s,
-            result.end_s,
-            result.calls,
-            result.models,
-            result.fidelity_error_tokens,
-            result.fidelity_weight_tokens,
-            result.calibration_fallbacks,
-            result.net_costs,
-            rows,
+            session_id=result.session_id,
+            project=result.project,
+            start_s=result.start_s,
+            end_s=result.end_s,
+            calls=result.calls,
+            models=result.models,
+            fidelity_error_tokens=result.fidelity_error_tokens,
+            fidelity_weight_tokens=result.fidelity_weight_tokens,
+            calibration_fallbacks=result.calibration_fallbacks,
+            net_costs=result.net_costs,
+            rows=rows,
         )
 
     @property

@@ -21,7 +21,33 @@ from typing import Any, NamedTuple
 
 from mcsim.replay.keep_warm import PingGap
 
-# Columns by storage type, in the order `SessionRows.add` takes them.
+
+class RowColumns(NamedTuple):
+    """One thread's calls under one run, a column each (a value per call, in call order):
+    what `SessionRows.add` takes, by name."""
+
+    call_index: Sequence[int]
+    prompt_tokens: Sequence[int]
+    input_tokens: Sequence[int]
+    cache_write_5m_tokens: Sequence[int]
+    cache_write_1h_tokens: Sequence[int]
+    cache_read_tokens: Sequence[int]
+    output_tokens: Sequence[int]
+    cleared_tokens: Sequence[int]
+    newly_cleared_tokens: Sequence[int]
+    pings: Sequence[int]  # keep-warm pings sent in the idle gap before the call (keep_warm.py)
+    timestamp: Sequence[float]
+    cost_usd: Sequence[float | None]  # None: unpriced (NaN packed, a null in the table)
+    ping_cost_usd: Sequence[float | None]  # those pings' cost, apart
+    rewrote: Sequence[bool]
+    cache_edit: Sequence[bool]
+    is_break: Sequence[bool]
+    model: Sequence[str]
+    ttl: Sequence[str]
+
+
+# The numeric columns by storage type (packed int64, float64, one byte per bool); model and
+# ttl are kept as runs.
 INT_COLUMNS = (
     "call_index",
     "prompt_tokens",
@@ -32,9 +58,8 @@ INT_COLUMNS = (
     "output_tokens",
     "cleared_tokens",
     "newly_cleared_tokens",
-    "pings",  # keep-warm pings sent in the idle gap before the call (keep_warm.py)
+    "pings",
 )
-# cost NaN = unpriced (a null in the table); ping_cost_usd: those pings' cost, apart
 FLOAT_COLUMNS = ("timestamp", "cost_usd", "ping_cost_usd")
 BOOL_COLUMNS = ("rewrote", "cache_edit", "is_break")
 
@@ -86,31 +111,27 @@ class SessionRows:
 
     def add(
         self,
-        ints: Sequence[Sequence[int]],
-        floats: Sequence[Sequence[float | None]],
-        bools: Sequence[Sequence[bool]],
-        model: Sequence[str],
-        ttl: Sequence[str],
+        columns: RowColumns,
         causes: Iterable[tuple[int, str]],
         ping_gaps: Iterable[PingGap] = (),
     ) -> None:
-        """One thread's calls of the current run, as columns in *_COLUMNS order; `causes`
-        holds (call index in the thread, cause) for the calls whose reads dropped (breaks
-        and announced drops alike: `is_break` tells them apart); `ping_gaps` the thread's
-        gaps with keep-warm pings."""
-        n = len(model)
+        """One thread's calls of the current run; `causes` holds (call index in the thread,
+        cause) for the calls whose reads dropped (breaks and announced drops alike:
+        `is_break` tells them apart); `ping_gaps` the thread's gaps with keep-warm pings."""
+        n = len(columns.model)
         offset = self.rows
         self.rows += n
-        for chunks, values in zip(self.ints, ints, strict=True):
-            chunks.append(struct.pack(f"{n}q", *values))
-        for chunks, fvalues in zip(self.floats, floats, strict=True):
+        for chunks, name in zip(self.ints, INT_COLUMNS, strict=True):
+            chunks.append(struct.pack(f"{n}q", *getattr(columns, name)))
+        for chunks, name in zip(self.floats, FLOAT_COLUMNS, strict=True):
+            fvalues = getattr(columns, name)
             if None in fvalues:
                 fvalues = [float("nan") if v is None else v for v in fvalues]
             chunks.append(struct.pack(f"{n}d", *fvalues))
-        for chunks, bvalues in zip(self.bools, bools, strict=True):
-            chunks.append(bytes(bvalues))
-        self.model.extend(runs(model))
-        self.ttl.extend(runs(ttl))
+        for chunks, name in zip(self.bools, BOOL_COLUMNS, strict=True):
+            chunks.append(bytes(getattr(columns, name)))
+        self.model.extend(runs(columns.model))
+        self.ttl.extend(runs(columns.ttl))
         self.causes.extend((offset + i, cause) for i, cause in causes)
         self.pinged.extend(gap._replace(at=offset + gap.at) for gap in ping_gaps)
 

@@ -31,13 +31,14 @@ from mcsim.replay.policies.clear_tool_uses import ClearToolUses, other_reading
 from mcsim.replay.result_cache import ResultCache
 from mcsim.replay.results import (
     BREAK_COLUMNS,
+    BreakRow,
     CountedSession,
     PolicyTotals,
     SessionReplay,
     fidelity_error,
     keep_largest,
 )
-from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows
+from mcsim.replay.rows import RowColumns, RowsTable, SessionRows, ThreadRows
 from mcsim.replay.scenario import BASELINE, Layer, Scenario, baseline
 from mcsim.replay.scenario import RECORDED as RECORDED  # the recording's name, also for outputs
 from mcsim.replay.session_cache import CalibratedSource
@@ -292,29 +293,27 @@ def _recorded_rows(rows: SessionRows, session: CalSession, recorded: list[Record
         n = len(calls)
         found = account.breaks
         drops = (*found.values(), *account.announced)
-        rows.add(
-            (
-                range(n),
-                [c.prompt_tokens for c in calls],
-                [c.input_tokens for c in calls],
-                [c.cache_write_5m_tokens for c in calls],
-                [c.cache_write_1h_tokens for c in calls],
-                [c.cache_read_tokens for c in calls],
-                [c.output_tokens for c in calls],
-                [0] * n,
-                [0] * n,
-                [0] * n,
-            ),
-            (
-                [c.timestamp_s for c in calls],
-                [None if cost is None else cost.total_usd for cost in account.costs],
-                [0.0] * n,
-            ),
-            ([False] * n, [False] * n, [i in found for i in range(n)]),
-            [c.model for c in calls],
-            [c.ttl for c in calls],
-            sorted((d.call_index, d.cause.value) for d in drops),
+        columns = RowColumns(
+            call_index=range(n),
+            prompt_tokens=[c.prompt_tokens for c in calls],
+            input_tokens=[c.input_tokens for c in calls],
+            cache_write_5m_tokens=[c.cache_write_5m_tokens for c in calls],
+            cache_write_1h_tokens=[c.cache_write_1h_tokens for c in calls],
+            cache_read_tokens=[c.cache_read_tokens for c in calls],
+            output_tokens=[c.output_tokens for c in calls],
+            cleared_tokens=[0] * n,
+            newly_cleared_tokens=[0] * n,
+            pings=[0] * n,
+            timestamp=[c.timestamp_s for c in calls],
+            cost_usd=[None if cost is None else cost.total_usd for cost in account.costs],
+            ping_cost_usd=[0.0] * n,
+            rewrote=[False] * n,
+            cache_edit=[False] * n,
+            is_break=[i in found for i in range(n)],
+            model=[c.model for c in calls],
+            ttl=[c.ttl for c in calls],
         )
+        rows.add(columns, sorted((d.call_index, d.cause.value) for d in drops))
 
 
 def _rows(
@@ -328,41 +327,43 @@ def _rows(
     broke = [False] * n
     for b in sim.breaks:
         broke[b.call_index] = True
-    rows.add(
-        (
-            range(n),
-            sim.prompt_tokens,
-            sim.input_tokens,
-            sim.cache_write_5m_tokens,
-            sim.cache_write_1h_tokens,
-            sim.cache_read_tokens,
-            sim.output_tokens,
-            sim.cleared_tokens,
-            sim.newly_cleared_tokens,
-            sim.pings,
-        ),
-        (sim.timestamp_s, sim.cost_usd, sim.ping_cost_usd),
-        (sim.rewrote, sim.cache_edit, broke),
-        sim.model,
-        sim.ttl,
-        sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops)),
-        sim.ping_gaps,
+    columns = RowColumns(
+        call_index=range(n),
+        prompt_tokens=sim.prompt_tokens,
+        input_tokens=sim.input_tokens,
+        cache_write_5m_tokens=sim.cache_write_5m_tokens,
+        cache_write_1h_tokens=sim.cache_write_1h_tokens,
+        cache_read_tokens=sim.cache_read_tokens,
+        output_tokens=sim.output_tokens,
+        cleared_tokens=sim.cleared_tokens,
+        newly_cleared_tokens=sim.newly_cleared_tokens,
+        pings=sim.pings,
+        timestamp=sim.timestamp_s,
+        cost_usd=sim.cost_usd,
+        ping_cost_usd=sim.ping_cost_usd,
+        rewrote=sim.rewrote,
+        cache_edit=sim.cache_edit,
+        is_break=broke,
+        model=sim.model,
+        ttl=sim.ttl,
     )
+    drops = sorted((d.call_index, d.cause.value) for d in (*sim.breaks, *sim.announced_drops))
+    rows.add(columns, drops, sim.ping_gaps)
     for b in sim.breaks:
-        row = (
-            policy,
-            session.session_id,
-            session.project,
-            sim.thread_id,
-            b.call_index,
-            sim.timestamp_s[b.call_index],
-            sim.model[b.call_index],
-            b.previous_read_tokens,
-            b.read_tokens,
-            b.drop_tokens,
-            b.gap_seconds,
-            b.cause.value,
-            b.expected,
+        row = BreakRow(
+            policy=policy,
+            session_id=session.session_id,
+            project=session.project,
+            thread_id=sim.thread_id,
+            call_index=b.call_index,
+            timestamp=sim.timestamp_s[b.call_index],
+            model=sim.model[b.call_index],
+            previous_read_tokens=b.previous_read_tokens,
+            read_tokens=b.read_tokens,
+            drop_tokens=b.drop_tokens,
+            gap_seconds=b.gap_seconds,
+            cause=b.cause.value,
+            expected=b.expected,
         )
         for column, value in zip(break_columns, row, strict=True):
             column.append(value)
@@ -550,18 +551,18 @@ def run_replay(
     fidelity_threshold: float = DEFAULT_FIDELITY_THRESHOLD,
     engine: Engine | None = None,
     sink: Callable[[SessionReplay], object] | None = None,
-    prepare: Callable[[SessionReplay], SessionReplay] | None = None,
-    computed: Callable[[], None] | None = None,
+    in_worker: Callable[[SessionReplay], SessionReplay] | None = None,
+    on_first_load: Callable[[], None] | None = None,
 ) -> ReplayReport:
     """Replay every session under PATHS under each scenario (scenarios[0] is the baseline).
     `engine` runs the units (default: local processes; mcsim.ingest.engines.open_engine).
     `sink` is handed each session's result as it arrives and returns its handle to the rows
     it took: the report then keeps only the session's count and that handle
     (`CountedSession`), which keeps the driver's memory flat (mcsim.outputs.rows_sink);
-    without a sink the report keeps every result whole (`ReplayReport.results`). `prepare`
+    without a sink the report keeps every result whole (`ReplayReport.results`). `in_worker`
     (picklable) is applied to each result where it is made, before it is sent (the sink's
-    `pack`); `computed` is called when a unit's results
-    arrive that the result cache did not serve (mcsim.ingest.pipeline.map_sessions)."""
+    `pack`); `on_first_load` is called once, when the run first has a unit to load (one the
+    result cache does not serve): mcsim.ingest.pipeline.map_sessions says when."""
     first = scenarios[0] if scenarios else None
     if first is None or (first.name, first.as_recorded, first.prunes) != (BASELINE, True, False):
         raise UsageError(
@@ -590,8 +591,8 @@ def run_replay(
         stats=report.stats,
         engine=engine,
         memo=memo,
-        prepare=prepare,
-        computed=computed,
+        in_worker=in_worker,
+        on_first_load=on_first_load,
     ):
         report.add(result, sink(result) if sink is not None else None)
     report.finish()
