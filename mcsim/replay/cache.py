@@ -104,14 +104,14 @@ class PromptCache:
         rewrote: Sequence[bool],
         deleted: Sequence[int],
         anchors: Sequence[int],
-        kept: Sequence[int] | None = None,
+        unchanged: Sequence[int] | None = None,
         blocks: Sequence[int] | None = None,
     ) -> ServedTokens:
         """The tokens of consecutive calls by how the cache served them (`ServedTokens`), each
         call sending its prompt at its time with its TTL ("5m" or "1h"), and the cache they
         leave. Per call, `rewrote`: old messages changed before it; `deleted`: tokens its
         cache edit removed from the cached copy; `anchors`: the recorded fall-back read in
-        replayed tokens (read class PARTIAL); `kept`: after a rewrite, the tokens of the
+        replayed tokens (read class PARTIAL); `unchanged`: after a rewrite, the tokens of the
         prompt before its first change (a cache without breakpoints reads up to there; one
         with them reads the longest entry that ends there or before, within its lookback,
         else the head); `blocks`: the content blocks of the prompt up to the call's end (none:
@@ -142,7 +142,7 @@ class PromptCache:
         ping_gaps = self.ping_gaps = []
         per_call = zip(
             calls, prompts, sent, ttls, rewrote, deleted, anchors,
-            [0] * len(calls) if kept is None else kept,
+            [0] * len(calls) if unchanged is None else unchanged,
             [0] * len(calls) if blocks is None else blocks, strict=True,
         )  # fmt: skip
         index = -1  # the call's place among `calls`
@@ -158,8 +158,9 @@ class PromptCache:
                     assert previous is not None
                     cached = valid - valid % block if not writes else valid
                     ping_gaps.append(PingGap(
-                        index, sent_pings, previous, every, cached, valid - cached + own_in,
-                        own_out, None,
+                        at=index, pings=sent_pings, from_s=previous, interval_s=every,
+                        cache_read_tokens=cached, input_tokens=valid - cached + own_in,
+                        output_tokens=own_out, cost_usd=None,
                     ))  # fmt: skip
                     previous += sent_pings * every
                     gap = now - previous

@@ -80,8 +80,17 @@ def unchanged_plans(columns: CallColumns) -> Plans:
     """The plans of a thread nothing is cleared on: the recorded prompts."""
     n = len(columns.prompt_tokens)
     zeros, no = [0] * n, [False] * n
-    return Plans(columns.prompt_tokens, zeros, zeros, no, no, zeros, columns.partial_read,
-                 zeros, zeros)  # fmt: skip
+    return Plans(
+        prompt_tokens=columns.prompt_tokens,
+        cleared_tokens=zeros,
+        newly_cleared_tokens=zeros,
+        rewrote=no,
+        cache_edit=no,
+        deleted_tokens=zeros,
+        fallback_read_tokens=columns.partial_read,
+        unchanged_tokens=zeros,
+        edit_deleted_tokens=zeros,
+    )
 
 
 def thread_rules(thread: CalThread, scenario: Scenario) -> CacheRules:
@@ -200,23 +209,23 @@ class SimThread:
     def calls(self) -> list[SimCall]:
         return [
             SimCall(
-                i,
-                self.timestamp_s[i],
-                self.model[i],
-                self.ttl[i],
-                Usage(
-                    self.input_tokens[i],
-                    self.cache_write_5m_tokens[i],
-                    self.cache_write_1h_tokens[i],
-                    self.cache_read_tokens[i],
-                    self.output_tokens[i],
+                call_index=i,
+                timestamp_s=self.timestamp_s[i],
+                model=self.model[i],
+                ttl=self.ttl[i],
+                usage=Usage(
+                    input_tokens=self.input_tokens[i],
+                    cache_write_5m_tokens=self.cache_write_5m_tokens[i],
+                    cache_write_1h_tokens=self.cache_write_1h_tokens[i],
+                    cache_read_tokens=self.cache_read_tokens[i],
+                    output_tokens=self.output_tokens[i],
                 ),
-                self.cost_usd[i],
-                self.cleared_tokens[i],
-                self.newly_cleared_tokens[i],
-                self.rewrote[i],
-                self.cache_edit[i],
-                self.compaction[i],
+                cost_usd=self.cost_usd[i],
+                cleared_tokens=self.cleared_tokens[i],
+                newly_cleared_tokens=self.newly_cleared_tokens[i],
+                rewrote=self.rewrote[i],
+                cache_edit=self.cache_edit[i],
+                compaction=self.compaction[i],
             )
             for i in range(len(self.timestamp_s))
         ]
@@ -295,7 +304,11 @@ class _Decider:
         figures = tuple(p.figures() for p in self.policies)
         unsupported = tuple((k, m, n) for (k, m), n in sorted(self.unsupported.items()))
         return Decisions(
-            plans, self.context.cleared_log, figures, self.unavailable_edits, unsupported
+            plans=plans,
+            cleared_log=self.context.cleared_log,
+            figures=figures,
+            unavailable_edits=self.unavailable_edits,
+            unsupported=unsupported,
         )
 
     def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
@@ -377,32 +390,44 @@ def _serve(
     ttls = [fixed_ttl] * len(calls) if fixed_ttl else columns.ttl
     warm = scenario.keep_warm_for(thread.kind.value)
     cache = PromptCache(thread.head_tokens, thread_rules(thread, scenario), warm)
-    same = 0
+    first_served = 0  # the calls before it are copied from `unpruned`
     if unpruned is not None and decisions is not None:
         # The calls before the first change are the unpruned replay's; serving starts far
         # enough before it that the entries the cache's lookback can still reach are there.
-        same = _lookback_start(columns.blocks, plans.first_change(), cache.rules.lookback_blocks)
-        if same:
-            _resume(cache, calls, columns, same, fixed_ttl)
-    rest = plans.since(same)
+        first_served = _lookback_start(
+            columns.blocks, plans.first_change(), cache.rules.lookback_blocks
+        )
+        if first_served:
+            _resume(cache, calls, columns, first_served, fixed_ttl)
+    rest = plans.since(first_served)
     prompt = rest.prompt_tokens
     uncached, read, w5, w1 = cache.serve(
-        calls[same:], prompt, columns.request_s[same:], ttls[same:], rest.rewrote,
-        rest.deleted_tokens, rest.fallback_read_tokens, rest.unchanged_tokens,
-        columns.blocks[same:],
+        calls[first_served:], prompt, columns.request_s[first_served:], ttls[first_served:],
+        rest.rewrote, rest.deleted_tokens, rest.fallback_read_tokens, rest.unchanged_tokens,
+        columns.blocks[first_served:],
     )  # fmt: skip
     pricer = Pricer(prices)
-    cost = pricer.costs(calls[same:], prompt, uncached, w5, w1, read)
-    kept = rest.edit_deleted_tokens
-    reread = pricer.reads_usd(calls[same:], prompt, kept) if any(kept) else 0.0
-    ping_gaps = pricer.pings_priced(calls, same, cache.ping_gaps)
-    served = _Served(ttls[same:], uncached, w5, w1, read, prompt, cost)
-    if same:
+    cost = pricer.costs(calls[first_served:], prompt, uncached, w5, w1, read)
+    edit_deleted = rest.edit_deleted_tokens
+    reread = (
+        pricer.reads_usd(calls[first_served:], prompt, edit_deleted) if any(edit_deleted) else 0.0
+    )
+    ping_gaps = pricer.pings_priced(calls, first_served, cache.ping_gaps)
+    served = _Served(
+        ttl=ttls[first_served:],
+        input_tokens=uncached,
+        cache_write_5m_tokens=w5,
+        cache_write_1h_tokens=w1,
+        cache_read_tokens=read,
+        prompt_tokens=prompt,
+        cost_usd=cost,
+    )
+    if first_served:
         assert unpruned is not None
-        served = _Served.copied(unpruned, same).then(served)
-        ping_gaps[:0] = [g for g in unpruned.ping_gaps if g.at < same]
+        served = _Served.copied(unpruned, first_served).then(served)
+        ping_gaps[:0] = [g for g in unpruned.ping_gaps if g.at < first_served]
     return _thread(thread, columns, plans, served, decisions, prepared, prices, reread,
-                   unpruned if same else None, same, tuple(ping_gaps))  # fmt: skip
+                   unpruned if first_served else None, first_served, tuple(ping_gaps))  # fmt: skip
 
 
 def _lookback_start(blocks: list[int], first_change: int, lookback: int) -> int:
@@ -415,18 +440,20 @@ def _lookback_start(blocks: list[int], first_change: int, lookback: int) -> int:
 
 
 def _resume(
-    cache: PromptCache, calls: Sequence[CalCall], columns: CallColumns, same: int,
+    cache: PromptCache, calls: Sequence[CalCall], columns: CallColumns, first_served: int,
     fixed_ttl: str | None,
 ) -> None:  # fmt: skip
-    """The cache as the copied calls [0, same) left it: their last cacheable prompt."""
+    """The cache as the copied calls [0, first_served) left it: their last cacheable
+    prompt."""
     cached = next(
-        (i for i in range(same - 1, -1, -1)
+        (i for i in range(first_served - 1, -1, -1)
          if calls[i].prompt_tokens >= cache.rules.min_tokens(calls[i].model)),
         None,
     )  # fmt: skip
-    last = calls[same - 1]
+    last = calls[first_served - 1]
     cache.resume(
-        None if cached is None else calls[cached].prompt_tokens, columns.request_s[same - 1],
+        None if cached is None else calls[cached].prompt_tokens,
+        columns.request_s[first_served - 1],
         TTL_SECONDS[fixed_ttl or last.ttl], last.ttl,
         0 if cached is None else columns.blocks[cached],
     )  # fmt: skip
@@ -444,9 +471,9 @@ class _Served(NamedTuple):
     cost_usd: list[float | None]
 
     @classmethod
-    def copied(cls, unpruned: SimThread, same: int) -> _Served:
-        """The unpruned replay's calls [0, same)."""
-        return cls._make(getattr(unpruned, name)[:same] for name in cls._fields)
+    def copied(cls, unpruned: SimThread, calls: int) -> _Served:
+        """The unpruned replay's first `calls` calls."""
+        return cls._make(getattr(unpruned, name)[:calls] for name in cls._fields)
 
     def then(self, later: _Served) -> _Served:
         pairs = cast(Iterable[tuple[list[Any], list[Any]]], zip(self, later, strict=True))
@@ -463,22 +490,24 @@ def _thread(
     prices: PriceTable,
     reread: float,
     unpruned: SimThread | None,
-    same: int,
+    first_served: int,
     ping_gaps: tuple[PingGap, ...],
 ) -> SimThread:
-    """The replayed thread, with its breaks (the copied calls' from `unpruned`) and the
-    re-fetch hazards of what the policies cleared."""
+    """The replayed thread, with its breaks (the copied calls', before `first_served`, from
+    `unpruned`) and the re-fetch hazards of what the policies cleared."""
     rewrote, edited = plans.rewrote, plans.cache_edit
     # The recording's own pruning is announced to the detector like a policy's.
     found = detect_breaks_columns(
         columns.request_s, columns.model, served.cache_read_tokens,
         list(map(TTL_SECONDS.__getitem__, served.ttl)), columns.compaction,
         list(map(or_, rewrote, columns.microcompacted)),
-        list(map(or_, edited, columns.cache_deleted)), start=same,
+        list(map(or_, edited, columns.cache_deleted)), start=first_served,
     )  # fmt: skip
     copied: list[CacheBreak] = []  # drops among the copied calls: the unpruned replay's
     if unpruned is not None:
-        copied = [b for b in (*unpruned.breaks, *unpruned.announced_drops) if b.call_index < same]
+        copied = [
+            b for b in (*unpruned.breaks, *unpruned.announced_drops) if b.call_index < first_served
+        ]
         copied.sort(key=_index)
     drops = (*copied, *found)
     hazards: tuple[Hazard, ...] = ()
@@ -553,5 +582,6 @@ def _hazards(
             written = {"cache_write_1h_tokens" if ttls[j] == "1h" else "cache_write_5m_tokens":
                        seg.tokens}  # fmt: skip
             cost = price.rates.usd(Tokens(cache_read_tokens=prompts[j], **written))
-        out.append(Hazard(i, seg.tool_name, key, j, seg.tokens, cost))
+        out.append(Hazard(cleared_before_call=i, tool_name=seg.tool_name, resource=key,
+                          reused_at_call=j, tokens=seg.tokens, refetch_cost_usd=cost))  # fmt: skip
     return out
