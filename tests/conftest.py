@@ -112,3 +112,21 @@ def heading_ids(page: Path) -> set[str]:
             yield from walk(token["children"])
 
     return set(walk(md.toc_tokens))
+
+
+def replay_doc(paths: list[str], policy: str) -> dict[str, Any]:
+    """What `mcsim replay PATHS --policy POLICY --json --no-cache` prints, without its run
+    folder: the same report, replayed by the library and encoded as the command encodes it.
+    A test that checks only the figures saves the command's chart process (about two
+    seconds: docs/development.md#running-the-tests)."""
+    from mcsim.accounting.prices import default_table
+    from mcsim.outputs.replay_tables import replay_json
+    from mcsim.outputs.run_dir import json_stream
+    from mcsim.replay.presets import resolve_policy
+    from mcsim.replay.run import run_replay
+    from mcsim.replay.scenario import load_policy_file
+
+    scenarios = load_policy_file(resolve_policy(policy).path)
+    report = run_replay(paths, scenarios, default_table(), cache_dir=None)
+    doc: dict[str, Any] = json.loads(b"".join(json_stream(replay_json(report, None))))
+    return doc

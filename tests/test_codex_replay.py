@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, replay_doc
 
 from mcsim.cli import cli
 
@@ -93,8 +93,7 @@ def test_what_is_cleared_is_shell_output_by_class(tmp_path: Path) -> None:
         "policies:\n"
         "  - {name: n10-but-shell, kind: keep_last_n, n: 10, exclude_tools: [class:shell]}\n"
     )
-    doc = _run(tmp_path, "replay", str(DATA), "--policy", str(policy), "--out", str(tmp_path / "r"))
-    kept = _policies(doc)["n10-but-shell"]
+    kept = _policies(replay_doc([str(DATA)], str(policy)))["n10-but-shell"]
     assert (kept["cleared_results"], kept["refetch_unassessed"], kept["refetch_hazards"]) == (
         5,
         2,
@@ -108,9 +107,7 @@ def test_claude_codes_pruning_on_codex(tmp_path: Path) -> None:
     edits there), and this session's longest pause is 5.4 minutes: nothing, and the notes say
     why. On Anthropic's cache, its cache edits clear by class: of the 100 results of
     compactable classes (all but the 2 update_plan ones), all but the newest 5: 95."""
-    doc = _run(
-        tmp_path, "replay", str(DATA), "--policy", "claude-code", "--out", str(tmp_path / "a")
-    )
+    doc = replay_doc([str(DATA)], "claude-code")
     assert _policies(doc)["claude-code"]["cleared_tokens"] == 0
     assert (
         "time-based-only cleared nothing: never fired: no idle gap reached 60 min "
@@ -129,8 +126,7 @@ def test_claude_codes_pruning_on_codex(tmp_path: Path) -> None:
         "      - {kind: time_based_microcompact, gap_threshold_minutes: 60, keep_recent: 5}\n"
         "      - {kind: cached_microcompact, trigger_threshold: 12, keep_recent: 5}\n"
     )
-    doc = _run(tmp_path, "replay", str(DATA), "--policy", str(policy), "--out", str(tmp_path / "c"))
-    moved = _policies(doc)["claude-code-on-anthropic"]
+    moved = _policies(replay_doc([str(DATA)], str(policy)))["claude-code-on-anthropic"]
     assert (moved["cleared_results"], moved["refetch_unassessed"]) == (95, 0)
     assert moved["refetch_hazards"] > 0 and moved["cleared_tokens"] > 100_000
 
@@ -153,8 +149,7 @@ def test_a_risk_nothing_could_assess_is_unknown_everywhere(tmp_path: Path) -> No
     assert printed.exit_code == 0, printed.output
     (row,) = [line for line in printed.stdout.splitlines() if line.startswith("plans-only")]
     assert "unknown (2 not assessed)" in row
-    doc = _run(tmp_path, *args[:-1], str(tmp_path / "run2"))
-    plans = _policies(doc)["plans-only"]
+    plans = _policies(replay_doc([str(DATA)], str(policy)))["plans-only"]
     assert (plans["cleared_results"], plans["refetch_unassessed"]) == (2, 2)
     assert plans["refetch_risk"] is None
     summary = pl.read_parquet(out / "summary.parquet")

@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from conftest import replay_doc
 from lines import assistant, tool_result, tool_use, usage, user, write
 from simthreads import result, text, thinking, thread
 
@@ -422,16 +423,12 @@ def test_keep_recent_0_acts_as_1_with_a_note(tmp_path: Path) -> None:
         "      - {kind: time_based_microcompact, keep_recent: 0}\n"
         "      - {kind: cached_microcompact, keep_recent: 1}\n"
     )
-    out = CliRunner().invoke(
-        cli, ["replay", str(pruning_session(tmp_path)), "--policy", str(path), "--json",
-              "--out", str(tmp_path / "run")],
-    )  # fmt: skip
-    assert out.exit_code == 0, out.output
+    doc = replay_doc([str(pruning_session(tmp_path))], str(path))
     note = (
         "cc0: time_based_microcompact: keep_recent 0 acts as 1: Claude Code never keeps fewer "
         "than the newest result (Math.max(1, keepRecent))"
     )
-    assert note in json.loads(out.stdout)["notes"]
+    assert note in doc["notes"]
 
 
 def test_latched_without_after_gap_minutes_is_noted() -> None:
