@@ -1,12 +1,14 @@
 """Every pointer in the code's comments and docstrings resolves
 (docs/development.md#comments-and-signposts): a `docs/` page it names exists, with the section
-after its `#`; a repository path it names exists; it names no tracker number (the reason goes
-in words instead) and no document that is not in the repository."""
+after its `#`; a repository path it names exists; a dotted `mcsim.` name is a module or
+something in one; it names no tracker number (the reason goes in words instead) and no document
+that is not in the repository. And the docs' `file.py:name` pointers name what is there."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import io
 import os
 import re
@@ -28,9 +30,10 @@ TRACKER_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 # A document by its capitalised name, as a README is named: it must be in the repository.
 NAMED_DOCUMENT = re.compile(r"\b[A-Z][A-Z0-9_-]*\.md\b")
 
-# Citations left in files being rewritten in parallel (the rewrite takes the replacement
-# wording; then its entry goes: the test fails while an entry matches nothing).
-PENDING: list[tuple[str, str]] = []
+# A module of the package, or something in one, by its dotted name: `mcsim.replay.run_replay`.
+DOTTED_NAME = re.compile(r"(?<![\w.])(mcsim(?:\.\w+)+)")
+# A definition in a file of the package, as the docs name one: `outputs/runs.py:replay_run`.
+DEFINED_IN = re.compile(r"`((?:mcsim/)?[\w/]+\.py):(\w+(?:\.\w+)*)`")
 
 
 def _ignored_folders() -> list[str]:
@@ -79,6 +82,26 @@ def path_problem(path: str, anchor: str | None) -> str | None:
     return None
 
 
+@functools.cache
+def dotted_problem(name: str) -> str | None:
+    """Why the dotted `name` is neither a module of mcsim nor something in one, or None."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        try:
+            found: object = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not f"{module}.".startswith(f"{exc.name}."):  # one it imports is missing
+                raise
+            continue
+        for part in parts[end:]:
+            if not hasattr(found, part):
+                return f"{name} is not in mcsim"
+            found = getattr(found, part)
+        return None
+    return f"{name} is not in mcsim"
+
+
 def problems(source: str, where: str) -> list[tuple[str, str]]:
     """(`where:line: why`, what is cited) for each pointer in `source`'s notes that does not
     resolve."""
@@ -90,6 +113,10 @@ def unresolved(texts: list[tuple[int, str]], where: str) -> list[tuple[str, str]
     for line, text in texts:
         for match in REPO_PATH.finditer(text):
             why = path_problem(match[1], match[2])
+            if why:
+                found.append((f"{where}:{line}: {why}", match[0]))
+        for match in DOTTED_NAME.finditer(text):
+            why = dotted_problem(match[1])
             if why:
                 found.append((f"{where}:{line}: {why}", match[0]))
         for match in TRACKER_NUMBER.finditer(text):
@@ -109,17 +136,37 @@ def code_notes() -> dict[str, list[tuple[int, str]]]:
 
 @pytest.mark.slow
 def test_every_pointer_in_the_code_resolves() -> None:
-    found = [problem for path, texts in code_notes().items() for problem in unresolved(texts, path)]
-    pending = list(PENDING)
-    unexpected = []
-    for why, cited in found:
-        entry = (why.split(":", 1)[0], cited)
-        if entry in pending:
-            pending.remove(entry)
+    found = [why for path, texts in code_notes().items() for why, _ in unresolved(texts, path)]
+    assert found == []
+
+
+def test_the_docs_name_definitions_that_are_there() -> None:
+    """`replay/run.py:run_replay` in a page of docs/ or the README: the file is in mcsim/ and
+    defines the name (a class's method as `Class.method`)."""
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for match in DEFINED_IN.finditer(page.read_text()):
+            file, name = match[1].removeprefix("mcsim/"), match[2]
+            path = REPO / "mcsim" / file
+            if not path.is_file() or not _defines(ast.parse(path.read_text()), name.split(".")):
+                found.append(f"{page.name}: {match[0]}")
+    assert found == []
+
+
+def _defines(node: ast.AST, names: list[str]) -> bool:
+    """Whether the body of `node` defines names[0] (and that, the rest in turn)."""
+    for child in getattr(node, "body", []):
+        if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            defined = [child.name]
+        elif isinstance(child, ast.Assign):
+            defined = [t.id for t in child.targets if isinstance(t, ast.Name)]
+        elif isinstance(child, ast.AnnAssign) and isinstance(child.target, ast.Name):
+            defined = [child.target.id]
         else:
-            unexpected.append(why)
-    assert unexpected == []
-    assert pending == []  # fixed: delete its entry from PENDING
+            continue
+        if names[0] in defined:
+            return len(names) == 1 or _defines(child, names[1:])
+    return False
 
 
 @pytest.mark.slow
@@ -147,6 +194,8 @@ def test_the_code_points_into_the_domain_and_design_pages() -> None:
         ('class C:\n    """Fast paths (Issue #14)."""', "Issue #14"),
         ('"""The cache (DOMAIN.md §3.1)."""', "DOMAIN.md"),
         ("# see STYLE.md", "STYLE.md"),
+        ("# as mcsim.replay.run.no_such_function does", "mcsim.replay.run.no_such_function"),
+        ('"""Kept by mcsim.replay.gone."""', "mcsim.replay.gone"),
     ],
 )
 def test_a_pointer_that_does_not_resolve_is_caught(source: str, cited: str) -> None:
@@ -160,5 +209,6 @@ def test_pointers_that_resolve_and_other_text_pass() -> None:
         "# tests/data/corpus/README.md says where each comes from; policies/*.yaml\n"
         'ERROR = "issue 13 and DOMAIN.md in a string that is not a docstring"\n'
         "# https://example.com/docs/guide.md and ccusage/ccusage#913, PR #1155\n"
+        "# mcsim.replay.run_replay (lazily), mcsim.outputs.rows_sink.RowsSink.finish.\n"
     )
     assert problems(source, "x.py") == []
