@@ -1,13 +1,13 @@
 """A faster `__init__` for the frozen, slotted dataclasses made once per call or item.
 
 A frozen dataclass's generated `__init__` sets each field through `object.__setattr__`
-(its own `__setattr__` refuses), a lookup and a generic call per field: 1.4 to 2.0 µs for
-an `Item`, five times a plain slotted class's. Records made by the hundred thousand on a
-first run (items, usage, calls, their costs and rows) spent 7% of a cold `inspect`'s CPU
-there (py-spy, 523 MB corpus replica). `quick_init` gives such a class an `__init__` of the
-same signature that sets each field through its slot's descriptor (`member.__set__`),
-which `object.__setattr__` ends up calling anyway: the same object, about twice as fast
-(0.8 µs for an `Item`). The instance stays frozen: only `__init__` changes.
+(its own `__setattr__` refuses), a lookup and a generic call per field: several times what a
+plain slotted class pays, and records made by the hundred thousand on a first run (items,
+usage, calls, their costs and rows) made it a visible share of a cold `inspect`
+(docs/performance.md#frozen-records has the figures). `quick_init` gives such a class an
+`__init__` of the same signature that sets each field through its slot's descriptor
+(`member.__set__`), which `object.__setattr__` ends up calling anyway: the same object,
+made faster. The instance stays frozen: only `__init__` changes.
 """
 
 from __future__ import annotations

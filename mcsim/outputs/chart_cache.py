@@ -3,8 +3,8 @@
 A chart is a function of its data (`ChartData`), of the code that draws it (mcsim's files and
 Python) and of matplotlib, Pillow and matplotlib's settings (a `matplotlibrc`). A replay of
 unchanged transcripts under the same policies gathers the same data, and drawing its four
-charts again was the largest part of such a run: 2.2 s of CPU (matplotlib's import 0.5 s) of
-a 3.2 s warm replay of the 523 MB corpus replica, measured 2026-12-02. So each drawn chart's
+charts again was the largest part of such a run, matplotlib's import included
+(docs/performance.md#measured-reasons). So each drawn chart's
 PNG is kept under a hash of all of that, and a run whose chart hashes the same copies the PNG
 instead of drawing it; when every chart is kept, matplotlib is never imported.
 

@@ -94,8 +94,8 @@ _DECIMALS_OF: dict[str, int] = {}  # key -> decimals, filled as keys are met
 
 
 def _decimals(key: str) -> int:
-    # Cached, and plain values not walked: the same few dozen keys recur in every row
-    # (rounding the 506 MB replica's inspect --json document took 0.20 s in a profile).
+    # Cached, and plain values not walked: the same few dozen keys recur in every row, and
+    # a large inspect --json document has hundreds of thousands of them.
     n = _DECIMALS_OF.get(key)
     if n is None:
         n = next((n for suffix, n in _DECIMALS if key.endswith(suffix)), _FRACTION_DECIMALS)

@@ -362,9 +362,9 @@ def _replayed(
 def _importing_tables(sink: Callable[[Any], object]) -> Callable[[Any], object]:
     """`sink`, which also starts importing polars and numpy in a thread when the first
     session's result arrives: the tables need them once the replay is done, and importing
-    them then took about 0.3 s in which nothing else ran (on the bundled corpus's replica,
-    measured). Not earlier: forked workers must not inherit a process with polars' threads,
-    and by the first result they are all started."""
+    them only then left the run doing nothing else meanwhile
+    (docs/performance.md#measured-reasons). Not earlier: forked workers must not inherit a
+    process with polars' threads, and by the first result they are all started."""
     started = False
 
     def take(result: Any) -> object:

@@ -141,9 +141,9 @@ class CalThread:
 
 class CallColumns:
     """The fields of a thread's calls that every replay of it reads, one list each: made once
-    per thread (context.PreparedThread) rather than once per scenario: the replay of the
-    523 MB replica under policies/all.yaml replays its 1,391 threads 7,918 times (4.8% fewer
-    instructions so, callgrind). Shared by those replays and their SimThreads: never changed."""
+    per thread (context.PreparedThread) rather than once per scenario, as a thread is replayed
+    under every scenario and TTL of a run (docs/performance.md#measured-reasons). Shared by
+    those replays and their SimThreads: never changed."""
 
     __slots__ = ("blocks", "cache_deleted", "compaction", "idle_s", "microcompacted", "model",
                  "output_tokens", "partial_read", "prompt_tokens", "request_s", "response_end_s",

