@@ -1,13 +1,18 @@
 """How the `mcsim` process is tuned for a replay, and why: each setting was measured.
 
 `tune()` is what the command line calls first thing; a library caller that replays a large
-corpus may call it too. Neither setting changes a result.
+corpus may call it too. `importing_tables` is how a replay that writes tables
+(outputs/runs.py) imports what they need while it runs. None of it changes a result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import threading
+from collections.abc import Callable
+from typing import Any
 
 
 def tune() -> None:
@@ -26,3 +31,27 @@ def tune() -> None:
     """
     os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:250,muzzy_decay_ms:250")
     gc.set_threshold(200_000, 30, 30)
+
+
+def importing_tables(sink: Callable[[Any], object]) -> Callable[[Any], object]:
+    """`sink`, which also starts importing polars and numpy in a thread when the first
+    session's result arrives: the tables need them once the replay is done, and importing
+    them only then left the run doing nothing else meanwhile
+    (docs/performance.md#measured-reasons). Not earlier: forked workers must not inherit a
+    process with polars' threads, and by the first result they are all started."""
+    started = False
+
+    def take(result: Any) -> object:
+        nonlocal started
+        if not started:
+            started = True
+            threading.Thread(target=_import_tables, daemon=True).start()
+        return sink(result)
+
+    return take
+
+
+def _import_tables() -> None:
+    with contextlib.suppress(Exception):  # the tables import them again, and fail there
+        import numpy  # noqa: F401
+        import polars  # noqa: F401

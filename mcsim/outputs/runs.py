@@ -16,9 +16,7 @@ command line only parses options into a configuration, calls one of these, and r
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
@@ -33,6 +31,7 @@ from mcsim.replay.presets import PolicySource, resolve_policy
 from mcsim.replay.refetch import DEFAULT_MAX_RISK
 from mcsim.replay.run import DEFAULT_FIDELITY_THRESHOLD, RECORDED, ReplayReport
 from mcsim.replay.scenario import Scenario, baseline, load_policy_file
+from mcsim.tuning import importing_tables
 
 if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the workers fork)
     from mcsim.accounting.recorded import InspectReport
@@ -138,7 +137,7 @@ def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> Repl
         charts = ChartProcess()
         try:
             report = _replayed(
-                config, prepared, scenarios, "replay", progress, sink=_importing_tables(sink),
+                config, prepared, scenarios, "replay", progress, sink=importing_tables(sink),
                 in_worker=sink.packer(local=config.engine == "local"),
                 fidelity_threshold=config.fidelity_threshold, on_first_load=charts.warm,
             )  # fmt: skip
@@ -357,27 +356,3 @@ def _replayed(
     if not report.sessions:
         raise NoCallsError(report.stats, what)
     return report
-
-
-def _importing_tables(sink: Callable[[Any], object]) -> Callable[[Any], object]:
-    """`sink`, which also starts importing polars and numpy in a thread when the first
-    session's result arrives: the tables need them once the replay is done, and importing
-    them only then left the run doing nothing else meanwhile
-    (docs/performance.md#measured-reasons). Not earlier: forked workers must not inherit a
-    process with polars' threads, and by the first result they are all started."""
-    started = False
-
-    def take(result: Any) -> object:
-        nonlocal started
-        if not started:
-            started = True
-            threading.Thread(target=_import_tables, daemon=True).start()
-        return sink(result)
-
-    return take
-
-
-def _import_tables() -> None:
-    with contextlib.suppress(Exception):  # the tables import them again, and fail there
-        import numpy  # noqa: F401
-        import polars  # noqa: F401
