@@ -23,6 +23,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcsim.accounting.prices import PriceTable
 from mcsim.errors import NoCallsError
 from mcsim.ingest.pipeline import ProgressFn, day_range
 from mcsim.outputs.run_dir import cache_folder, checked_out_dir
@@ -298,7 +299,7 @@ class _Prepared:
     """A configuration checked before any transcript is read."""
 
     source: PolicySource
-    prices: Any  # PriceTable
+    prices: PriceTable
     cache: Path | None
     out_dir: Path
     dates: tuple[float | None, float | None]
