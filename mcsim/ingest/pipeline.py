@@ -270,7 +270,9 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         digests = array("Q", map(call_digest, session.call_keys))
         key = memo.key(session) if memo is not None else ""
         result = earlier.pop(key) if key in earlier else job.fn(session)
-        done.append(Done(start, session.files, digests, array("q", session.call_counts), result))
+        counts = array("q", session.call_counts)
+        done.append(Done(start_s=start, files=session.files, digests=digests, counts=counts,
+                         result=result))  # fmt: skip
         keys.append(key)
     # Kept only whole (a result for every session), and never with a note of a rebuilt cache
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
