@@ -446,8 +446,9 @@ def inspect(
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
     from mcsim.accounting.recorded import group_usage
+    from mcsim.outputs.json_documents import inspect_json
     from mcsim.outputs.runs import InspectConfig, inspect_run
-    from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
+    from mcsim.outputs.terminal import grouped_text, inspect_lines, load_notes
 
     _dates(since, until)
     config = InspectConfig(
@@ -766,7 +767,8 @@ def convert(
       mcsim convert ~/.claude/projects --to interchange --out converted
     """
     from mcsim.outputs.convert import convert as convert_sessions
-    from mcsim.outputs.terminal import load_notes, skipped_json
+    from mcsim.outputs.json_documents import skipped_json
+    from mcsim.outputs.terminal import load_notes
 
     since_s, until_s = _dates(since, until)
     out_dir = out_dir.expanduser()

@@ -137,8 +137,8 @@ def test_the_library_inspect_document_is_plain_json(tmp_path: Path) -> None:
     """inspect_json's lists are made lazily only for the command line (lazy=True): the
     library's document is plain data any JSON writer takes, with the same text."""
     from mcsim import default_table, inspect_usage
+    from mcsim.outputs.json_documents import inspect_json
     from mcsim.outputs.run_dir import json_bytes, json_stream
-    from mcsim.outputs.terminal import inspect_json
 
     report = inspect_usage([str(REPO / "tests" / "data" / "corpus")], default_table())
     doc = inspect_json(report)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcsim.accounting.recorded import BreakRecord, CallRecord, InspectReport, SessionSummary
+from mcsim.outputs.json_documents import break_json, session_json
 from mcsim.outputs.run_dir import run_header, write_json, write_run_dir
 from mcsim.outputs.tables import TS, concat_parts, frame, write_parquet
-from mcsim.outputs.terminal import break_json, session_json
 from mcsim.processes import give_back_memory
 
 T = TypeVar("T")

@@ -354,7 +354,7 @@ def baseline_json(report: ReplayReport) -> dict[str, Any]:
 
 
 def replay_json(report: ReplayReport, out_dir: str | None) -> dict[str, Any]:
-    from mcsim.outputs.terminal import skipped_json
+    from mcsim.outputs.json_documents import skipped_json
 
     over = report.sessions_over_threshold()
     providers = {s.name: s.provider for s in report.scenarios}
