@@ -6,10 +6,8 @@ which memory must not do (docs/design.md#performance). Here the newest calls sta
 at most `BUFFER`; older ones move into sorted numpy arrays, 16 bytes a call, merged like a
 log-structured tree (a run absorbs the next one once that is as large), so at most
 log2(calls / BUFFER) runs are searched. A corpus under BUFFER calls (about 900 MB of Claude
-Code transcripts) never imports numpy, which costs a run 0.16 to 0.55 s of CPU (2-core
-machine, quiet to loaded: a tenth of a warm `inspect` of the 523 MB replica, whose 38,000
-calls passed the previous buffer of 32,768); the dict holds at most about 7 MB (measured with
-tracemalloc: 7.3 MB for 65,535 calls).
+Code transcripts) never imports numpy, whose import is a sizeable share of a warm `inspect`,
+and the dict stays a few MB (docs/performance.md#measured-reasons).
 """
 
 from __future__ import annotations

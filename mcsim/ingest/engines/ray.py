@@ -42,8 +42,8 @@ R = TypeVar("R")
 MAX_RETRIES = 3  # a task whose worker process dies is run again this many times
 _WAIT_SECONDS = 0.2  # how often a wait returns to this process, to see a Ctrl-C
 # Actors holding the calls seen: one per CPU up to this many. Each costs the driver a round
-# trip per unit (measured: 0.7 ms of CPU per shard per unit on the 2-core machine, 0.4 ms for
-# the local engine's whole lookup), while 4 hold 100 million calls in 400 MB each.
+# trip per unit, more than the local engine's whole lookup (docs/performance.md#measured-reasons),
+# while 4 hold 100 million calls in 400 MB each.
 MAX_SHARDS = 4
 
 

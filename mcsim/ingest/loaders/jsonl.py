@@ -24,8 +24,8 @@ from mcsim.processes import STOP
 # The Messages API refuses requests over 32 MB, so no line that describes what a model was
 # sent can be larger; anything longer is not a transcript line mcsim could use.
 MAX_LINE_BYTES = 32 * 1024 * 1024
-# Chunks of 1 MiB: reading 16 MiB at a time was 3x slower on small files (the allocation of a
-# 16 MiB buffer per read costs more than the read), measured on a corpus replica.
+# Chunks of 1 MiB: on small files a 16 MiB buffer per read costs more to allocate than the
+# read itself (docs/performance.md#measured-reasons).
 CHUNK_BYTES = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
