@@ -121,9 +121,9 @@ class RawSource:
 
 def call_digest(key: CallKey) -> int:
     """A call's key in 64 bits: what a run keeps of every call it has seen, to count each
-    once across units. A tuple of two id strings costs about 10 times more memory (measured:
-    the driver grew by 40 MB per GB of transcripts); with 1.5 million calls (20 GB) the chance
-    that two calls share a digest is about 1e-7."""
+    once across units. A tuple of two id strings costs about 10 times more memory (the driver
+    grew with the corpus: docs/performance.md#measured-reasons); with 1.5 million calls (20 GB)
+    the chance that two calls share a digest is about 1e-7."""
     message, request = key
     text = message if request is None else f"{message}\0{request}"
     data = text.encode("utf-8", "surrogatepass") + (b"\1" if request is None else b"\2")

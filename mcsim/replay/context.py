@@ -311,7 +311,7 @@ class Context:
         segment's `saved`) less what is cleared at or after it, summed from the end of the
         segments that ever saved something: the position is usually near the end (the first
         change of this call), where summing the whole context from its start made this a
-        fifth of the policies' time on long threads (measured on the bundled corpus).
+        fifth of the policies' time on long threads.
         """
         after = 0
         for seg in reversed(self.saving):
