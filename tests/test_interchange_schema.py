@@ -104,7 +104,7 @@ def _object(spec: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 # The values a broken document puts in place of a good one: wrong types, out of range, and
-# every shape of time the issue found the loader and the schema disagreeing on.
+# every shape of time on which the loader and the schema were once found to disagree.
 WRONG = [
     None, True, False, 0, -1, 1.5, 2, 1e9, 100_000_001, "", "x", "1", [], {}, [1], {"a": 1},
     "2026-01-01 10:00:00Z", "2026-01-01", "2026-01-01t10:00:00z", "2026-02-29T00:00:00Z",
@@ -183,7 +183,7 @@ def test_the_loader_reads_a_file_exactly_when_the_schema_accepts_its_header(
     assert (len(sessions) == 1) == REFERENCE.is_valid(header), (header, stats.skips.examples)
 
 
-# ------------------------------------------------------------ the cases the issue names
+# ------------------------------------------------------------ where they once disagreed
 
 
 @pytest.mark.parametrize(

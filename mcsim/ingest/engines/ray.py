@@ -107,8 +107,8 @@ class ShardedSeenCalls:
     """The calls a run has counted, sharded across `n` Ray actors: shard k holds the digests
     with `digest % n == k`, each in a SeenCalls. The driver keeps only one unit's calls.
 
-    Keyed by the call digest, not by the session id (which the issue's "shuffle keyed by
-    session" suggests): every copy of a call has its key, by definition, while copies are
+    Keyed by the call digest, not by the session id (a shuffle keyed by session, the obvious
+    design): every copy of a call has its key, by definition, while copies are
     not sure to share a session id. Claude Code's Session.session_id is each line's
     sessionId, else the file's name (the parent folder's for a subagents/ file:
     loaders/claude_code.py), so a copy in a file whose lines carry no sessionId, or another
