@@ -432,7 +432,11 @@ def _report(costs: list[tuple[float, float]], variant: Variant) -> ReplayReport:
     report = ReplayReport([baseline(), variant.scenario])
     for i, (b, v) in enumerate(costs):
         totals = [PolicyTotals("baseline", cost_usd=b), PolicyTotals(variant.name, cost_usd=v)]
-        report.add(SessionReplay(f"s{i}", "p", 0, 0, 1, PolicyTotals("recorded"), totals, 0, 0, 0))
+        report.add(SessionReplay(
+            session_id=f"s{i}", project="p", start_s=0, end_s=0, calls=1,
+            recorded=PolicyTotals("recorded"), policies=totals, fidelity_error_tokens=0,
+            fidelity_weight_tokens=0, calibration_fallbacks=0,
+        ))  # fmt: skip
     report.finish()
     return report
 

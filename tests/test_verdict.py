@@ -146,7 +146,11 @@ def _report(policies: dict[str, list[tuple[float, float, int, int, float]]]) -> 
                                        cleared_results=cleared, refetch_hazards=hazards,
                                        cleared_tokens=1_000, edit_reread_usd=reread))  # fmt: skip
         recorded = PolicyTotals("recorded", cost_usd=10.0)
-        report.add(SessionReplay(f"s{i}", "p", i, i, 1, recorded, totals, 0, 0, 0))
+        report.add(SessionReplay(
+            session_id=f"s{i}", project="p", start_s=i, end_s=i, calls=1, recorded=recorded,
+            policies=totals, fidelity_error_tokens=0, fidelity_weight_tokens=0,
+            calibration_fallbacks=0,
+        ))  # fmt: skip
     report.finish()
     return report
 
