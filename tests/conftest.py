@@ -114,6 +114,17 @@ def heading_ids(page: Path) -> set[str]:
     return set(walk(md.toc_tokens))
 
 
+def row_columns(n: int, **given: Any) -> Any:
+    """`n` calls' `rows.RowColumns`: those `given`, the rest zero (false; model "m", TTL "5m")."""
+    from mcsim.replay.rows import BOOL_COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, RowColumns
+
+    zeros: dict[str, Any] = {name: [0] * n for name in INT_COLUMNS}
+    zeros |= {name: [0.0] * n for name in FLOAT_COLUMNS}
+    zeros |= {name: [False] * n for name in BOOL_COLUMNS}
+    zeros |= {"call_index": range(n), "model": ["m"] * n, "ttl": ["5m"] * n}
+    return RowColumns(**(zeros | given))
+
+
 def replay_doc(paths: list[str], policy: str) -> dict[str, Any]:
     """What `mcsim replay PATHS --policy POLICY --json --no-cache` prints, without its run
     folder: the same report, replayed by the library and encoded as the command encodes it.

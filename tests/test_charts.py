@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import row_columns
 from matplotlib.colors import to_rgb
 
 from mcsim.accounting.breaks import BreakCause
@@ -26,7 +27,7 @@ from mcsim.outputs.charts import (
     savings_data,
 )
 from mcsim.replay.results import PolicyTotals
-from mcsim.replay.rows import RowColumns, RowsTable, SessionRows, ThreadRows
+from mcsim.replay.rows import RowsTable, SessionRows, ThreadRows
 from mcsim.replay.run import ReplayReport
 from mcsim.replay.scenario import parse_policies
 
@@ -51,14 +52,9 @@ def add_thread(
     causes: dict[int, str],
 ) -> None:  # fmt: skip
     """One thread's calls of the current run."""
-    n = len(times)
-    columns = RowColumns(
-        call_index=range(n), prompt_tokens=prompts, input_tokens=[0] * n,
-        cache_write_5m_tokens=[0] * n, cache_write_1h_tokens=[0] * n,
-        cache_read_tokens=[0] * n, output_tokens=[0] * n, cleared_tokens=[0] * n,
-        newly_cleared_tokens=[0] * n, pings=[0] * n, timestamp=times, cost_usd=costs,
-        ping_cost_usd=[0.0] * n, rewrote=[False] * n, cache_edit=[False] * n,
-        is_break=[i in causes for i in range(n)], model=["m"] * n, ttl=["5m"] * n,
+    columns = row_columns(
+        len(times), prompt_tokens=prompts, timestamp=times, cost_usd=costs,
+        is_break=[i in causes for i in range(len(times))],
     )  # fmt: skip
     s.add(columns, sorted(causes.items()))
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from conftest import row_columns
 
 from mcsim.replay.rows import (
     BOOL_COLUMNS,
@@ -17,14 +18,6 @@ from mcsim.replay.rows import (
 )
 
 
-def calls(n: int, **given: Any) -> RowColumns:
-    """`n` calls' columns: those `given`, the rest zero (false; model "m", TTL "5m")."""
-    zeros: dict[str, Any] = {name: [0] * n for name in (*INT_COLUMNS, *FLOAT_COLUMNS)}
-    zeros |= {name: [False] * n for name in BOOL_COLUMNS}
-    zeros |= {"call_index": range(n), "model": ["m"] * n, "ttl": ["5m"] * n}
-    return RowColumns(**(zeros | given))
-
-
 def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> SessionRows:
     """Rows whose prompt_tokens encode (policy, thread, call) as p*100 + t*10 + call."""
     rows = SessionRows(name, f"proj-{name}", [ThreadRows(t, "main", n) for t, n in threads])
@@ -32,7 +25,7 @@ def session(name: str, threads: list[tuple[str, int]], policies: list[str]) -> S
         rows.start_run(policy)
         for t, (_, n) in enumerate(threads):
             cost: list[float | None] = [None if i == 1 else 0.5 for i in range(n)]
-            columns = calls(
+            columns = row_columns(
                 n,
                 prompt_tokens=[p * 100 + t * 10 + i for i in range(n)],
                 timestamp=[1000.0 * (t + 1) + i for i in range(n)],
