@@ -77,16 +77,22 @@ def each_worker_writes(
     return in_worker_after_both
 
 
+@pytest.fixture(scope="module")
+def held() -> ReplayReport:
+    """The corpus replayed with its rows held in memory: what every sink must give again
+    (only read by the tests)."""
+    return replayed()
+
+
 @pytest.mark.parametrize("how", ["rows", "packed", "written"])
 @pytest.mark.parametrize("batch_rows", [1, rows_sink.BATCH_ROWS])
 def test_tables_and_chart_lines_equal_the_in_memory_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: ReplayReport, batch_rows: int, how: str
 ) -> None:
     # `packed`: the rows are taken where each result is made (rows_sink.pack, as a Ray run
     # does), and the sink writes them as they come; `written`: each forked worker writes them
     # to a file of its own in the sink's folder (RowsSink.packer, as a local run does) and
     # only where they are comes to the sink.
-    held = replayed()
     calls, breaks, table = calls_frame(held), breaks_frame(held), sessions_frame(held)
     expected = chart_data(held)
     assert calls.height > 1000 and breaks.height > 0
@@ -151,8 +157,9 @@ def test_a_failed_run_leaves_no_spool(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-def test_a_worker_that_cannot_write_its_rows_fails_the_run_in_one_line(tmp_path: Path) -> None:
-    held = replayed()
+def test_a_worker_that_cannot_write_its_rows_fails_the_run_in_one_line(
+    tmp_path: Path, held: ReplayReport
+) -> None:
     packer = rows_sink.PackTo(tmp_path / "gone", tmp_path / "run")
     with pytest.raises(McsimError) as caught:
         packer(held.results[0])
