@@ -125,19 +125,25 @@ def row_columns(n: int, **given: Any) -> Any:
     return RowColumns(**(zeros | given))
 
 
-def replay_doc(paths: list[str], policy: str) -> dict[str, Any]:
-    """What `mcsim replay PATHS --policy POLICY --json --no-cache` prints, without its run
-    folder: the same report, replayed by the library and encoded as the command encodes it.
-    A test that checks only the figures saves the command's chart process (about two
-    seconds: docs/development.md#running-the-tests)."""
+def replay_report(paths: list[str], policy: str) -> Any:
+    """The `ReplayReport` of `mcsim replay PATHS --policy POLICY --no-cache`, replayed by the
+    library without the run folder: a test that checks only the figures saves the command's
+    chart process (about two seconds: docs/development.md#running-the-tests)."""
     from mcsim.accounting.prices import default_table
-    from mcsim.outputs.replay_tables import replay_json
-    from mcsim.outputs.run_dir import json_stream
     from mcsim.replay.presets import resolve_policy
     from mcsim.replay.run import run_replay
     from mcsim.replay.scenario import load_policy_file
 
     scenarios = load_policy_file(resolve_policy(policy).path)
-    report = run_replay(paths, scenarios, default_table(), cache_dir=None)
+    return run_replay(paths, scenarios, default_table(), cache_dir=None)
+
+
+def replay_doc(paths: list[str], policy: str, report: Any = None) -> dict[str, Any]:
+    """What `mcsim replay PATHS --policy POLICY --json --no-cache` prints (`report`: the run's
+    `replay_report`, when the test has it already), encoded as the command encodes it."""
+    from mcsim.outputs.replay_tables import replay_json
+    from mcsim.outputs.run_dir import json_stream
+
+    report = report if report is not None else replay_report(paths, policy)
     doc: dict[str, Any] = json.loads(b"".join(json_stream(replay_json(report, None))))
     return doc

@@ -11,9 +11,11 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, replay_doc
+from conftest import REPO, replay_doc, replay_report
 
 from mcsim.cli import cli
+from mcsim.outputs.replay_tables import summary_frame
+from mcsim.outputs.tables import write_parquet
 
 DATA = REPO / "tests" / "data" / "codex-multi-call"
 ROLLOUT = DATA / "codemie-ai-codemie-code-real-codex-0.125.jsonl"
@@ -68,16 +70,17 @@ def test_masking_clears_shell_output_and_assesses_the_risk(tmp_path: Path) -> No
     assert reference["masking"](str(ROLLOUT), 10) == {
         "calls": 66, "results": 102, "cleared": 92, "unassessed": 2, "hazards": 19,
     }  # fmt: skip
-    out = tmp_path / "run"
-    doc = _run(tmp_path, "replay", str(DATA), "--policy", "masking", "--out", str(out))
-    n10 = _policies(doc)["masking-study-n10"]
+    report = replay_report([str(DATA)], "masking")
+    n10 = _policies(replay_doc([str(DATA)], "masking", report))["masking-study-n10"]
     assert (n10["cleared_results"], n10["refetch_unassessed"], n10["refetch_hazards"]) == (
         92,
         2,
         19,
     )
     assert n10["refetch_risk"] == pytest.approx(19 / 90, abs=1e-6)
-    summary = pl.read_parquet(out / "summary.parquet")
+    summary_file = tmp_path / "summary.parquet"  # as the command writes it
+    write_parquet(summary_frame(report), summary_file)
+    summary = pl.read_parquet(summary_file)
     row = summary.filter(pl.col("policy") == "masking-study-n10").row(0, named=True)
     assert row["refetch_risk"] == pytest.approx(19 / 90)
     assert row["refetch_unassessed"] == 2
