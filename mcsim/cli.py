@@ -819,6 +819,7 @@ _CACHE_KINDS = {
     ".sessions": "calibrated sessions",
     ".tokens": "token estimates",
     ".calls": "loaded calls (inspect)",
+    ".analysed": "analysed sessions (inspect)",
     ".results": "replayed results",
     ".chart": "charts",
 }

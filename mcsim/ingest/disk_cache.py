@@ -3,9 +3,11 @@
 Several caches share the folder, each one file per load unit: a replay's calibrated sessions
 (`mcsim.replay.session_cache`: `.sessions` and `.tokens` files) and replayed results
 (`mcsim.replay.result_cache`: `.results`), and inspect's loaded calls
-(`mcsim.ingest.calls_cache`: `.calls` files). Each file is named by 64 hex digits (a hash of
-its format and the unit's file paths) and its kind. A replay's drawn charts are kept there too,
-named by a hash of what they draw (`mcsim.outputs.chart_cache`: `.chart`).
+(`mcsim.ingest.calls_cache`: `.calls` files) and analysed sessions
+(`mcsim.accounting.recorded.AnalysisCache`: `.analysed`). Each file is named by 64 hex
+digits (a hash of its format and the unit's file paths) and its kind. A replay's drawn
+charts are kept there too, named by a hash of what they draw (`mcsim.outputs.chart_cache`:
+`.chart`).
 
 Files are data only, never code (no pickle): a fixed header (magic, signature, kind, format
 version, payload size) then the payload. The signature is an HMAC-SHA256 of the file's name
@@ -74,7 +76,7 @@ _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
 _TMP_PREFIX = ".mcsim-tmp-"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results|chart)")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|analysed|results|chart)")
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
@@ -82,8 +84,8 @@ T = TypeVar("T")
 
 class Kind(NamedTuple):
     """A kind of cache file: its code in the header (1 calibrated sessions, 2 token
-    estimates, 3 loaded calls, 4 replayed results, 5 charts) and the format version this
-    mcsim writes."""
+    estimates, 3 loaded calls, 4 replayed results, 5 charts, 6 analysed sessions) and the
+    format version this mcsim writes."""
 
     code: int
     version: int
