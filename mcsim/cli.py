@@ -446,7 +446,7 @@ def inspect(
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
     from mcsim.accounting.recorded import group_usage
-    from mcsim.outputs.runs import InspectConfig, inspect_run
+    from mcsim.outputs.inspection import InspectConfig, inspect_run
     from mcsim.outputs.terminal import grouped_text, inspect_json, inspect_lines, load_notes
 
     _dates(since, until)
