@@ -369,3 +369,30 @@ def test_a_warm_inspect_writes_the_tables_a_cold_one_writes(tmp_path: Path, by: 
     assert len(written[0][3]) == 3
     assert written[0] == written[1] == written[2]
     assert len(list(cache.glob("*.analysed"))) == len(_units(CORPUS, SAMPLES))
+
+
+def test_a_warm_inspect_reads_its_entries_in_one_process(tmp_path: Path) -> None:
+    # The engine is told what the units will read: their transcripts on a first run, the
+    # analysed sessions kept for them on the next, which the local engine reads in this
+    # process below its threshold (starting workers costs more than those few bytes).
+    from mcsim.accounting.prices import default_table
+    from mcsim.accounting.recorded import inspect_usage
+    from mcsim.ingest.engines import LocalEngine
+
+    told: list[int] = []
+
+    class Told(LocalEngine):
+        def map_units(self, jobs: Any, run: Any, total_bytes: int) -> Any:
+            told.append(total_bytes)
+            return super().map_units(jobs, run, total_bytes)
+
+    cache = tmp_path / "cache"
+    reports = [
+        inspect_usage([str(CORPUS)], default_table(), cache_dir=cache, engine=Told(2))
+        for _ in range(2)
+    ]
+    entries = sorted(cache.glob("*.analysed"))
+    assert len(entries) == len(_units(CORPUS))
+    assert told == [reports[0].stats.bytes, sum(e.stat().st_size for e in entries)]
+    assert told[1] < told[0] / 5
+    assert reports[0].sessions == reports[1].sessions

@@ -29,6 +29,7 @@ from mcsim.ingest.disk_cache import (
     Kind,
     code_hash,
     enforce_cap,
+    entry_size,
     max_cache_bytes,
     remove_file,
 )
@@ -36,7 +37,6 @@ from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.pipeline import Done, LoadStats, Lookup, Memoed, ProgressFn, map_sessions
 from mcsim.ingest.spool import Spool, Spooled
-from mcsim.ingest.storage import ObjectPath
 from mcsim.model import (
     NO_TOKENS,
     Call,
@@ -652,11 +652,9 @@ class AnalysisCache:
     def key(self, session: Session) -> str:
         return ""
 
-    def kept(self, unit: LoadUnit) -> bool:
-        """Whether the unit has an entry (UnitMemo.kept): one stat, nothing read (an object
-        in a store: taken as kept, a request spared)."""
-        path = self._entry(unit).path
-        return isinstance(path, ObjectPath) or path.exists()
+    def kept_bytes(self, unit: LoadUnit) -> int | None:
+        """The size of the unit's entry (UnitMemo.kept_bytes): one stat, nothing read."""
+        return entry_size(self._entry(unit).path, unit)
 
     def get(self, unit: LoadUnit) -> Lookup[SessionAnalysis]:
         """The unit's analysed sessions if kept for its files as they are (UnitMemo.get). A

@@ -378,6 +378,19 @@ class Entry:
         write_entry(self.path, self.kind, b"".join([_JSON_SIZE.pack(len(data)), data, extra]))
 
 
+def entry_size(path: Path, unit: LoadUnit) -> int | None:
+    """The size of the entry at PATH (one stat, nothing read), None if there is none. An
+    object in a store is taken as kept, as large as its unit's transcripts (a request
+    spared)."""
+    if isinstance(path, ObjectPath):
+        return unit.size_bytes
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:
     """Count a cache file that could not be used (and was written again) in the unit's report."""
     skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
