@@ -464,6 +464,30 @@ def _object_files(folder: ObjectPath, verify: bool = True) -> list[CacheFile]:
     return sorted(found, key=lambda f: (f.mtime, f.path.name))
 
 
+def _named_bytes(folder: Path) -> int:
+    """The size of the files named like mcsim's in the folder: what `cache_files(folder,
+    verify=False)` sums, from the folder's entries as listed (os.scandir), without a path
+    made for each file (two thirds of the check's time, which every run with a cache pays)."""
+    if isinstance(folder, ObjectPath):
+        return sum(f.size for f in _object_files(folder, verify=False))
+    total = 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if not (name.startswith(_TMP_PREFIX) or _ENTRY_NAME.fullmatch(name)):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
+    except OSError:
+        return 0
+    return total
+
+
 def remove_file(path: Path) -> None:
     """Remove a cache file or object (FileNotFoundError if it is gone, OSError if it cannot
     be removed)."""
@@ -497,7 +521,7 @@ def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
     removed (a file that cannot be removed is left, never fatal)."""
     # Most runs end under the cap: the files named like mcsim's tell so without opening each
     # (0.28 s of a warm replay with the 506 MB replica's 2,247 cache files).
-    if sum(f.size for f in cache_files(folder, verify=False)) <= max_bytes:
+    if _named_bytes(folder) <= max_bytes:
         return []
     files = cache_files(folder)
     total = sum(f.size for f in files)
