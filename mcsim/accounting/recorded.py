@@ -608,7 +608,7 @@ _TIMES = {
     "Call.timestamp_s", "Call.sent_s", "Call.done_s", "Compaction.timestamp_s",
 }  # fmt: skip
 # By `keep_calls`: without the per-call records an entry has no tables for them (ten empty
-# tables less to check per entry; they were half the reading of a warm `inspect --json`).
+# tables less to check per entry, which a warm `inspect --json` reads by the hundred).
 _ANALYSED_CODECS = {
     True: Codec(KeptAnalysis, at_least_one={"Thread.calls"}, any_number=_TIMES),
     False: Codec(KeptAnalysis, leave={"SessionAnalysis.calls"}, any_number=_TIMES),
@@ -628,10 +628,11 @@ def analysis_key(prices: PriceTable, keep_calls: bool) -> str:
 class AnalysisCache:
     """A pipeline memo (mcsim.ingest.pipeline.UnitMemo) of analysed sessions, in a cache
     folder, for one price table and `keep_calls` (`analysis_key`): a later `inspect` of the
-    unit's files as they are neither loads nor prices them again. Only an entry made from
-    the files as they are now is served: once a transcript changed the unit is loaded again
-    anyway, and analysing it costs a tenth of that, so no session's result is taken from an
-    earlier state (`key` is the same for all, and never looked up)."""
+    unit's files as they are neither loads nor prices them again (docs/performance.md#warm-runs).
+    Only an entry made from the files as they are now is served: once a transcript changed
+    the unit is loaded again anyway, and analysing it costs little next to that, so no
+    session's result is taken from an earlier state (`key` is the same for all, and never
+    looked up)."""
 
     cache_dir: Path
     setup: str

@@ -467,7 +467,7 @@ def _object_files(folder: ObjectPath, verify: bool = True) -> list[CacheFile]:
 def _named_bytes(folder: Path) -> int:
     """The size of the files named like mcsim's in the folder: what `cache_files(folder,
     verify=False)` sums, from the folder's entries as listed (os.scandir), without a path
-    made for each file (two thirds of the check's time, which every run with a cache pays)."""
+    made for each file (most of the check's time, which every run with a cache pays)."""
     if isinstance(folder, ObjectPath):
         return sum(f.size for f in _object_files(folder, verify=False))
     total = 0

@@ -438,9 +438,9 @@ def _collect(
 
 def _work(jobs: list[_Job[Any, Any]]) -> int:
     """The bytes the jobs will read: a unit's transcripts, or what its memo keeps for it when
-    it keeps any. A warm `inspect` reads 2.8 MB of kept analyses for 506 MB of transcripts,
-    which one process reads faster than two workers and the results sent between them
-    (the local engine's threshold: engines/local.py)."""
+    it keeps any. A warm `inspect` reads kept analyses a fraction of its transcripts' size,
+    which one process reads faster than workers that then send the results to it (the local
+    engine's threshold, engines/local.py; docs/performance.md#warm-runs)."""
     total = 0
     for job in jobs:
         kept = job.memo.kept_bytes(job.unit) if job.memo is not None else None

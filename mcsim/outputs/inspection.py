@@ -1,6 +1,7 @@
 """An inspection from its typed configuration to its written outputs: what `mcsim inspect`
 does, for any Python caller. Apart from mcsim.outputs.runs (the replay's commands) so that
-an inspection imports nothing of the replay (60 to 80 ms of every warm `inspect`).
+an inspection imports nothing of the replay, which a warm `inspect` would spend a tenth of
+its time on (docs/performance.md#warm-runs).
 
     with inspect_run(InspectConfig(paths=(...,), out_dir=Path("november"))) as report:
         ...  # its sessions are read back from disk as they are iterated, until the block ends

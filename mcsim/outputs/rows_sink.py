@@ -435,9 +435,9 @@ class RowsSink(Spool):
 
 class _Parts:
     """Each table's parts, by policy: frames held in memory while they fit in `held_bytes`
-    (all tables together), part files in the sink's folder past that. Writing every part
-    and reading it back, then removing it, was a sixth of a warm replay of the 506 MB
-    replica (its parts hold 50 MB); past the budget the driver's memory stays flat."""
+    (all tables together), part files in the sink's folder past that. Writing every part,
+    reading it back and removing it cost a warm replay more than making the tables
+    (docs/performance.md#warm-runs); past the budget the driver's memory stays flat."""
 
     def __init__(self, folder: Path, policies: int, held_bytes: int) -> None:
         self.folder = folder
