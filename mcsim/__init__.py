@@ -37,11 +37,15 @@ def __getattr__(name: str) -> Any:
         from mcsim.replay.run import run_replay
 
         return run_replay
-    if name in ("ReplayConfig", "replay_run", "SweepConfig", "sweep_run", "InspectConfig",
-                "inspect_run", "AdviseConfig", "advise_run"):  # fmt: skip
+    if name in ("ReplayConfig", "replay_run", "SweepConfig", "sweep_run", "AdviseConfig",
+                "advise_run"):  # fmt: skip
         from mcsim.outputs import runs
 
         return getattr(runs, name)
+    if name in ("InspectConfig", "inspect_run"):
+        from mcsim.outputs import inspection
+
+        return getattr(inspection, name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 
 

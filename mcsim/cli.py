@@ -446,8 +446,8 @@ def inspect(
       mcsim inspect ~/.claude/projects --since 2026-11-01 --out reports/november
     """
     from mcsim.accounting.recorded import group_usage
+    from mcsim.outputs.inspection import InspectConfig, inspect_run
     from mcsim.outputs.json_documents import inspect_json
-    from mcsim.outputs.runs import InspectConfig, inspect_run
     from mcsim.outputs.terminal import grouped_text, inspect_lines, load_notes
 
     _dates(since, until)
@@ -821,6 +821,7 @@ _CACHE_KINDS = {
     ".sessions": "calibrated sessions",
     ".tokens": "token estimates",
     ".calls": "loaded calls (inspect)",
+    ".analysed": "analysed sessions (inspect)",
     ".results": "replayed results",
     ".chart": "charts",
 }

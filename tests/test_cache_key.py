@@ -19,6 +19,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import CORPUS
 
+from mcsim.accounting.prices import default_table
+from mcsim.accounting.recorded import ANALYSED_VERSION, analysis_key
 from mcsim.cli import cli
 from mcsim.ingest import cache_key
 from mcsim.ingest.calls_cache import _CALLS, CALLS_FORMAT
@@ -36,6 +38,12 @@ from mcsim.ingest.loaders import plan_units
 MAGIC = b"\x89mcsim\r\n"
 HEAD = len(MAGIC) + 32  # the magic, then the signature
 PROJECT = "-home-dev-app"
+# Each kind of inspect's entries (the format its name hashes): its loaded calls, and its
+# analysed sessions (what `inspect --json` reads first)
+FORMATS = {
+    "calls": CALLS_FORMAT,
+    "analysed": f"mcsim-analysed/{ANALYSED_VERSION}/{analysis_key(default_table(), False)}",
+}
 
 
 def inspect(*args: str) -> dict[str, Any]:
@@ -74,7 +82,8 @@ def forge(fake_entry: Path, real: Path, cache: Path, sign: Any) -> Path:
     stamp: anyone can compute them, from the paths and a stat) and its files rewritten for the
     real unit, then `sign`ed (a plain sha256, as entries carried; or the key's signature)."""
     (unit,) = plan_units(discover([str(real)], None).files)
-    name, stamp = unit_keys(unit, CALLS_FORMAT)
+    kind = fake_entry.suffix[1:]
+    name, stamp = unit_keys(unit, FORMATS[kind])
     data = fake_entry.read_bytes()
     kind_version, payload = data[HEAD : HEAD + 3], data[HEAD + 11 :]
     doc = orjson.loads(payload[8:])  # (after the JSON part's size)
@@ -82,12 +91,21 @@ def forge(fake_entry: Path, real: Path, cache: Path, sign: Any) -> Path:
     payload = orjson.dumps(doc)
     payload = len(payload).to_bytes(8, "little") + payload
     body = kind_version + len(payload).to_bytes(8, "little") + payload
-    entry = cache / f"{name}.calls"
+    entry = cache / f"{name}.{kind}"
     entry.write_bytes(MAGIC + sign(entry.name, body) + body)
     return entry
 
 
-def test_a_forged_entry_is_refused_counted_and_rebuilt(tmp_path: Path) -> None:
+def read_only(cache: Path, kind: str) -> None:
+    """Leave in CACHE only the entries of KIND, so that the next run reads those (a warm run
+    reads the analysed sessions first, and the loaded calls where they are not kept)."""
+    for entry in cache.iterdir():
+        if entry.suffix != f".{kind}":
+            entry.unlink()
+
+
+@pytest.mark.parametrize("kind", FORMATS)
+def test_a_forged_entry_is_refused_counted_and_rebuilt(tmp_path: Path, kind: str) -> None:
     """The attack: the figures of other content (a copy with one figure changed), under the
     real project's name and stamp, with the checksum entries used to carry. Refused as
     unsigned; signed with the key, the same entry would be believed (the test can fail)."""
@@ -96,7 +114,7 @@ def test_a_forged_entry_is_refused_counted_and_rebuilt(tmp_path: Path) -> None:
     truth = inspect(str(real), "--no-cache")
     lie = inspect(str(fake), "--cache-dir", str(tmp_path / "fake-cache"))
     assert lie["totals"]["cache_read_tokens"] != truth["totals"]["cache_read_tokens"]
-    (fake_entry,) = (tmp_path / "fake-cache").glob("*.calls")
+    (fake_entry,) = (tmp_path / "fake-cache").glob(f"*.{kind}")
     cache = tmp_path / "cache"
     cache.mkdir()
 
@@ -108,6 +126,7 @@ def test_a_forged_entry_is_refused_counted_and_rebuilt(tmp_path: Path) -> None:
     assert rebuilt(inspect(str(real), "--cache-dir", str(cache))) == []  # rebuilt, signed
 
     forge(fake_entry, real, cache, signature)  # what only a holder of the key can write
+    read_only(cache, kind)
     assert inspect(str(real), "--cache-dir", str(cache))["totals"] == lie["totals"]
 
 
@@ -119,11 +138,13 @@ def test_an_entry_signed_with_another_key_is_rebuilt(
     project = a_project(tmp_path / "in")
     cache = tmp_path / "cache"
     first = inspect(str(project), "--cache-dir", str(cache))
+    (analysed,) = cache.glob("*.analysed")
     (entry,) = cache.glob("*.calls")
     monkeypatch.setenv("MCSIM_CACHE_KEY", "another-machine-" + "k" * 40)
     doc = inspect(str(project), "--cache-dir", str(cache))
     assert doc["totals"] == first["totals"]
-    assert rebuilt(doc) == [(str(entry), BAD_SIGNATURE)]
+    # the analysed sessions refused, so the loaded calls read (and refused) in their place
+    assert rebuilt(doc) == [(str(entry), BAD_SIGNATURE), (str(analysed), BAD_SIGNATURE)]
     assert rebuilt(inspect(str(project), "--cache-dir", str(cache))) == []
 
 

@@ -185,3 +185,18 @@ def test_a_folder_under_the_cap_is_checked_without_opening_its_files(
     assert len(list(cache.iterdir())) == 7
     removed = enforce_cap(cache, sizes - 1)  # one of mcsim's must go, never the lookalike
     assert len(removed) == 1 and lookalike.exists()
+
+
+def test_the_size_under_the_cap_is_what_the_listed_files_hold(tmp_path: Path) -> None:
+    # The check every run ends with sums the folder's listing (os.scandir, no path per file):
+    # the same files, and the same sizes, as `cache_files` without opening them.
+    cache = tmp_path / "cache"
+    _replay(SAMPLES, cache)
+    (cache / ("1" * 64 + ".results")).mkdir()  # a folder named like an entry
+    (cache / ("2" * 64 + ".tokens")).symlink_to(next(cache.glob("*.sessions")))  # a link
+    (cache / ".mcsim-tmp-abc").write_bytes(b"x" * 7)  # an unfinished write: mcsim's
+    (cache / "notes.txt").write_text("mine")
+    listed = disk_cache.cache_files(cache, verify=False)
+    assert len(listed) == 7  # the six entries and the unfinished write
+    assert disk_cache._named_bytes(cache) == sum(f.size for f in listed)
+    assert disk_cache._named_bytes(tmp_path / "none") == 0

@@ -1,6 +1,7 @@
 """inspect's cache of loaded calls: the records read back are the loader's, field for field;
 a damaged, foreign or outdated entry is rebuilt; a warm `mcsim inspect` prints what a cold one
-prints."""
+prints. Its entries of analysed sessions (`.analysed`, which a warm run reads instead of the
+calls) are held to the same checks."""
 
 from __future__ import annotations
 
@@ -100,9 +101,11 @@ def test_cache_info_and_clear_count_inspects_entries(tmp_path: Path) -> None:
     _inspect(str(SAMPLES), "--cache-dir", str(cache))
     (cache / "notes.txt").write_text("mine")
     info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
-    assert "entries: 2\n" in info.stdout
+    assert "entries: 4\n" in info.stdout  # per project folder: its calls, its analysis
+    assert "  analysed sessions (inspect): 2, " in info.stdout
+    assert "  loaded calls (inspect): 2, " in info.stdout
     cleared = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
-    assert cleared.stdout.startswith("removed 2 entries")
+    assert cleared.stdout.startswith("removed 4 entries")
     assert [p.name for p in cache.iterdir()] == ["notes.txt"]
 
 
@@ -129,11 +132,20 @@ def _without_rebuilt(doc: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     return doc, [(e["file"], e["detail"]) for e in rebuilt]
 
 
+def _read_first(cache: Path, kind: str) -> None:
+    """Make the next run read the entries of KIND: the loaded calls are read only where no
+    analysed sessions are kept (a warm run reads those first)."""
+    if kind == "calls":
+        for entry in cache.glob("*.analysed"):
+            entry.unlink()
+
+
+@pytest.mark.parametrize("kind", ["calls", "analysed"])
 def test_damaged_entries_are_rebuilt_and_the_figures_stay(
-    filled: tuple[Path, Path, dict[str, Any]],
+    filled: tuple[Path, Path, dict[str, Any]], kind: str
 ) -> None:
     samples, cache, expected = filled
-    entry = sorted(cache.glob("*.calls"))[0]
+    entry = sorted(cache.glob(f"*.{kind}"))[0]
     original = entry.read_bytes()
     rng = random.Random(7)
     damages = [original[:40], b"", original[: len(original) // 2]]
@@ -143,6 +155,7 @@ def test_damaged_entries_are_rebuilt_and_the_figures_stay(
         damages.append(bytes(damaged))
     for damaged in damages:
         entry.write_bytes(damaged)
+        _read_first(cache, kind)
         doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
         assert doc == expected
         ((file, why),) = rebuilt
@@ -152,15 +165,18 @@ def test_damaged_entries_are_rebuilt_and_the_figures_stay(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["calls", "analysed"])
 def test_an_entry_of_another_unit_or_kind_is_rebuilt(
-    filled: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+    filled: tuple[Path, Path, dict[str, Any]], tmp_path: Path, kind: str
 ) -> None:
     samples, cache, expected = filled
-    first, second, *_ = sorted(cache.glob("*.calls"))
+    first, second, *_ = sorted(cache.glob(f"*.{kind}"))
     second.write_bytes(first.read_bytes())  # the other unit's, its signature for its name
+    _read_first(cache, kind)
     doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
     assert doc == expected and rebuilt == [(str(second), BAD_SIGNATURE)]
     signed_copy(first, second)  # signed for this name: the entry's own key tells
+    _read_first(cache, kind)
     doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
     assert doc == expected and rebuilt == [(str(second), "written for another unit")]
     # a replay's entry under an inspect name
@@ -172,6 +188,7 @@ def test_an_entry_of_another_unit_or_kind_is_rebuilt(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     signed_copy(sorted(replay_cache.glob("*.sessions"))[0], first)
+    _read_first(cache, kind)
     doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
     assert doc == expected and rebuilt == [(str(first), "another kind of mcsim cache file")]
 
@@ -187,6 +204,7 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     first = _inspect(str(path), "--cache-dir", str(cache))
     assert first["totals"]["calls"] == 1
     (entry,) = cache.glob("*.calls")
+    (analysed,) = cache.glob("*.analysed")
     with path.open("a") as fh:  # Claude Code appends as the session goes on
         fh.write(json.dumps(user("u2", "a1", 60)) + "\n")
         fh.write(
@@ -198,6 +216,7 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     assert grown == _inspect(str(path), "--no-cache")
     assert grown["totals"]["calls"] == 2
     assert list(cache.glob("*.calls")) == [entry]  # replaced, not added
+    assert list(cache.glob("*.analysed")) == [analysed]
 
 
 def test_a_transcript_rewritten_with_its_size_and_time_put_back_is_read_again(
@@ -310,3 +329,70 @@ def test_files_that_became_loops_of_links_after_planning(tmp_path: Path) -> None
         loaded = source(unit, frozenset())
         _same(loaded, RawSource(Detail.CALLS)(unit, frozenset()))
         assert loaded.skips.counts["unreadable_file"] > 0
+
+
+def test_analysed_sessions_are_kept_per_price_table(tmp_path: Path) -> None:
+    # A --prices file edited in place (the same path and version, other prices) is another
+    # table: its figures are not served from the entries of the first.
+    cache = tmp_path / "cache"
+    prices = tmp_path / "prices.json"
+    table = json.loads((REPO / "mcsim" / "accounting" / "prices" / "anthropic.json").read_text())
+    prices.write_text(json.dumps(table))
+    listed = _inspect(str(SAMPLES), "--prices", str(prices), "--cache-dir", str(cache))
+    for model in table["models"]:
+        model["output"] *= 2
+    prices.write_text(json.dumps(table))
+    dearer = _inspect(str(SAMPLES), "--prices", str(prices), "--cache-dir", str(cache))
+    assert dearer == _inspect(str(SAMPLES), "--prices", str(prices), "--no-cache")
+    assert dearer["totals"]["cost_usd"] > listed["totals"]["cost_usd"]
+    shipped = _inspect(str(SAMPLES), "--cache-dir", str(cache))
+    assert shipped == _inspect(str(SAMPLES), "--no-cache")
+    units = len(_units(SAMPLES))
+    assert len(list(cache.glob("*.analysed"))) == 3 * units  # one per unit and table
+    assert len(list(cache.glob("*.calls"))) == units  # the calls do not depend on prices
+    # served again, each from its own entry
+    assert _inspect(str(SAMPLES), "--prices", str(prices), "--cache-dir", str(cache)) == dearer
+    assert _inspect(str(SAMPLES), "--cache-dir", str(cache)) == shipped
+
+
+@pytest.mark.parametrize("by", ["session", "day"])
+def test_a_warm_inspect_writes_the_tables_a_cold_one_writes(tmp_path: Path, by: str) -> None:
+    # With the per-call records (calls.parquet, or --by day) the entries hold them too.
+    cache = tmp_path / "cache"
+    written = []
+    for run in ("no-cache", "cold", "warm"):
+        out = tmp_path / run
+        where = ["--no-cache"] if run == "no-cache" else ["--cache-dir", str(cache)]
+        doc = _inspect(str(CORPUS), str(SAMPLES), "--by", by, "--out", str(out), *where)
+        tables = {p.name: p.read_bytes() for p in sorted(out.glob("*.parquet"))}
+        written.append((doc["totals"], doc["groups"], doc["skipped"], tables))
+    assert len(written[0][3]) == 3
+    assert written[0] == written[1] == written[2]
+    assert len(list(cache.glob("*.analysed"))) == len(_units(CORPUS, SAMPLES))
+
+
+def test_a_warm_inspect_reads_its_entries_in_one_process(tmp_path: Path) -> None:
+    # The engine is told what the units will read: their transcripts on a first run, the
+    # analysed sessions kept for them on the next, which the local engine reads in this
+    # process below its threshold (starting workers costs more than those few bytes).
+    from mcsim.accounting.prices import default_table
+    from mcsim.accounting.recorded import inspect_usage
+    from mcsim.ingest.engines import LocalEngine
+
+    told: list[int] = []
+
+    class Told(LocalEngine):
+        def map_units(self, jobs: Any, run: Any, total_bytes: int) -> Any:
+            told.append(total_bytes)
+            return super().map_units(jobs, run, total_bytes)
+
+    cache = tmp_path / "cache"
+    reports = [
+        inspect_usage([str(CORPUS)], default_table(), cache_dir=cache, engine=Told(2))
+        for _ in range(2)
+    ]
+    entries = sorted(cache.glob("*.analysed"))
+    assert len(entries) == len(_units(CORPUS))
+    assert told == [reports[0].stats.bytes, sum(e.stat().st_size for e in entries)]
+    assert told[1] < told[0] / 5
+    assert reports[0].sessions == reports[1].sessions

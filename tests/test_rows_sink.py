@@ -20,7 +20,7 @@ from mcsim.accounting.prices import default_table
 from mcsim.errors import McsimError
 from mcsim.ingest import spool
 from mcsim.ingest.engines import local
-from mcsim.outputs import rows_sink
+from mcsim.outputs import rows_sink, tables
 from mcsim.outputs.charts import CallLines, chart_data
 from mcsim.outputs.replay_tables import breaks_frame, calls_frame, sessions_frame
 from mcsim.outputs.rows_sink import RowsSink
@@ -82,6 +82,43 @@ def held() -> ReplayReport:
     """The corpus replayed with its rows held in memory: what every sink must give again
     (only read by the tests)."""
     return replayed()
+
+
+def test_the_tables_are_the_same_bytes_however_their_parts_were_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A part is held in memory while it fits the budget, else written to the sink's folder:
+    # every part written (0), some of them (a budget a few parts fill), none (the default).
+    monkeypatch.setattr(rows_sink, "BATCH_ROWS", 500)  # several parts per table and policy
+    written: dict[int, dict[str, bytes]] = {}
+    counts: dict[int, int] = {}  # by budget: the parts written to files
+    default = rows_sink.HELD_BYTES
+    for budget in (0, 300_000, default):
+        monkeypatch.setattr(rows_sink, "HELD_BYTES", budget)
+        files: list[Path] = []
+
+        def write_part(rows: pl.DataFrame, path: Path, files: list[Path] = files) -> None:
+            files.append(path)
+            tables.write_part(rows, path)
+
+        monkeypatch.setattr(rows_sink, "write_part", write_part)
+        with RowsSink(NAMES, tmp_path / "run") as sink:
+            sink.finish(replayed(sink).sessions)
+            out = tmp_path / str(budget)
+            for name in ("calls", "breaks", "sessions"):
+                sink.write(name, out / f"{name}.parquet")
+            assert not any(sink.folder.iterdir())  # the part files are gone
+        parts = sum(len(p) for table in sink._parts.of.values() for p in table)  # type: ignore[union-attr]
+        assert parts == 0  # (given back as each table was written)
+        written[budget] = {
+            str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()
+        }
+        counts[budget] = len(files)
+    assert counts[0] > 3 * len(NAMES)  # every part a file, several per table and policy
+    assert 0 < counts[300_000] < counts[0]  # some parts held, the rest written
+    assert counts[default] == 0  # every part held
+    assert written[0] == written[300_000] == written[default]
+    assert len(written[0]) == 3 * len(NAMES)
 
 
 @pytest.mark.parametrize("how", ["rows", "packed", "written"])

@@ -7,6 +7,8 @@ truth later replays are compared with.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -20,9 +22,20 @@ from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_column
 from mcsim.accounting.prices import BilledUsage, CallCost, PriceTable
 from mcsim.frozen import quick_init
 from mcsim.ingest.calls_cache import CachedCallsSource
-from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
+from mcsim.ingest.codec import Codec
+from mcsim.ingest.disk_cache import (
+    Damaged,
+    Entry,
+    Kind,
+    code_hash,
+    enforce_cap,
+    entry_size,
+    max_cache_bytes,
+    remove_file,
+)
 from mcsim.ingest.engines import Engine
-from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
+from mcsim.ingest.loaders import LoadUnit
+from mcsim.ingest.pipeline import Done, LoadStats, Lookup, Memoed, ProgressFn, map_sessions
 from mcsim.ingest.spool import Spool, Spooled
 from mcsim.model import (
     NO_TOKENS,
@@ -280,8 +293,8 @@ class SessionSummary:
 @dataclass(frozen=True, slots=True)
 class SessionAnalysis:
     summary: SessionSummary
-    calls: list[CallRecord]
-    breaks: list[BreakRecord]
+    calls: list[CallRecord] = field(default_factory=list)  # (none: `keep_calls=False`)
+    breaks: list[BreakRecord] = field(default_factory=list)
 
 
 def analyse_session(
@@ -568,6 +581,115 @@ def _merged(periods: Iterable[Periods]) -> list[UsageGroup]:
     return [groups[k] for k in sorted(groups)]
 
 
+# --- analysed sessions kept between runs -------------------------------------------------------
+
+# 1: each session's analysis, with its start, files and calls' digests and counts
+ANALYSED_VERSION = 1
+_ANALYSED = Kind(6, ANALYSED_VERSION)
+
+
+@dataclass(frozen=True)
+class KeptAnalysis:
+    """One session's entry: what the pipeline needs without loading it (`Done`: its start,
+    files, its calls' digests and counts) and what `analyse_session` made of it."""
+
+    start: float
+    files: tuple[str, ...]
+    digests: list[int]
+    counts: list[int]
+    analysis: SessionAnalysis
+
+
+# Times are kept as the loader read them (a whole number stays one), and the gaps and break
+# times made from them too.
+_TIMES = {
+    "KeptAnalysis.start", "SessionSummary.start_s", "SessionSummary.end_s",
+    "CallRecord.gap_seconds", "BreakRecord.timestamp_s", "CacheBreak.gap_seconds",
+    "Call.timestamp_s", "Call.sent_s", "Call.done_s", "Compaction.timestamp_s",
+}  # fmt: skip
+# By `keep_calls`: without the per-call records an entry has no tables for them (ten empty
+# tables less to check per entry, which a warm `inspect --json` reads by the hundred).
+_ANALYSED_CODECS = {
+    True: Codec(KeptAnalysis, at_least_one={"Thread.calls"}, any_number=_TIMES),
+    False: Codec(KeptAnalysis, leave={"SessionAnalysis.calls"}, any_number=_TIMES),
+}
+_RENAMED = ("KeptAnalysis.files", "SourceRef.file")
+
+
+def analysis_key(prices: PriceTable, keep_calls: bool) -> str:
+    """What a session's analysis depends on besides its calls: the price table (a --prices
+    file laid over the shipped ones included), whether per-call records are kept, and
+    mcsim's own code."""
+    text = repr((code_hash(), prices.version, prices.as_of, prices.models, keep_calls))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class AnalysisCache:
+    """A pipeline memo (mcsim.ingest.pipeline.UnitMemo) of analysed sessions, in a cache
+    folder, for one price table and `keep_calls` (`analysis_key`): a later `inspect` of the
+    unit's files as they are neither loads nor prices them again (docs/performance.md#warm-runs).
+    Only an entry made from the files as they are now is served: once a transcript changed
+    the unit is loaded again anyway, and analysing it costs little next to that, so no
+    session's result is taken from an earlier state (`key` is the same for all, and never
+    looked up)."""
+
+    cache_dir: Path
+    setup: str
+    keep_calls: bool
+
+    @classmethod
+    def of(cls, cache_dir: Path, prices: PriceTable, keep_calls: bool) -> AnalysisCache:
+        return cls(cache_dir, analysis_key(prices, keep_calls), keep_calls)
+
+    @property
+    def _codec(self) -> Codec[KeptAnalysis]:
+        return _ANALYSED_CODECS[self.keep_calls]
+
+    def _entry(self, unit: LoadUnit) -> Entry:
+        fmt = f"mcsim-analysed/{ANALYSED_VERSION}/{self.setup}"
+        return Entry.of(self.cache_dir, unit, fmt, _ANALYSED, "analysed")
+
+    def key(self, session: Session) -> str:
+        return ""
+
+    def kept_bytes(self, unit: LoadUnit) -> int | None:
+        """The size of the unit's entry (UnitMemo.kept_bytes): one stat, nothing read."""
+        return entry_size(self._entry(unit).path, unit)
+
+    def get(self, unit: LoadUnit) -> Lookup[SessionAnalysis]:
+        """The unit's analysed sessions if kept for its files as they are (UnitMemo.get). A
+        file that cannot be used is removed at once (this run may write none in its place:
+        sessions left out by date), and noted by the pipeline once the unit is loaded."""
+        entry = self._entry(unit)
+        try:
+            stored = entry.read(self._codec, _RENAMED)
+            if stored is None:
+                return Lookup(None, [], entry.stamp)
+            # (array refuses what is not a 64-bit integer: digests and counts are hashes)
+            done = [
+                Done(k.start, k.files, array("Q", k.digests), array("q", k.counts), k.analysis)
+                for k in stored.records
+            ]
+            return Lookup(Memoed(done, stored.skips), [], entry.stamp)
+        except Damaged as why:
+            unusable = [(entry.path, str(why))]
+        except OverflowError:
+            unusable = [(entry.path, "unexpected content")]
+        with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
+            remove_file(entry.path)
+        return Lookup(None, unusable, entry.stamp)
+
+    def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionAnalysis]) -> None:
+        """Write the unit's entry under STATE, the stamp its files had before they were loaded
+        (nothing when a file could not be read: disk_cache.Entry.write)."""
+        kept = [
+            KeptAnalysis(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), d.result)
+            for d in memoed.sessions
+        ]
+        self._entry(unit).write(memoed.skips, self._codec, kept, state)
+
+
 def inspect_usage(
     paths: Sequence[str],
     prices: PriceTable,
@@ -595,18 +717,22 @@ def inspect_usage(
     `by_time`: (day, week or month, a time zone) to sum the calls by as they arrive, whether
     or not they are kept: `group_usage` by it then needs no calls.
     `cache_dir`: a folder or object-store prefix where each unit's loaded calls are kept, so
-    a later run over unchanged transcripts skips parsing them (mcsim.ingest.calls_cache);
-    None: no cache.
+    a later run over unchanged transcripts skips parsing them (mcsim.ingest.calls_cache), and
+    its analysed sessions, so a later run with the same price table skips pricing them too
+    (`AnalysisCache`); None: no cache.
     """
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = InspectReport(price_table=prices.version, keep_calls=keep_calls, by_time=by_time)
     if spool is not None:
         report.records = SessionSpool(spool)
-    analyse = partial(analyse_session, prices=prices, keep_calls=keep_calls or by_time is not None)
+    keep = keep_calls or by_time is not None
+    analyse = partial(analyse_session, prices=prices, keep_calls=keep)
+    memo = None if cache_dir is None else AnalysisCache.of(cache_dir, prices, keep)
     for analysis in map_sessions(
         paths,
         analyse,
         source=CachedCallsSource(cache_dir),  # Detail.CALLS: no conversation content
+        memo=memo,
         since_s=since_s,
         until_s=until_s,
         workers=workers,

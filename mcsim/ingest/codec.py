@@ -100,12 +100,15 @@ def _figures(values: Any) -> list[dict[str, float]]:
     return values
 
 
-def _records(spec: tuple[type, ...]) -> Callable[[Any], list[tuple[Any, ...]]]:
-    """A reader of short records (`list[tuple[str, int]]`), kept as their columns
-    (`_as_columns`): each column checked in one pass."""
+def _records(
+    spec: tuple[type, ...], origin: type[Sequence[Any]]
+) -> Callable[[Any], Sequence[tuple[Any, ...]]]:
+    """A reader of short records (`list[tuple[str, int]]`, `tuple[tuple[str, int], ...]`),
+    kept as their columns (`_as_columns`): each column checked in one pass, the records
+    given back in the field's own sequence type (ORIGIN)."""
     allowed = [_SCALARS[t] for t in spec]
 
-    def read(columns: Any) -> list[tuple[Any, ...]]:
+    def read(columns: Any) -> Sequence[tuple[Any, ...]]:
         if type(columns) is not list or len(columns) != len(spec):
             raise TypeError("not the columns of records")
         for column, types_ in zip(columns, allowed, strict=True):
@@ -113,7 +116,7 @@ def _records(spec: tuple[type, ...]) -> Callable[[Any], list[tuple[Any, ...]]]:
                 raise TypeError("a value of an unexpected type")
             if int in types_:
                 within(column)
-        return list(zip(*columns, strict=True))
+        return origin(zip(*columns, strict=True))  # type: ignore[call-arg]
 
     return read
 
@@ -172,7 +175,7 @@ def _field(name: str, hint: Any, owner: str, options: _Options) -> _Field:
             return _Field(
                 name,
                 frozenset({list}),
-                read=_records(get_args(item)),
+                read=_records(get_args(item), origin),
                 write=lambda records: _as_columns(records, width),
             )
         if get_origin(item) is dict and get_args(item) == (str, float):

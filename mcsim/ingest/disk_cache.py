@@ -3,9 +3,11 @@
 Several caches share the folder, each one file per load unit: a replay's calibrated sessions
 (`mcsim.replay.session_cache`: `.sessions` and `.tokens` files) and replayed results
 (`mcsim.replay.result_cache`: `.results`), and inspect's loaded calls
-(`mcsim.ingest.calls_cache`: `.calls` files). Each file is named by 64 hex digits (a hash of
-its format and the unit's file paths) and its kind. A replay's drawn charts are kept there too,
-named by a hash of what they draw (`mcsim.outputs.chart_cache`: `.chart`).
+(`mcsim.ingest.calls_cache`: `.calls` files) and analysed sessions
+(`mcsim.accounting.recorded.AnalysisCache`: `.analysed`). Each file is named by 64 hex
+digits (a hash of its format and the unit's file paths) and its kind. A replay's drawn
+charts are kept there too, named by a hash of what they draw (`mcsim.outputs.chart_cache`:
+`.chart`).
 
 Files are data only, never code (no pickle): a fixed header (magic, signature, kind, format
 version, payload size) then the payload. The signature is an HMAC-SHA256 of the file's name
@@ -74,7 +76,7 @@ _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
 _TMP_PREFIX = ".mcsim-tmp-"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|results|chart)")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|analysed|results|chart)")
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
@@ -82,8 +84,8 @@ T = TypeVar("T")
 
 class Kind(NamedTuple):
     """A kind of cache file: its code in the header (1 calibrated sessions, 2 token
-    estimates, 3 loaded calls, 4 replayed results, 5 charts) and the format version this
-    mcsim writes."""
+    estimates, 3 loaded calls, 4 replayed results, 5 charts, 6 analysed sessions) and the
+    format version this mcsim writes."""
 
     code: int
     version: int
@@ -376,6 +378,19 @@ class Entry:
         write_entry(self.path, self.kind, b"".join([_JSON_SIZE.pack(len(data)), data, extra]))
 
 
+def entry_size(path: Path, unit: LoadUnit) -> int | None:
+    """The size of the entry at PATH (one stat, nothing read), None if there is none. An
+    object in a store is taken as kept, as large as its unit's transcripts (a request
+    spared)."""
+    if isinstance(path, ObjectPath):
+        return unit.size_bytes
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:
     """Count a cache file that could not be used (and was written again) in the unit's report."""
     skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
@@ -449,6 +464,30 @@ def _object_files(folder: ObjectPath, verify: bool = True) -> list[CacheFile]:
     return sorted(found, key=lambda f: (f.mtime, f.path.name))
 
 
+def _named_bytes(folder: Path) -> int:
+    """The size of the files named like mcsim's in the folder: what `cache_files(folder,
+    verify=False)` sums, from the folder's entries as listed (os.scandir), without a path
+    made for each file (most of the check's time, which every run with a cache pays)."""
+    if isinstance(folder, ObjectPath):
+        return sum(f.size for f in _object_files(folder, verify=False))
+    total = 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if not (name.startswith(_TMP_PREFIX) or _ENTRY_NAME.fullmatch(name)):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
+    except OSError:
+        return 0
+    return total
+
+
 def remove_file(path: Path) -> None:
     """Remove a cache file or object (FileNotFoundError if it is gone, OSError if it cannot
     be removed)."""
@@ -482,7 +521,7 @@ def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
     removed (a file that cannot be removed is left, never fatal)."""
     # Most runs end under the cap: the files named like mcsim's tell so without opening each
     # (0.28 s of a warm replay with the 506 MB replica's 2,247 cache files).
-    if sum(f.size for f in cache_files(folder, verify=False)) <= max_bytes:
+    if _named_bytes(folder) <= max_bytes:
         return []
     files = cache_files(folder)
     total = sum(f.size for f in files)

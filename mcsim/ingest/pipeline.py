@@ -203,9 +203,9 @@ class UnitMemo(Protocol[T]):
         same result."""
         ...
 
-    def kept(self, unit: LoadUnit) -> bool:
-        """Whether any results are kept for the unit (looked up, not read): a unit with none
-        will be loaded and fn run."""
+    def kept_bytes(self, unit: LoadUnit) -> int | None:
+        """The size of the results kept for the unit (looked up, not read), what serving it
+        reads; None when none are kept: the unit will be loaded and fn run."""
         ...
 
     def put(self, unit: LoadUnit, state: str, memoed: Memoed[T]) -> None:
@@ -407,12 +407,12 @@ def _collect(
     if (
         on_first_load is not None
         and first is not None
-        and (first.memo is None or not first.memo.kept(first.unit))
+        and (first.memo is None or first.memo.kept_bytes(first.unit) is None)
     ):
         on_first_load()  # it will be loaded: the run has work to do from the start
         on_first_load = None
     with engine.seen_calls() as seen:  # every call so far (its call_digest), with its counts
-        outputs = engine.map_units(jobs, _run_job, total)
+        outputs = engine.map_units(jobs, _run_job, _work(jobs))
         for job, output in zip(jobs, outputs, strict=True):
             STOP.check()
             if on_first_load is not None and not output.served:
@@ -436,6 +436,18 @@ def _collect(
             seen.add(digests, _joined((o.counts for o in output.results), "q"))
             for outcome in output.results:
                 yield outcome.result
+
+
+def _work(jobs: list[_Job[Any, Any]]) -> int:
+    """The bytes the jobs will read: a unit's transcripts, or what its memo keeps for it when
+    it keeps any. A warm `inspect` reads kept analyses a fraction of its transcripts' size,
+    which one process reads faster than workers that then send the results to it (the local
+    engine's threshold, engines/local.py; docs/performance.md#warm-runs)."""
+    total = 0
+    for job in jobs:
+        kept = job.memo.kept_bytes(job.unit) if job.memo is not None else None
+        total += job.unit.size_bytes if kept is None else kept
+    return total
 
 
 def _joined(parts: Iterable[array[int]], typecode: str = "Q") -> array[int]:

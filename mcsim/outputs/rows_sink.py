@@ -8,7 +8,8 @@ folder (or notes where a worker wrote them: `pack`, `PackTo`) and returns its ha
 (`RowsAt` or a spool offset), which the report keeps with the session's count
 (`CountedSession`) instead of the result. `finish` then reads them back a batch of sessions
 at a time, in the documented order (calls: session in start order, thread and call; breaks and
-sessions: session by session): each batch's rows of each policy go to a part file, and each
+sessions: session by session): each batch's rows of each policy are a part (held in memory up
+to a budget, else written to a file), and each
 batch is handed to the charts' `CallLines`, which keeps only what the charts draw. `write`
 then makes each of the calls, breaks and sessions tables a dataset partitioned by policy
 (`tables.partition`): polars streams each policy's parts, in order, into its partition. Apart
@@ -77,6 +78,8 @@ BATCH_ROWS = 100_000  # rows (every policy's) turned into a table at a time
 # while writing it (measured: the local driver's peak on a 2 GB replay 163-165 MB, 156-157
 # with this).
 GROUP_ROWS = 20_000
+# The tables' parts held in memory until they are written, at most (`_Parts`)
+HELD_BYTES = 64 * 1024 * 1024
 
 
 def rows_frame(rows: RowsTable) -> Any:
@@ -335,7 +338,7 @@ class RowsSink(Spool):
         the tables of them."""
         if self._parts is not None:
             raise ValueError("the rows sink is finished")
-        parts = self._parts = _Parts(self.folder, len(self.policies))
+        parts = self._parts = _Parts(self.folder, len(self.policies), HELD_BYTES)
         batch: list[SessionRows] = []
         breaks: list[list[list[object]]] = []
         table: list[dict[str, Any]] = []
@@ -400,6 +403,7 @@ class RowsSink(Spool):
         for index, policy_parts in enumerate(self._parts.of[table]):
             target = partition(path, index, len(self.policies))
             concat_parts(policy_parts, target, _SCHEMAS[table], GROUP_ROWS)
+            policy_parts.clear()  # (frames held: their memory given back as they are written)
 
     def _write_batch(
         self,
@@ -430,16 +434,25 @@ class RowsSink(Spool):
 
 
 class _Parts:
-    """Each table's part files, by policy, in the sink's folder."""
+    """Each table's parts, by policy: frames held in memory while they fit in `held_bytes`
+    (all tables together), part files in the sink's folder past that. Writing every part,
+    reading it back and removing it cost a warm replay more than making the tables
+    (docs/performance.md#warm-runs); past the budget the driver's memory stays flat."""
 
-    def __init__(self, folder: Path, policies: int) -> None:
+    def __init__(self, folder: Path, policies: int, held_bytes: int) -> None:
         self.folder = folder
-        self.of: dict[str, list[list[Path]]] = {
+        self.of: dict[str, list[list[Path | Any]]] = {
             name: [[] for _ in range(policies)] for name in ("calls", "breaks", "sessions")
         }
+        self._room = held_bytes
 
     def add(self, table: str, index: int, rows: Any) -> None:
         parts = self.of[table][index]
+        size = rows.estimated_size()
+        if size <= self._room and not any(isinstance(p, Path) for p in parts):
+            self._room -= size  # (held in order: once a part is written, the rest are too)
+            parts.append(rows)
+            return
         path = self.folder / f"{table}-{index}-{len(parts)}.arrow"
         write_part(rows, path)
         parts.append(path)

@@ -1,12 +1,10 @@
-"""A replay, a sweep or an inspection from its typed configuration to its written outputs:
-what `mcsim replay`, `mcsim sweep` and `mcsim inspect` do, for any Python caller.
+"""A replay, a sweep or a cache advice from its typed configuration to its written outputs:
+what `mcsim replay`, `mcsim sweep` and `mcsim advise cache` do, for any Python caller
+(`mcsim inspect`'s is mcsim.outputs.inspection, which imports nothing of the replay).
 
     from mcsim.outputs.runs import ReplayConfig, replay_run
     run = replay_run(ReplayConfig(paths=("~/.claude/projects",), policy="claude-code"))
     run.report.baseline...; run.out_dir  # reports/<UTC time>-claude-code/
-
-    with inspect_run(InspectConfig(paths=(...,), out_dir=Path("november"))) as report:
-        ...  # its sessions are read back from disk as they are iterated, until the block ends
 
 Everything a configuration can get wrong (a policy file, a price file, the cache folder, an
 output folder that may not be written) is refused before any transcript is read; a run that
@@ -16,16 +14,15 @@ command line only parses options into a configuration, calls one of these, and r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcsim.accounting.prices import PriceTable
 from mcsim.errors import NoCallsError
 from mcsim.ingest.pipeline import ProgressFn, day_range
+from mcsim.outputs.inspection import ReadInputs, date_options
 from mcsim.outputs.run_dir import cache_folder, checked_out_dir
 from mcsim.replay import run as replay_core  # run_replay read at call time (tests stand in for it)
 from mcsim.replay.presets import PolicySource, resolve_policy
@@ -35,7 +32,6 @@ from mcsim.replay.scenario import Scenario, baseline, load_policy_file
 from mcsim.tuning import importing_tables
 
 if TYPE_CHECKING:  # (the sweep needs numpy: imported by `sweep_run`, after the workers fork)
-    from mcsim.accounting.recorded import InspectReport
     from mcsim.replay.advise import CacheAdvice
     from mcsim.replay.sweep import Outcome, Recommendation
 
@@ -75,35 +71,9 @@ class SweepConfig(RunInputs):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReadInputs:
-    """What a command that reads transcripts without a policy file takes (inspect, advise)."""
-
-    paths: tuple[str, ...] = ()  # files, folders, globs, s3:// gs:// URLs; () = the defaults
-    out_dir: Path | None = None  # inspect: None writes nothing; advise: its default folder
-    force: bool = False
-    since: datetime | None = None
-    until: datetime | None = None
-    prices_path: Path | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    workers: int | None = None
-    engine: str = "local"
-    ray_address: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class AdviseConfig(ReadInputs):
     """`mcsim advise cache`: the cheapest of no change, 5m, 1h and keep-warm pings; `out_dir`
     None writes reports/<UTC time>-advise-cache/."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class InspectConfig(ReadInputs):
-    """`mcsim inspect`: the recorded usage, exactly; tables written when `out_dir` is given."""
-
-    by: str = "session"  # day, week, month, model, project or session
-    timezone: tzinfo = field(default=UTC)  # the days, weeks and months are this zone's
-    project: str | None = None  # only projects whose folder name matches this glob
 
 
 @dataclass(frozen=True)
@@ -143,7 +113,7 @@ def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> Repl
                 fidelity_threshold=config.fidelity_threshold, on_first_load=charts.warm,
             )  # fmt: skip
             options = {
-                **_date_options(config),
+                **date_options(config),
                 "fidelity_threshold": config.fidelity_threshold,
             }
             run = run_record(report, list(config.paths), prepared.source.path, options,
@@ -207,7 +177,7 @@ def advise_run(config: AdviseConfig, progress: ProgressFn | None = None) -> Advi
         "command": "advise cache",
         "scenarios": [{"name": s.name, "description": s.describe()} for s in report.scenarios],
         "price_table": report.price_table,
-        "options": _date_options(config),
+        "options": date_options(config),
         "notes": ["output tokens are taken as recorded (a lower bound)",
                   *report.provider_notes()],
         **run_summary(report),
@@ -250,50 +220,6 @@ def sweep_run(config: SweepConfig, progress: ProgressFn | None = None) -> SweepR
     return SweepRun(report, results, rec, out_dir, run)
 
 
-@contextmanager
-def inspect_run(
-    config: InspectConfig, progress: ProgressFn | None = None
-) -> Iterator[InspectReport]:
-    """Account the recorded usage under PATHS, write the tables when asked, and hand the
-    report over while its sessions, breaks and calls can still be read back from disk (they
-    go to a spool as they arrive, so memory stays flat: the report is only valid inside the
-    block). An input without a single API call is NoCallsError, after the block ran (the
-    caller may show what was skipped first)."""
-    from mcsim.accounting.prices import load_table
-    from mcsim.accounting.recorded import inspect_usage, needs_calls
-    from mcsim.ingest.engines import open_engine
-    from mcsim.ingest.spool import Spool
-    from mcsim.outputs.inspect_tables import inspect_run_record, write_inspect_tables
-
-    since_s, until_s = day_range(config.since, config.until)
-    prices = load_table(config.prices_path)
-    cache = cache_folder(config.use_cache, config.cache_dir)
-    out_dir = config.out_dir
-    if out_dir is not None:
-        out_dir = checked_out_dir(out_dir, config.force, config.paths, cache)
-    with Spool("inspect", out_dir) as spool:
-        engine = open_engine(config.engine, address=config.ray_address, workers=config.workers)
-        with engine as runner:
-            report = inspect_usage(
-                list(config.paths), prices, since_s=since_s, until_s=until_s,
-                workers=config.workers, progress=progress, engine=runner,
-                keep_calls=out_dir is not None,  # calls.parquet
-                project=config.project, spool=spool,
-                by_time=(config.by, config.timezone) if needs_calls(config.by) else None,
-                cache_dir=cache,
-            )  # fmt: skip
-        if out_dir is not None and report.sessions:  # an input with no call writes nothing
-            options = {
-                **_date_options(config),
-                **({"project": config.project} if config.project is not None else {}),
-            }
-            run = inspect_run_record(report, list(config.paths), options)
-            write_inspect_tables(report, out_dir, config.force, run)
-        yield report
-    if not report.sessions:
-        raise NoCallsError(report.stats, "account")
-
-
 @dataclass(frozen=True)
 class _Prepared:
     """A configuration checked before any transcript is read."""
@@ -319,14 +245,6 @@ def _prepare(config: RunInputs, source: PolicySource | None = None) -> _Prepared
         out_dir = Path("reports") / f"{stamp}-{source.path.stem}"
     return _Prepared(source, prices, cache, checked_out_dir(out_dir, config.force, config.paths,
                                                             cache), dates)  # fmt: skip
-
-
-def _date_options(config: RunInputs | ReadInputs) -> dict[str, str | None]:
-    return {
-        "since": str(config.since) if config.since else None,
-        "until": str(config.until) if config.until else None,
-        "prices": str(config.prices_path) if config.prices_path else None,
-    }
 
 
 def _replayed(

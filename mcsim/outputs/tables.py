@@ -113,25 +113,32 @@ def write_part(frame: Any, path: Path) -> None:
 
 
 def concat_parts(
-    parts: list[Path], path: Path, schema: dict[str, str], group_rows: int | None = None
+    parts: Sequence[Path | Any], path: Path, schema: dict[str, str], group_rows: int | None = None
 ) -> None:
-    """The part files (Parquet, or Arrow IPC from `write_part`: `.arrow`), in order, streamed
-    into one table (parts removed; one Parquet part is renamed); an empty table when there are
-    none. `group_rows`: rows per row group (None: polars' default, which buffered all 145,000
-    rows of inspect's calls table on 2 GB of transcripts, 37 MB, before writing)."""
+    """The parts, in order, streamed into one table: part files (Parquet, or Arrow IPC from
+    `write_part`: `.arrow`; removed, one Parquet part renamed), or frames still in memory
+    (an Arrow part not written: `.arrow` parts may be either, the frames first); an empty
+    table when there are none. `group_rows`: rows per row group (None: polars' default, which
+    buffered all 145,000 rows of inspect's calls table on 2 GB of transcripts, 37 MB, before
+    writing). The same bytes whichever way each part was kept (tested)."""
     import polars as pl
 
     if not parts:
         write_parquet(frame([], schema), path)
         return
-    ipc = parts[0].suffix == ".arrow"
+    files = [p for p in parts if isinstance(p, Path)]
+    ipc = not files or files[0].suffix == ".arrow"
     if len(parts) == 1 and not ipc:
-        parts[0].rename(path)
+        files[0].rename(path)
         return
     if len(parts) == 1:  # as the frame itself would have been (read whole: not mapped)
-        write_parquet(pl.read_ipc(io.BytesIO(parts[0].read_bytes())), path)
+        part = parts[0]
+        write_parquet(pl.read_ipc(io.BytesIO(part.read_bytes())) if files else part, path)
+    elif not ipc:
+        pl.scan_parquet(files, glob=False).sink_parquet(path, row_group_size=group_rows)
     else:
-        scan = pl.scan_ipc if ipc else pl.scan_parquet
-        scan(parts, glob=False).sink_parquet(path, row_group_size=group_rows)
-    for part in parts:
+        held = [p.lazy() for p in parts if not isinstance(p, Path)]
+        scans = [pl.scan_ipc(files, glob=False)] if files else []
+        pl.concat([*held, *scans], rechunk=False).sink_parquet(path, row_group_size=group_rows)
+    for part in files:
         os.remove(part)

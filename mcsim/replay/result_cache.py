@@ -33,11 +33,18 @@ from pathlib import Path
 
 from mcsim.accounting.prices import PriceTable
 from mcsim.ingest.codec import Codec
-from mcsim.ingest.disk_cache import Damaged, Entry, Kind, Stored, code_hash, remove_file
+from mcsim.ingest.disk_cache import (
+    Damaged,
+    Entry,
+    Kind,
+    Stored,
+    code_hash,
+    entry_size,
+    remove_file,
+)
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
 from mcsim.ingest.pipeline import Done, Lookup, Memoed
-from mcsim.ingest.storage import ObjectPath
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
 from mcsim.replay.results import BREAK_COLUMNS, BreakRow, SessionReplay
@@ -128,11 +135,9 @@ class ResultCache:
         """The session's content key (UnitMemo.key)."""
         return content_key(session)
 
-    def kept(self, unit: LoadUnit) -> bool:
-        """Whether the unit has an entry (UnitMemo.kept): one stat, nothing read (an object
-        in a store: taken as kept, a request spared)."""
-        path = self._entry(unit).path
-        return isinstance(path, ObjectPath) or path.exists()
+    def kept_bytes(self, unit: LoadUnit) -> int | None:
+        """The size of the unit's entry (UnitMemo.kept_bytes): one stat, nothing read."""
+        return entry_size(self._entry(unit).path, unit)
 
     def get(self, unit: LoadUnit) -> Lookup[SessionReplay]:
         """The unit's results (see UnitMemo.get): kept for its files as they are, or for an

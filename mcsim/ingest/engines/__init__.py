@@ -25,7 +25,8 @@ ENGINES = ("local", "ray")
 class Engine(Protocol):
     """Runs `run(job)` for every job and yields the outputs in job order. `run` and the jobs
     must be picklable for engines that run them elsewhere (module-level functions,
-    functools.partial, dataclass instances). An error of `run` is raised as it is."""
+    functools.partial, dataclass instances). An error of `run` is raised as it is.
+    `total_bytes`: what the jobs will read, which may decide how many processes run them."""
 
     def map_units(
         self, jobs: Sequence[J], run: Callable[[J], R], total_bytes: int

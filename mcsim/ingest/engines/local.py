@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 from mcsim.ingest.seen import SeenCalls
 from mcsim.processes import STOP, Parent, end_with
 
-# Below this many bytes, starting processes costs more than it saves.
+# Below this many bytes to read (transcripts, or the results a cache keeps of them),
+# starting processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 
 J = TypeVar("J")
