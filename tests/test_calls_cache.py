@@ -396,3 +396,34 @@ def test_a_warm_inspect_reads_its_entries_in_one_process(tmp_path: Path) -> None
     assert told == [reports[0].stats.bytes, sum(e.stat().st_size for e in entries)]
     assert told[1] < told[0] / 5
     assert reports[0].sessions == reports[1].sessions
+
+
+def test_entries_older_than_their_transcripts_count_as_the_transcripts(tmp_path: Path) -> None:
+    # Every transcript touched after the run that kept its unit (a restored backup, a sync):
+    # the entries no longer serve, the run reloads every unit, and the engine must be told
+    # the transcripts' size (else a run that reads them all would take itself for a small one
+    # and run in one process).
+    from mcsim.accounting.prices import default_table
+    from mcsim.accounting.recorded import inspect_usage
+    from mcsim.ingest.engines import LocalEngine
+
+    told: list[int] = []
+
+    class Told(LocalEngine):
+        def map_units(self, jobs: Any, run: Any, total_bytes: int) -> Any:
+            told.append(total_bytes)
+            return super().map_units(jobs, run, total_bytes)
+
+    corpus = tmp_path / "projects"
+    shutil.copytree(CORPUS, corpus)
+    cache = tmp_path / "cache"
+    first = inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
+    inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
+    later = max(e.stat().st_mtime for e in cache.glob("*.analysed")) + 10
+    for transcript in corpus.rglob("*.jsonl"):
+        os.utime(transcript, (later, later))
+    again = inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
+    assert told[0] == first.stats.bytes
+    assert told[1] < told[0] / 5  # served from the entries
+    assert told[2] == told[0]  # every unit loaded again
+    assert again.sessions == first.sessions

@@ -379,16 +379,28 @@ class Entry:
 
 
 def entry_size(path: Path, unit: LoadUnit) -> int | None:
-    """The size of the entry at PATH (one stat, nothing read), None if there is none. An
-    object in a store is taken as kept, as large as its unit's transcripts (a request
-    spared)."""
+    """The size of the entry at PATH (a stat of it and of each of the unit's files, nothing
+    read), None if there is none or if a transcript changed after it was written (the unit
+    will be loaded again: its transcripts are what the run reads, and a run whose entries
+    are all stale must not be taken for a small one). An object in a store is taken as kept,
+    as large as its unit's transcripts (a request spared). Only a guess at what serving the
+    unit reads: whether an entry serves is decided when it is read, by its stamp."""
     if isinstance(path, ObjectPath):
         return unit.size_bytes
     try:
         st = path.stat()
     except OSError:
         return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    for file in unit.files:
+        try:
+            changed = file.stat()
+        except OSError:
+            continue  # gone: the loader reports it
+        if max(changed.st_mtime_ns, changed.st_ctime_ns) > st.st_mtime_ns:
+            return None
+    return st.st_size
 
 
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:

@@ -136,7 +136,7 @@ class ResultCache:
         return content_key(session)
 
     def kept_bytes(self, unit: LoadUnit) -> int | None:
-        """The size of the unit's entry (UnitMemo.kept_bytes): one stat, nothing read."""
+        """The size of the unit's entry (UnitMemo.kept_bytes; disk_cache.entry_size)."""
         return entry_size(self._entry(unit).path, unit)
 
     def get(self, unit: LoadUnit) -> Lookup[SessionReplay]:
