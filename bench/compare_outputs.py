@@ -133,7 +133,14 @@ def main() -> None:
     parser.add_argument("--inputs", type=Path, nargs="*", default=INPUTS)
     parser.add_argument("--work", type=Path, default=REPO / "bench" / ".work" / "compare")
     args = parser.parse_args()
+    # --work is emptied first: only a folder this script made (its mark inside) or an empty
+    # one, never a folder of other files (a benchmark's replicas were lost that way).
+    mark = args.work / ".compare_outputs"
+    if args.work.exists() and any(args.work.iterdir()) and not mark.exists():
+        sys.exit(f"{args.work}: holds files this script did not write; give another --work")
     shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    mark.touch()
     differs = False
     for inputs in (p for p in args.inputs if p.exists()):
         for label, command in COMMANDS.items():
