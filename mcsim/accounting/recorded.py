@@ -35,7 +35,14 @@ from mcsim.ingest.disk_cache import (
 )
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import LoadUnit
-from mcsim.ingest.pipeline import Done, LoadStats, Lookup, Memoed, ProgressFn, map_sessions
+from mcsim.ingest.pipeline import (
+    LoadStats,
+    Lookup,
+    ProgressFn,
+    SessionResult,
+    UnitResults,
+    map_sessions,
+)
 from mcsim.ingest.spool import Spool, Spooled
 from mcsim.model import (
     NO_TOKENS,
@@ -590,7 +597,7 @@ _ANALYSED = Kind(6, ANALYSED_VERSION)
 
 @dataclass(frozen=True)
 class KeptAnalysis:
-    """One session's entry: what the pipeline needs without loading it (`Done`: its start,
+    """One session's entry: what the pipeline needs without loading it (`SessionResult`: its start,
     files, its calls' digests and counts) and what `analyse_session` made of it."""
 
     start: float
@@ -668,10 +675,16 @@ class AnalysisCache:
                 return Lookup(None, [], entry.stamp)
             # (array refuses what is not a 64-bit integer: digests and counts are hashes)
             done = [
-                Done(k.start, k.files, array("Q", k.digests), array("q", k.counts), k.analysis)
+                SessionResult(
+                    start_s=k.start,
+                    files=k.files,
+                    digests=array("Q", k.digests),
+                    counts=array("q", k.counts),
+                    result=k.analysis,
+                )
                 for k in stored.records
             ]
-            return Lookup(Memoed(done, stored.skips), [], entry.stamp)
+            return Lookup(UnitResults(done, stored.skips), [], entry.stamp)
         except Damaged as why:
             unusable = [(entry.path, str(why))]
         except OverflowError:
@@ -680,14 +693,14 @@ class AnalysisCache:
             remove_file(entry.path)
         return Lookup(None, unusable, entry.stamp)
 
-    def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionAnalysis]) -> None:
+    def put(self, unit: LoadUnit, state: str, results: UnitResults[SessionAnalysis]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
         (nothing when a file could not be read: disk_cache.Entry.write)."""
         kept = [
             KeptAnalysis(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), d.result)
-            for d in memoed.sessions
+            for d in results.sessions
         ]
-        self._entry(unit).write(memoed.skips, self._codec, kept, state)
+        self._entry(unit).write(results.skips, self._codec, kept, state)
 
 
 def inspect_usage(

@@ -398,7 +398,8 @@ def entry_size(path: Path, unit: LoadUnit) -> int | None:
             changed = file.stat()
         except OSError:
             continue  # gone: the loader reports it
-        if max(changed.st_mtime_ns, changed.st_ctime_ns) > st.st_mtime_ns:
+        times = (changed.st_mtime_ns, changed.st_ctime_ns)  # (an object in a store: None)
+        if any(t is not None and t > st.st_mtime_ns for t in times):
             return None
     return st.st_size
 

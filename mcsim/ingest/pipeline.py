@@ -147,7 +147,7 @@ def without_calls(sessions: list[Session], keys: frozenset[int]) -> tuple[list[S
     return kept, dropped
 
 
-class Done(NamedTuple, Generic[T]):
+class SessionResult(NamedTuple, Generic[T]):
     """What one session of a unit came to: all a job needs to send, whether fn ran or not."""
 
     start_s: float
@@ -167,13 +167,13 @@ class SessionOutcome(NamedTuple, Generic[T]):
 
 
 @dataclass
-class Memoed(Generic[T]):
-    """Every session of a unit as `Done`, with the unit's skip report: what a memo keeps.
+class UnitResults(Generic[T]):
+    """Every session of a unit as `SessionResult`, with the unit's skip report: what a memo keeps.
     `keys`: each session's `UnitMemo.key`. `current`: kept for the unit's files as they are
     now; if not (a transcript grew), only the results of sessions whose key is unchanged are
     taken, and the unit is loaded again."""
 
-    sessions: list[Done[T]]
+    sessions: list[SessionResult[T]]
     skips: SkipReport
     keys: list[str] = field(default_factory=list)
     current: bool = True
@@ -185,7 +185,7 @@ class Lookup(NamedTuple, Generic[T]):
     caller notes them once the unit is loaded); and the state of the unit's files as looked
     up, before the load (what `put` keeps the results under)."""
 
-    memoed: Memoed[T] | None
+    results: UnitResults[T] | None
     unusable: list[tuple[Path, str]]
     state: str
 
@@ -208,7 +208,7 @@ class UnitMemo(Protocol[T]):
         reads; None when none are kept: the unit will be loaded and fn run."""
         ...
 
-    def put(self, unit: LoadUnit, state: str, memoed: Memoed[T]) -> None:
+    def put(self, unit: LoadUnit, state: str, results: UnitResults[T]) -> None:
         """Keep the unit's results for its files in STATE (from `get`): a file written to
         while the unit was replayed (a live session) then makes the next run miss."""
         ...
@@ -240,24 +240,26 @@ class _UnitOutput(Generic[T]):
 
 def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     memo = job.memo if not job.exclude else None  # a reload without some calls: not kept
-    memoed, unusable, state = memo.get(job.unit) if memo is not None else Lookup(None, [], "")
-    if memoed is not None and memoed.current:
+    kept_results, unusable, state = memo.get(job.unit) if memo is not None else Lookup(None, [], "")
+    if kept_results is not None and kept_results.current:
         inside, outside = [], []
-        for done_session in memoed.sessions:
+        for done_session in kept_results.sessions:
             if _outside(job, done_session.start_s):
                 outside.append(done_session.files)
             else:
                 inside.append(done_session)
-        out = _output(inside, outside, memoed.skips, job.in_worker)
+        out = _output(inside, outside, kept_results.skips, job.in_worker)
         out.served = True
         return out
     # Kept for other states of the unit's files (a transcript grew): the results of its
     # sessions that did not change are taken as they are, by their key (none without keys).
     earlier = {}
-    if memoed is not None:
-        earlier = dict(zip(memoed.keys, (d.result for d in memoed.sessions), strict=False))
+    if kept_results is not None:
+        earlier = dict(
+            zip(kept_results.keys, (d.result for d in kept_results.sessions), strict=False)
+        )
     loaded = job.source(job.unit, job.exclude)
-    done: list[Done[T]] = []
+    done: list[SessionResult[T]] = []
     keys: list[str] = []
     outside = []  # the files of each session outside the dates
     for session in loaded.sessions:
@@ -271,13 +273,16 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
         key = memo.key(session) if memo is not None else ""
         result = earlier.pop(key) if key in earlier else job.fn(session)
         counts = array("q", session.call_counts)
-        done.append(Done(start_s=start, files=session.files, digests=digests, counts=counts,
-                         result=result))  # fmt: skip
+        done.append(
+            SessionResult(
+                start_s=start, files=session.files, digests=digests, counts=counts, result=result
+            )
+        )
         keys.append(key)
     # Kept only whole (a result for every session), and never with a note of a rebuilt cache
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
     if memo is not None and not outside and not loaded.skips.notes["cache_entry_rebuilt"]:
-        memo.put(job.unit, state, Memoed(done, loaded.skips, keys))
+        memo.put(job.unit, state, UnitResults(done, loaded.skips, keys))
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
     out = _output(done, outside, loaded.skips, job.in_worker)
@@ -293,7 +298,7 @@ def _outside(job: _Job[Any, Any], start: float) -> bool:
 
 
 def _output(
-    done: list[Done[T]],
+    done: list[SessionResult[T]],
     outside: list[tuple[str, ...]],
     skips: SkipReport,
     in_worker: Callable[[T], T] | None,

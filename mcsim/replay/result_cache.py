@@ -44,7 +44,7 @@ from mcsim.ingest.disk_cache import (
 )
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
-from mcsim.ingest.pipeline import Done, Lookup, Memoed
+from mcsim.ingest.pipeline import Lookup, SessionResult, UnitResults
 from mcsim.replay.calibrate import CalSession
 from mcsim.replay.policies import can_clear
 from mcsim.replay.results import BREAK_COLUMNS, BreakRow, SessionReplay
@@ -69,8 +69,8 @@ Runs = tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 @dataclass(frozen=True)
 class Kept:
     """One session's entry: where it starts, its files, each call's digest and counts (the
-    pipeline's `Done`), its content key (session_cache.content_key), what its replay returned,
-    and its breaks (the result's `break_columns` as rows)."""
+    pipeline's `SessionResult`), its content key (session_cache.content_key), what its replay
+    returned, and its breaks (the result's `break_columns` as rows)."""
 
     start: float
     files: tuple[str, ...]
@@ -149,7 +149,7 @@ class ResultCache:
             stored = entry.read(_CODEC, ("Kept.files",), any_state=True)
             if stored is None:
                 return Lookup(None, [], entry.stamp)
-            return Lookup(_memoed(stored, self.runs), [], entry.stamp)
+            return Lookup(_unit_results(stored, self.runs), [], entry.stamp)
         except Damaged as why:
             unusable = [(entry.path, str(why))]
         except (ValueError, TypeError, KeyError, IndexError, OverflowError):
@@ -158,12 +158,12 @@ class ResultCache:
             remove_file(entry.path)
         return Lookup(None, unusable, entry.stamp)
 
-    def put(self, unit: LoadUnit, state: str, memoed: Memoed[SessionReplay]) -> None:
+    def put(self, unit: LoadUnit, state: str, results: UnitResults[SessionReplay]) -> None:
         """Write the unit's entry under STATE, the stamp its files had before they were loaded
         (nothing when a file could not be read, or a value does not survive JSON, as
         disk_cache.Entry.write), the per-call rows' packed columns after the records."""
         kept = []
-        for d, key in zip(memoed.sessions, memoed.keys, strict=True):
+        for d, key in zip(results.sessions, results.keys, strict=True):
             breaks = list(map(BreakRow._make, zip(*d.result.break_columns, strict=True)))
             kept.append(Kept(d.start_s, d.files, d.digests.tolist(), d.counts.tolist(), key,
                              d.result, breaks))  # fmt: skip
@@ -175,13 +175,13 @@ class ResultCache:
                            *k.result.call_rows.bools)
             for chunk in chunks
         )  # fmt: skip
-        self._entry(unit).write(memoed.skips, _CODEC, kept, state, rows)
+        self._entry(unit).write(results.skips, _CODEC, kept, state, rows)
 
 
 # --- reading: every value checked, so a verified file of an unexpected shape is damage --------
 
 
-def _memoed(stored: Stored[Kept], runs: Runs) -> Memoed[SessionReplay]:
+def _unit_results(stored: Stored[Kept], runs: Runs) -> UnitResults[SessionReplay]:
     """The sessions of an entry, each checked (`_check`), their rows from its packed part.
     Kept for other states of the files (the transcripts changed since: not `current`): their
     sessions that did not change are taken by their key, the rest replayed; not an error."""
@@ -191,11 +191,15 @@ def _memoed(stored: Stored[Kept], runs: Runs) -> Memoed[SessionReplay]:
         at = _check(k, runs, stored.extra, at)
         # (array refuses what is not a 64-bit integer: digests and counts are hashes, any value)
         result = replace(k.result, break_columns=_break_columns(k))
-        done.append(Done(_time(k.start), k.files, array("Q", k.digests), array("q", k.counts),
-                         result))  # fmt: skip
+        done.append(
+            SessionResult(
+                start_s=_time(k.start), files=k.files, digests=array("Q", k.digests),
+                counts=array("q", k.counts), result=result,
+            )
+        )  # fmt: skip
     if at != len(stored.extra):
         raise ValueError("rows that do not add up")
-    return Memoed(done, stored.skips, [k.key for k in stored.records], stored.current)
+    return UnitResults(done, stored.skips, [k.key for k in stored.records], stored.current)
 
 
 def _time(value: float) -> float:
