@@ -164,6 +164,37 @@ def test_damaged_entries_are_rebuilt_and_the_figures_stay(
         assert entry.read_bytes() == original
 
 
+@pytest.mark.parametrize("kind", ["calls", "analysed"])
+def test_a_damaged_entry_of_a_unit_reloaded_without_its_repeated_calls_is_counted(
+    tmp_path: Path, kind: str
+) -> None:
+    # A session copied into a second project folder: that unit is loaded again without the
+    # calls the first holds (pipeline._collect), and that second pass reads no cache. The
+    # entry the first pass found damaged (and rebuilt) must still be counted as rebuilt.
+    samples = tmp_path / "corpus"
+    shutil.copytree(CORPUS, samples)
+    copy = samples / "-copy"
+    copy.mkdir()
+    shutil.copy(
+        samples / "-Users-chip-dev-ai-music" / "d3ad4cdc-5657-435d-98fa-0035d53e383d.jsonl", copy
+    )
+    cache = tmp_path / "cache"
+    expected = _inspect(str(samples), "--no-cache")
+    assert expected["input"]["duplicate_calls_across_projects"] > 0
+    assert _inspect(str(samples), "--cache-dir", str(cache)) == expected
+    _read_first(cache, kind)
+    entries = sorted(cache.glob(f"*.{kind}"))
+    assert len(entries) == len(_units(samples))
+    for entry in entries:
+        damaged = bytearray(entry.read_bytes())
+        damaged[len(damaged) // 2] ^= 1
+        entry.write_bytes(damaged)
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected
+    assert sorted(file for file, _ in rebuilt) == [str(e) for e in entries]
+    assert {why for _, why in rebuilt} == {BAD_SIGNATURE}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["calls", "analysed"])
 def test_an_entry_of_another_unit_or_kind_is_rebuilt(
