@@ -427,11 +427,11 @@ def _collect(
             repeated = seen.find(digests)
             if repeated:
                 _note_conflicts(job, repeated, stats)
-                first = output.skips
+                first_pass = output.skips
                 output = _run_job(replace(job, exclude=frozenset(repeated)))
                 # The reload reads no cache: the entries the first pass found unusable (and
                 # rebuilt) are noted from its report, or they would go uncounted.
-                for e in first.examples:
+                for e in first_pass.examples:
                     if e.reason == "cache_entry_rebuilt":
                         output.skips.note(e.file, e.line, e.reason, e.detail)
                 stats.duplicate_calls += output.excluded_calls
