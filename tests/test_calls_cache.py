@@ -402,26 +402,28 @@ def test_a_warm_inspect_writes_the_tables_a_cold_one_writes(tmp_path: Path, by: 
     assert len(list(cache.glob("*.analysed"))) == len(_units(CORPUS, SAMPLES))
 
 
-def test_a_warm_inspect_reads_its_entries_in_one_process(tmp_path: Path) -> None:
-    # The engine is told what the units will read: their transcripts on a first run, the
-    # analysed sessions kept for them on the next, which the local engine reads in this
-    # process below its threshold (starting workers costs more than those few bytes).
+def _inspect_telling(folder: Path, cache: Path, told: list[int]) -> Any:
+    """`inspect_usage` of FOLDER with CACHE on two local workers, appending to TOLD what the
+    engine is told the units will read."""
     from mcsim.accounting.prices import default_table
     from mcsim.accounting.recorded import inspect_usage
     from mcsim.ingest.engines import LocalEngine
-
-    told: list[int] = []
 
     class Told(LocalEngine):
         def map_units(self, jobs: Any, run: Any, total_bytes: int) -> Any:
             told.append(total_bytes)
             return super().map_units(jobs, run, total_bytes)
 
+    return inspect_usage([str(folder)], default_table(), cache_dir=cache, engine=Told(2))
+
+
+def test_a_warm_inspect_reads_its_entries_in_one_process(tmp_path: Path) -> None:
+    # The engine is told what the units will read: their transcripts on a first run, the
+    # analysed sessions kept for them on the next, which the local engine reads in this
+    # process below its threshold (starting workers costs more than those few bytes).
+    told: list[int] = []
     cache = tmp_path / "cache"
-    reports = [
-        inspect_usage([str(CORPUS)], default_table(), cache_dir=cache, engine=Told(2))
-        for _ in range(2)
-    ]
+    reports = [_inspect_telling(CORPUS, cache, told) for _ in range(2)]
     entries = sorted(cache.glob("*.analysed"))
     assert len(entries) == len(_units(CORPUS))
     assert told == [reports[0].stats.bytes, sum(e.stat().st_size for e in entries)]
@@ -434,26 +436,16 @@ def test_entries_older_than_their_transcripts_count_as_the_transcripts(tmp_path:
     # the entries no longer serve, the run reloads every unit, and the engine must be told
     # the transcripts' size (else a run that reads them all would take itself for a small one
     # and run in one process).
-    from mcsim.accounting.prices import default_table
-    from mcsim.accounting.recorded import inspect_usage
-    from mcsim.ingest.engines import LocalEngine
-
     told: list[int] = []
-
-    class Told(LocalEngine):
-        def map_units(self, jobs: Any, run: Any, total_bytes: int) -> Any:
-            told.append(total_bytes)
-            return super().map_units(jobs, run, total_bytes)
-
     corpus = tmp_path / "projects"
     shutil.copytree(CORPUS, corpus)
     cache = tmp_path / "cache"
-    first = inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
-    inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
+    first = _inspect_telling(corpus, cache, told)
+    _inspect_telling(corpus, cache, told)
     later = max(e.stat().st_mtime for e in cache.glob("*.analysed")) + 10
     for transcript in corpus.rglob("*.jsonl"):
         os.utime(transcript, (later, later))
-    again = inspect_usage([str(corpus)], default_table(), cache_dir=cache, engine=Told(2))
+    again = _inspect_telling(corpus, cache, told)
     assert told[0] == first.stats.bytes
     assert told[1] < told[0] / 5  # served from the entries
     assert told[2] == told[0]  # every unit loaded again
