@@ -100,6 +100,22 @@ def signed_copy(source: Path, target: Path) -> None:
     target.write_bytes(data[:8] + signature(target.name, data[start:]) + data[start:])
 
 
+def keep_loaded_calls(cache: Path, *paths: Path) -> list[Path]:
+    """Write the loaded calls of each unit under PATHS to CACHE (`.calls` entries), as a run
+    that keeps no analysed sessions of a unit does (its --since or --until left a session
+    out): a first `inspect` keeps only the analysed sessions. The entries, sorted."""
+    from mcsim.ingest.calls_cache import CachedCallsSource
+    from mcsim.ingest.discovery import discover
+    from mcsim.ingest.loaders import plan_units
+
+    source = CachedCallsSource(cache)
+    for unit in plan_units(discover([str(p) for p in paths], None).files):
+        loaded = source(unit, frozenset())
+        assert loaded.keep is not None
+        loaded.keep()
+    return sorted(cache.glob("*.calls"))
+
+
 def heading_ids(page: Path) -> set[str]:
     """The ids mkdocs gives a docs page's headings (the toc extension, as mkdocs.yml sets it):
     what may follow `#` in a link to the page."""

@@ -17,13 +17,13 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS
+from conftest import CORPUS, keep_loaded_calls
 
 from mcsim.accounting.prices import default_table
-from mcsim.accounting.recorded import ANALYSED_VERSION, analysis_key
+from mcsim.accounting.recorded import _ANALYSED, ANALYSED_VERSION, analysis_key
 from mcsim.cli import cli
 from mcsim.ingest import cache_key
-from mcsim.ingest.calls_cache import _CALLS, CALLS_FORMAT
+from mcsim.ingest.calls_cache import CALLS_FORMAT
 from mcsim.ingest.discovery import discover
 from mcsim.ingest.disk_cache import (
     BAD_SIGNATURE,
@@ -114,6 +114,7 @@ def test_a_forged_entry_is_refused_counted_and_rebuilt(tmp_path: Path, kind: str
     truth = inspect(str(real), "--no-cache")
     lie = inspect(str(fake), "--cache-dir", str(tmp_path / "fake-cache"))
     assert lie["totals"]["cache_read_tokens"] != truth["totals"]["cache_read_tokens"]
+    keep_loaded_calls(tmp_path / "fake-cache", fake)  # (a first run keeps the analysis alone)
     (fake_entry,) = (tmp_path / "fake-cache").glob(f"*.{kind}")
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -139,7 +140,7 @@ def test_an_entry_signed_with_another_key_is_rebuilt(
     cache = tmp_path / "cache"
     first = inspect(str(project), "--cache-dir", str(cache))
     (analysed,) = cache.glob("*.analysed")
-    (entry,) = cache.glob("*.calls")
+    (entry,) = keep_loaded_calls(cache, project)
     monkeypatch.setenv("MCSIM_CACHE_KEY", "another-machine-" + "k" * 40)
     doc = inspect(str(project), "--cache-dir", str(cache))
     assert doc["totals"] == first["totals"]
@@ -171,8 +172,8 @@ def test_the_key_file_is_made_once_and_is_the_users_alone(config: Path, tmp_path
     assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
     assert sorted(p.name for p in config.parent.iterdir()) == ["cache.key"]
     assert cache_key.load() == text.strip().encode()
-    (entry,) = cache.glob("*.calls")
-    assert read_payload(entry, _CALLS) is not None  # signed with the file's key
+    (entry,) = cache.glob("*.analysed")
+    assert read_payload(entry, _ANALYSED) is not None  # signed with the file's key
     second = inspect(str(project), "--cache-dir", str(cache))
     assert second == first and config.read_text() == text  # read, not made again
 

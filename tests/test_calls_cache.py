@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, REPO, SAMPLES, signed_copy
+from conftest import CORPUS, REPO, SAMPLES, keep_loaded_calls, signed_copy
 from lines import SESSION, assistant, usage, user, write
 
 from mcsim.cli import cli
@@ -49,7 +49,10 @@ def test_records_read_back_equal_the_loaders(tmp_path: Path) -> None:
     calls = compactions = 0
     for unit in units:
         loaded = RawSource(Detail.CALLS)(unit, frozenset())
-        _same(source(unit, frozenset()), loaded)  # written
+        first = source(unit, frozenset())
+        _same(first, loaded)
+        assert first.keep is not None
+        first.keep()  # written
         again = source(unit, frozenset())  # read back
         _same(again, loaded)
         for call in (c for s in again.sessions for c in s.calls):
@@ -86,22 +89,33 @@ def test_a_warm_inspect_prints_what_a_cold_one_prints(tmp_path: Path) -> None:
     paths = [str(CORPUS), str(SAMPLES), str(CODEX)]
     without = _inspect(*paths, "--no-cache")
     cold = _inspect(*paths, "--cache-dir", str(cache))
-    entries = sorted(cache.glob("*.calls"))
+    entries = sorted(cache.glob("*.analysed"))
     assert len(entries) == len(_units(CORPUS, SAMPLES, CODEX))
+    assert not list(cache.glob("*.calls"))  # the analysed sessions stand for them
     stamps = [e.stat().st_mtime_ns for e in entries]
     warm = _inspect(*paths, "--cache-dir", str(cache))
     assert without == cold == warm
     assert without["totals"]["calls"] == 355 + 69 + 2
-    assert sorted(cache.glob("*.calls")) == entries  # read, not written again
+    assert sorted(cache.glob("*.analysed")) == entries  # read, not written again
     assert all(e.stat().st_mtime_ns >= s for e, s in zip(entries, stamps, strict=True))
+    # where no analysed sessions are kept, the loaded calls are read back in their place
+    calls = keep_loaded_calls(cache, CORPUS, SAMPLES, CODEX)
+    assert len(calls) == len(entries)
+    for entry in entries:
+        entry.unlink()
+    stamps = [e.stat().st_mtime_ns for e in calls]
+    assert _inspect(*paths, "--cache-dir", str(cache)) == without
+    assert sorted(cache.glob("*.calls")) == calls  # read, not written again
+    assert all(e.stat().st_mtime_ns >= s for e, s in zip(calls, stamps, strict=True))
 
 
 def test_cache_info_and_clear_count_inspects_entries(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _inspect(str(SAMPLES), "--cache-dir", str(cache))
+    keep_loaded_calls(cache, SAMPLES)
     (cache / "notes.txt").write_text("mine")
     info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(cache)])
-    assert "entries: 4\n" in info.stdout  # per project folder: its calls, its analysis
+    assert "entries: 4\n" in info.stdout  # per project folder: its analysis, its calls
     assert "  analysed sessions (inspect): 2, " in info.stdout
     assert "  loaded calls (inspect): 2, " in info.stdout
     cleared = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(cache)])
@@ -117,6 +131,7 @@ def filled(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     cache = tmp_path / "cache"
     expected = _inspect(str(samples), "--no-cache")
     assert _inspect(str(samples), "--cache-dir", str(cache)) == expected
+    keep_loaded_calls(cache, samples)
     return samples, cache, expected
 
 
@@ -182,6 +197,7 @@ def test_a_damaged_entry_of_a_unit_reloaded_without_its_repeated_calls_is_counte
     expected = _inspect(str(samples), "--no-cache")
     assert expected["input"]["duplicate_calls_across_projects"] > 0
     assert _inspect(str(samples), "--cache-dir", str(cache)) == expected
+    keep_loaded_calls(cache, samples)
     _read_first(cache, kind)
     entries = sorted(cache.glob(f"*.{kind}"))
     assert len(entries) == len(_units(samples))
@@ -234,8 +250,8 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = _inspect(str(path), "--cache-dir", str(cache))
     assert first["totals"]["calls"] == 1
-    (entry,) = cache.glob("*.calls")
     (analysed,) = cache.glob("*.analysed")
+    (entry,) = keep_loaded_calls(cache, path)
     with path.open("a") as fh:  # Claude Code appends as the session goes on
         fh.write(json.dumps(user("u2", "a1", 60)) + "\n")
         fh.write(
@@ -246,8 +262,36 @@ def test_a_grown_transcript_replaces_its_units_entry(tmp_path: Path) -> None:
     grown = _inspect(str(path), "--cache-dir", str(cache))
     assert grown == _inspect(str(path), "--no-cache")
     assert grown["totals"]["calls"] == 2
-    assert list(cache.glob("*.calls")) == [entry]  # replaced, not added
-    assert list(cache.glob("*.analysed")) == [analysed]
+    assert list(cache.glob("*.analysed")) == [analysed]  # replaced, not added
+    assert keep_loaded_calls(cache, path) == [entry]  # replaced, not added
+    assert _inspect(str(path), "--cache-dir", str(cache)) == grown
+
+
+def test_a_unit_whose_analysis_is_not_kept_keeps_its_loaded_calls(tmp_path: Path) -> None:
+    # A unit's analysed sessions are kept only whole: where --since leaves one of its
+    # sessions out, its loaded calls are kept instead, and the next such run reads them.
+    other = "22222222-3333-4444-5555-666666666666"
+    project = tmp_path / "projects" / "-p"
+    write(project / f"{SESSION}.jsonl", [assistant("a1", None, 5, "msg_1", u=usage(out=50))])
+    late = 3 * 86_400  # 2026-01-04
+    write(
+        project / f"{other}.jsonl",
+        [assistant("b1", None, late, "msg_2", "req_2", u=usage(out=70), session=other)],
+    )
+    cache = tmp_path / "cache"
+    dated = [str(project.parent), "--since", "2026-01-02"]
+    first = _inspect(*dated, "--cache-dir", str(cache))
+    assert first == _inspect(*dated, "--no-cache")
+    assert first["totals"]["output_tokens"] == 70
+    assert not list(cache.glob("*.analysed"))
+    (entry,) = cache.glob("*.calls")
+    inode = entry.stat().st_ino
+    again = _inspect(*dated, "--cache-dir", str(cache))
+    assert again == first
+    assert list(cache.glob("*.calls")) == [entry] and entry.stat().st_ino == inode  # read
+    # a run without dates keeps the whole unit's analysis, and reads the calls to make it
+    assert _inspect(str(project.parent), "--cache-dir", str(cache))["totals"]["calls"] == 2
+    assert len(list(cache.glob("*.analysed"))) == 1
 
 
 def test_a_transcript_rewritten_with_its_size_and_time_put_back_is_read_again(
@@ -380,7 +424,7 @@ def test_analysed_sessions_are_kept_per_price_table(tmp_path: Path) -> None:
     assert shipped == _inspect(str(SAMPLES), "--no-cache")
     units = len(_units(SAMPLES))
     assert len(list(cache.glob("*.analysed"))) == 3 * units  # one per unit and table
-    assert len(list(cache.glob("*.calls"))) == units  # the calls do not depend on prices
+    assert not list(cache.glob("*.calls"))  # each table's first run loads the transcripts
     # served again, each from its own entry
     assert _inspect(str(SAMPLES), "--prices", str(prices), "--cache-dir", str(cache)) == dearer
     assert _inspect(str(SAMPLES), "--cache-dir", str(cache)) == shipped

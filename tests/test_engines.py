@@ -424,12 +424,12 @@ def test_ray_tasks_sign_with_the_drivers_key(
     cache = ["--cache-dir", str(tmp_path / "cache")]
     distributed = run(["inspect", str(CORPUS), *cache, "--engine", "ray"], tmp_path / "ray")
     assert "cache_entry_rebuilt" not in distributed["skipped"]["notes_by_reason"]
-    entries = sorted((tmp_path / "cache").glob("*.calls"))
+    entries = sorted((tmp_path / "cache").glob("*.analysed"))
     assert len(entries) == 7  # one per project folder, written by the tasks
     local = run(["inspect", str(CORPUS), *cache], tmp_path / "local")
     assert "cache_entry_rebuilt" not in local["skipped"]["notes_by_reason"]
     assert local == distributed
     monkeypatch.setenv("MCSIM_CACHE_KEY", "yet-another-key-" + "e" * 40)  # as the workers' own
     other = run(["inspect", str(CORPUS), *cache], tmp_path / "other")
-    # each project's analysed sessions, then its loaded calls read in their place
-    assert other["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 2 * 7
+    # each project's analysed sessions (no loaded calls are kept beside them)
+    assert other["skipped"]["notes_by_reason"]["cache_entry_rebuilt"] == 7

@@ -729,10 +729,11 @@ def inspect_usage(
     way: its memory then stays flat as the corpus grows).
     `by_time`: (day, week or month, a time zone) to sum the calls by as they arrive, whether
     or not they are kept: `group_usage` by it then needs no calls.
-    `cache_dir`: a folder or object-store prefix where each unit's loaded calls are kept, so
-    a later run over unchanged transcripts skips parsing them (mcsim.ingest.calls_cache), and
-    its analysed sessions, so a later run with the same price table skips pricing them too
-    (`AnalysisCache`); None: no cache.
+    `cache_dir`: a folder or object-store prefix where each unit's analysed sessions are
+    kept, so a later run with the same price table over unchanged transcripts neither parses
+    nor prices them (`AnalysisCache`), or, where those are not kept (a session left out by
+    the dates), its loaded calls, so such a run skips parsing them (mcsim.ingest.calls_cache);
+    None: no cache.
     """
     cap = max_cache_bytes() if cache_dir is not None else 0  # a bad value fails before work
     report = InspectReport(price_table=prices.version, keep_calls=keep_calls, by_time=by_time)

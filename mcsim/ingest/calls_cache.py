@@ -1,9 +1,15 @@
-"""Loaded calls cached on disk, so a second `inspect` of the same transcripts skips parsing.
+"""Loaded calls cached on disk, so that a later `inspect` of the same transcripts whose
+analysed sessions were not kept skips parsing them.
 
 `inspect` needs each unit's sessions at `Detail.CALLS` (calls, usage, times, compactions; no
 conversation content), and parsing the JSON lines is most of its time: read back from their
 entries, the 523 MB corpus replica's units cost 0.55 to 0.87 s of CPU instead of 2.7 to 3.4 s
-(one process, two rounds on a loaded machine; stamping, checksums and checks included).
+(one process, two rounds on a loaded machine; stamping, checksums and checks included). A
+unit's calls are kept only where its analysed sessions are not (mcsim.accounting.recorded:
+`AnalysisCache` keeps a unit only whole, so not when --since or --until left a session of it
+out): a run with the same price table reads those instead, and one with another table loads
+the transcripts again, which a first run, writing one entry per unit instead of two, saves
+(docs/performance.md#targets).
 Entries work as the replay's do (mcsim.replay.session_cache): one file per unit, named by
 the paths of its files, stamped with every file's size and modification time, so a
 transcript that grows replaces its unit's entry; data only, checked column by column, a
@@ -15,7 +21,9 @@ loader's, field for field (tested).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from mcsim.ingest.codec import Codec
@@ -41,9 +49,12 @@ _RENAMED = ("Session.files", "SourceRef.file")
 
 @dataclass(frozen=True)
 class CachedCallsSource:
-    """A pipeline source of sessions at `Detail.CALLS`, read from or written to the disk
-    cache (`cache_dir`; None: no cache). A unit reloaded without calls seen elsewhere (the
-    rare cross-unit duplicate) is loaded afresh and not cached."""
+    """A pipeline source of sessions at `Detail.CALLS`, read from the disk cache
+    (`cache_dir`; None: no cache), or loaded and handed back with what writes them there
+    (`Loaded.keep`, which the pipeline calls only when no analysed sessions are kept for the
+    unit: a later run with the same price table reads those instead, and a first `inspect`
+    then creates one file per unit, not two). A unit reloaded without calls seen elsewhere
+    (the rare cross-unit duplicate) is loaded afresh and not cached."""
 
     cache_dir: Path | None
 
@@ -61,7 +72,9 @@ class CachedCallsSource:
             if cached is not None:
                 return Loaded(cached.records, cached.skips)
         loaded = load(unit, exclude)
-        entry.write(loaded.skips, _CODEC, loaded.sessions)
-        if why is not None:
+        skips = loaded.skips
+        if why is not None:  # kept without the note: the next run must not repeat it
+            skips = copy.deepcopy(skips)
             note_rebuilt(loaded.skips, entry.path, why)
+        loaded.keep = partial(entry.write, skips, _CODEC, loaded.sessions)
         return loaded

@@ -94,9 +94,15 @@ S = TypeVar("S", bound=HasCalls)
 
 @dataclass
 class Loaded(Generic[S]):
+    """A unit's sessions from a `SessionSource`, with its skip report. `keep` writes them
+    where the source keeps what it loads (its cache; None: nowhere): the pipeline calls it
+    only when no memo keeps the unit's results, which a later run reads instead, so a unit
+    costs one cache entry, not two (docs/performance.md#targets)."""
+
     sessions: list[S]
     skips: SkipReport
     excluded_calls: int = 0
+    keep: Callable[[], None] | None = None
 
 
 class SessionSource(Protocol[S]):
@@ -283,6 +289,8 @@ def _run_job(job: _Job[S, T]) -> _UnitOutput[T]:
     # entry: the next run would repeat it. `put` writes at once: the notes below are not kept.
     if memo is not None and not outside and not loaded.skips.notes["cache_entry_rebuilt"]:
         memo.put(job.unit, state, UnitResults(done, loaded.skips, keys))
+    elif loaded.keep is not None:
+        loaded.keep()
     for path, why in unusable:
         loaded.skips.note(from_fs(str(path)), 0, "cache_entry_rebuilt", why)
     out = _output(done, outside, loaded.skips, job.in_worker)
