@@ -22,7 +22,7 @@ from mcsim.cli import cli
 from mcsim.ingest import calls_cache
 from mcsim.ingest.calls_cache import CachedCallsSource
 from mcsim.ingest.discovery import discover
-from mcsim.ingest.disk_cache import BAD_SIGNATURE
+from mcsim.ingest.disk_cache import BAD_SIGNATURE, Entry
 from mcsim.ingest.loaders import Detail, LoadUnit, plan_units
 from mcsim.ingest.pipeline import Loaded, RawSource
 from mcsim.model import Call, Compaction, Item, Session, SourceRef, Thread, Usage
@@ -494,3 +494,39 @@ def test_entries_older_than_their_transcripts_count_as_the_transcripts(tmp_path:
     assert told[1] < told[0] / 5  # served from the entries
     assert told[2] == told[0]  # every unit loaded again
     assert again.sessions == first.sessions
+
+
+def test_a_damaged_entry_read_only_to_name_conflicting_copies_is_counted_and_rebuilt(
+    tmp_path: Path,
+) -> None:
+    # A session copied into a second project folder with other counts for one call: that
+    # unit's analysis is served, but pipeline._note_conflicts reads the unit once more, through
+    # the cache, for the calls' ids. A damaged `.calls` entry met there is a damaged entry
+    # like any other: counted once in the run that meets it, and rebuilt, so the next run
+    # neither meets it nor counts it again.
+    samples = tmp_path / "corpus"
+    shutil.copytree(CORPUS, samples)
+    copy = samples / "-copy"
+    copy.mkdir()
+    name = "d3ad4cdc-5657-435d-98fa-0035d53e383d.jsonl"
+    text = (samples / "-Users-chip-dev-ai-music" / name).read_text().splitlines(keepends=True)
+    i = next(n for n, line in enumerate(text) if '"input_tokens":1' in line)
+    text[i] = text[i].replace('"input_tokens":1', '"input_tokens":2', 1)  # same size
+    (copy / name).write_text("".join(text))
+    cache = tmp_path / "cache"
+    expected = _inspect(str(samples), "--no-cache")
+    assert expected["skipped"]["notes_by_reason"]["conflicting_usage"] >= 1
+    assert _inspect(str(samples), "--cache-dir", str(cache)) == expected
+    keep_loaded_calls(cache, samples)  # as a dated run leaves them
+    (unit,) = _units(copy)
+    entry = Entry.of(cache, unit, calls_cache.CALLS_FORMAT, calls_cache._CALLS, "calls")
+    original = entry.path.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 1
+    entry.path.write_bytes(damaged)
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected
+    assert rebuilt == [(str(entry.path), BAD_SIGNATURE)]
+    assert entry.path.read_bytes() == original
+    doc, rebuilt = _without_rebuilt(_inspect(str(samples), "--cache-dir", str(cache)))
+    assert doc == expected and rebuilt == []

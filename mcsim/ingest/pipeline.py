@@ -434,8 +434,8 @@ def _collect(
             digests = _joined(o.digests for o in output.results)
             repeated = seen.find(digests)
             if repeated:
-                _note_conflicts(job, repeated, stats)
                 first_pass = output.skips
+                _note_conflicts(job, repeated, stats, first_pass)
                 output = _run_job(replace(job, exclude=frozenset(repeated)))
                 # The reload reads no cache: the entries the first pass found unusable (and
                 # rebuilt) are noted from its report, or they would go uncounted.
@@ -476,13 +476,24 @@ def _joined(parts: Iterable[array[int]], typecode: str = "Q") -> array[int]:
     return out
 
 
-def _note_conflicts(job: _Job[Any, Any], repeated: dict[int, int], stats: LoadStats) -> None:
+def _note_conflicts(
+    job: _Job[Any, Any], repeated: dict[int, int], stats: LoadStats, first_pass: SkipReport
+) -> None:
     """Note each call of the job's unit that an earlier unit also holds with other counts
     (the earlier one stands): a copy must bill what its original billed. `repeated`: the
     earlier counts of the unit's calls an earlier unit holds. The unit is read once more
     here for the calls' ids (the workers send only digests): copies across project folders
-    are rare."""
-    for session in job.source(job.unit, frozenset()).sessions:
+    are rare. That read goes through the source's cache: an entry it finds unusable is kept
+    again and counted, unless the unit's first pass (`first_pass`, its report) counted it."""
+    loaded = job.source(job.unit, frozenset())
+    if loaded.skips.notes["cache_entry_rebuilt"]:
+        if loaded.keep is not None:
+            loaded.keep()
+        noted = {e.file for e in first_pass.examples if e.reason == "cache_entry_rebuilt"}
+        for e in loaded.skips.examples:
+            if e.reason == "cache_entry_rebuilt" and e.file not in noted:
+                stats.skips.note(e.file, e.line, e.reason, e.detail)
+    for session in loaded.sessions:
         for key, count in zip(session.call_keys, session.call_counts, strict=True):
             earlier = repeated.get(call_digest(key))
             if earlier is not None and earlier != count:
