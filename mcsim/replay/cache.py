@@ -34,7 +34,9 @@ Everything else (what was cleared, prices) is the caller's; this is the cache al
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from mcsim.accounting.recorded import TTL_SECONDS
@@ -250,6 +252,7 @@ class PromptCache:
 
 
 _NOWHERE = float("inf")
+_END = itemgetter(1)  # where an entry ends, in blocks
 
 
 def _changed_at(
@@ -290,5 +293,9 @@ def _entries_after(
         found[2] = refreshed_until
     if last:
         entries.append([last, last_block, refreshed_until if last_read else last_until])
-    floor = block - lookback
-    return [e for e in entries if e[0] <= changed_at and e[1] >= floor]
+    # They are in the order they end (blocks only grow): those out of reach lead.
+    reachable = bisect.bisect_left(entries, block - lookback, key=_END)
+    if changed_at == _NOWHERE:
+        del entries[:reachable]
+        return entries
+    return [e for e in entries[reachable:] if e[0] <= changed_at]
