@@ -150,17 +150,31 @@ class CallColumns:
                  "thinking_in_prompt", "timestamp_s", "ttl")  # fmt: skip
 
     def __init__(self, calls: Sequence[CalCall]) -> None:
-        self.request_s = [c.request_s for c in calls]
-        self.response_end_s = [c.response_end_s for c in calls]
-        self.timestamp_s = [c.timestamp_s for c in calls]
-        self.model = [c.model for c in calls]
-        self.ttl = [c.ttl for c in calls]
-        self.compaction = [c.compaction for c in calls]
-        self.prompt_tokens = [c.prompt_tokens for c in calls]
-        self.output_tokens = [c.output_tokens for c in calls]
+        # Every field of the calls as a column at once (a CalCall is a tuple): a list made
+        # per field by a loop over the calls cost twice as much.
+        field = dict(zip(CalCall._fields, zip(*calls, strict=True), strict=True) if calls else
+                     dict.fromkeys(CalCall._fields, ()))  # fmt: skip
+        timestamps, sent, done = field["timestamp_s"], field["sent_s"], field["done_s"]
+        # When each request was sent and when its response was complete (CalCall.request_s,
+        # CalCall.response_end_s)
+        self.request_s = [t if s is None else s for t, s in zip(timestamps, sent, strict=True)]
+        self.response_end_s = [t if d is None else d for t, d in zip(timestamps, done, strict=True)]
+        self.timestamp_s = list(timestamps)
+        self.model = list(field["model"])
+        self.ttl = list(field["ttl"])
+        self.compaction = list(field["compaction"])
+        self.prompt_tokens = [  # CalCall.prompt_tokens
+            fresh + w5 + w1 + read
+            for fresh, w5, w1, read in zip(
+                field["input_tokens"], field["cache_write_5m_tokens"],
+                field["cache_write_1h_tokens"], field["cache_read_tokens"], strict=True,
+            )
+        ]  # fmt: skip
+        self.output_tokens = list(field["output_tokens"])
         # The recorded read a PARTIAL read fell back to (0 for any other read class).
         self.partial_read = [
-            max(c.read_anchor, 0) if c.read_class is ReadClass.PARTIAL else 0 for c in calls
+            max(anchor, 0) if read_class is _PARTIAL else 0
+            for anchor, read_class in zip(field["read_anchor"], field["read_class"], strict=True)
         ]
         # Before each call, the idle time since the previous response was complete (what
         # time-based pruning measures; None for the first call), and whether earlier turns'
@@ -169,24 +183,25 @@ class CallColumns:
         self.idle_s: list[float | None] = [None, *idle] if calls else []
         self.thinking_in_prompt = list(map(thinking_in_prompt, self.model))
         # The recording's own pruning before each call (the break detector is told of it).
-        self.microcompacted = [c.pruned == CompactionKind.MICROCOMPACT.value for c in calls]
-        self.cache_deleted = [c.pruned == CompactionKind.CACHE_DELETION.value for c in calls]
+        self.microcompacted = [p == _MICROCOMPACT for p in field["pruned"]]
+        self.cache_deleted = [p == _CACHE_DELETION for p in field["pruned"]]
         # The content blocks of the thread's prompts up to each call's end: how far back an
         # earlier request's cache entry lies (the cache's lookback counts blocks).
-        self.blocks = list(accumulate(map(content_blocks, calls)))
+        self.blocks = list(accumulate(map(content_blocks, field["segments"])))
 
 
-def content_blocks(call: CalCall) -> int:
-    """The content blocks a call adds to the prompt: one per item (the previous response's
-    text, thinking and tool calls, the tool results, the user's text), and the tool call of
-    a result whose call the recording does not hold (every result follows its call)."""
-    results = uses = 0
-    for seg in call.segments:
-        if seg.kind is _RESULT:
-            results += 1
-        elif seg.kind is _USE:
-            uses += 1
-    return len(call.segments) + max(results - uses, 0)
+_PARTIAL = ReadClass.PARTIAL
+_MICROCOMPACT = CompactionKind.MICROCOMPACT.value
+_CACHE_DELETION = CompactionKind.CACHE_DELETION.value
+
+
+def content_blocks(segments: Sequence[Segment]) -> int:
+    """The content blocks a call's items add to the prompt: one per item (the previous
+    response's text, thinking and tool calls, the tool results, the user's text), and the
+    tool call of a result whose call the recording does not hold (every result follows its
+    call)."""
+    kinds = [seg.kind for seg in segments]
+    return len(kinds) + max(kinds.count(_RESULT) - kinds.count(_USE), 0)
 
 
 _RESULT, _USE = ItemKind.TOOL_RESULT, ItemKind.TOOL_USE
