@@ -21,6 +21,7 @@ same `mcsim.model` records.
 from __future__ import annotations
 
 import argparse
+import io
 import pickle
 import sys
 import time
@@ -105,10 +106,19 @@ def digest(file: Path, policy: Path) -> None:
     calibrated, replayed = hashlib.sha256(), hashlib.sha256()
     for session in sessions:
         cal = calibrate_session(session, estimator)
-        calibrated.update(pickle.dumps(cal, protocol=pickle.HIGHEST_PROTOCOL))
-        result = replay_session(cal, scenarios, prices, True)
-        replayed.update(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        calibrated.update(_pickled(cal))
+        replayed.update(_pickled(replay_session(cal, scenarios, prices, True)))
     print(f"calibrated {calibrated.hexdigest()}\nreplayed {replayed.hexdigest()}")
+
+
+def _pickled(value: Any) -> bytes:
+    """`value` pickled without the memo, so that two equal values give the same bytes
+    whether or not they share objects (an interned string, a cached tuple)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True  # no memo: nothing here refers to itself
+    pickler.dump(value)
+    return out.getvalue()
 
 
 def main(argv: list[str]) -> None:
