@@ -224,9 +224,11 @@ class PromptCache:
                     now + lifetime, blocks_at, lookback,
                     # the previous entry was read (refreshed), and where the prompt differs
                     # from the earlier entries now (none match past it)
-                    alive and found is None and read > head, _changed_at(
-                        rewrite, gone, kind, intact_to, anchor, call.compaction,
-                    ), found,
+                    alive and found is None and read > head,
+                    _changed_at(rewrite, gone, kind, intact_to, anchor, call.compaction)
+                    if rewrite or gone or call.compaction or kind is _PARTIAL
+                    or kind is _EXTERNAL_MISS else _NOWHERE,  # (it changed nowhere)
+                    found,
                 )  # fmt: skip
                 at = blocks_at
             valid, intact = prompt, True

@@ -205,7 +205,7 @@ class Context:
         (items of earlier calls). A rewrite drops the cache edits sent so far (see
         `_drop_cache_edits`)."""
         net, earlier = self._clear(clearing, i, layer)
-        if clearing.mode is Mode.REWRITE:
+        if clearing.mode is Mode.REWRITE and self.edited:
             net -= self._drop_cache_edits()
         self.saved += net
         return net, earlier
@@ -225,7 +225,8 @@ class Context:
         cost = placeholder_tokens(clearing.placeholder)
         rewrite = clearing.mode is Mode.REWRITE
         net = earlier = 0
-        for seg in (*clearing.segments, *clearing.inputs):
+        segments = clearing.segments
+        for seg in (*segments, *clearing.inputs) if clearing.inputs else segments:
             if seg.cleared or (seg.edited and not rewrite):
                 continue
             saved = max(seg.tokens - cost, 0)

@@ -136,6 +136,7 @@ class Hazard:
     refetch_cost_usd: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SimThread:
     """A replayed thread, as columns (one list per quantity, one entry per call): the replay
@@ -273,6 +274,7 @@ def simulate_thread(
     return _serve(thread, scenario, prices, decisions, prepared.columns, prepared, unpruned)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decisions:
     """What the policies decided on a thread, whatever the TTL: the plans, the tool results
@@ -284,6 +286,7 @@ class Decisions:
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
     first_change: int  # the first call whose prompt changes (plans.first_change())
+    unassessed_results: int  # cleared results whose tool has no resource keys (refetch.py)
     unsupported: tuple[tuple[str, str, int], ...] = ()
 
 
@@ -317,6 +320,7 @@ class _Decider:
             unavailable_edits=self.unavailable_edits,
             unsupported=unsupported,
             first_change=plans.first_change(),
+            unassessed_results=[seg.resource for seg, _ in self.context.cleared_log].count(None),
         )
 
     def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
@@ -549,9 +553,7 @@ def _thread(
         breaks=tuple(b for b in drops if b.is_break),
         hazards=hazards,
         cleared_results=len(decisions.cleared_log) if decisions else 0,
-        unassessed_results=(
-            sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
-        ),
+        unassessed_results=decisions.unassessed_results if decisions else 0,
         announced_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
