@@ -314,7 +314,8 @@ def _estimated(
             estimate = estimator.estimate(item.text)
         else:
             estimate = _chars_estimate(item.chars)
-        resource = _hashed(resources.of(item))
+        # (only tool calls and results have keys: ResourceKeys.of)
+        resource = _hashed(resources.of(item)) if kind is _USE or kind is _RESULT else None
         raw.append([kind, estimate, item.tool_name, item.tool_use_id, turn, item.is_error,
                     resource, item.tool_class])  # fmt: skip
     return raw, turn
@@ -428,9 +429,10 @@ def _scale(raw: list[int], target: int) -> list[int]:
     exact = [tokens * target / total for tokens in raw]
     sizes = [int(x) for x in exact]
     short = target - sum(sizes)
-    order = sorted(range(len(raw)), key=lambda i: sizes[i] - exact[i])
-    for i in order[:short]:
-        sizes[i] += 1
+    if short:
+        remainders = [size - x for size, x in zip(sizes, exact, strict=True)]
+        for i in sorted(range(len(raw)), key=remainders.__getitem__)[:short]:
+            sizes[i] += 1
     return sizes
 
 
