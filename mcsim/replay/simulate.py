@@ -303,9 +303,11 @@ class _Decider:
         self.columns = prepared.columns
         self.edits_possible = thread_rules(thread, scenario).cache_edits
         self.unavailable_edits = 0  # cache edits decided where the cache has none
-        # Per layer: its index, the policy and the mechanism its model must support (None:
-        # any model); and the calls each policy did not apply on by model
-        self.layers = [(j, p, type(p).needs) for j, p in enumerate(self.policies)]
+        # Per layer: its index, the policy and the thread's models that cannot use the
+        # mechanism it needs (model_support.py); and the calls each policy did not apply on
+        # by model
+        models = set(self.columns.model)
+        self.layers = [(j, p, _cannot(type(p).needs, models)) for j, p in enumerate(self.policies)]
         self.unsupported: Counter[tuple[str, str]] = Counter()
 
     def decide(self) -> Decisions:
@@ -350,8 +352,8 @@ class _Decider:
         layer_saved, client_layers = context.layer_saved, self.client_layers
         # What the client sends: changes only when a layer clears
         sent = recorded_prompt - sum([layer_saved[k] for k in client_layers])
-        for j, policy, needs in self.layers:
-            if needs is not None and not supports(needs, model):
+        for j, policy, cannot in self.layers:
+            if model in cannot:
                 self.unsupported[policy.kind, model] += 1  # its model cannot
                 continue
             view.layer, view.own_saved, view.sent_prompt_tokens = j, layer_saved[j], sent
@@ -387,6 +389,11 @@ class _Decider:
         fallback = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
         return (prompt, saved, newly, rewrote, edited, deleted, fallback, unchanged,
                 context.edit_saved)  # fmt: skip
+
+
+def _cannot(needs: str | None, models: set[str]) -> frozenset[str]:
+    """The models among `models` that cannot use the mechanism `needs` (None: any can)."""
+    return frozenset(m for m in models if needs is not None and not supports(needs, m))
 
 
 def _serve(
