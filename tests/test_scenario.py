@@ -62,6 +62,19 @@ def test_the_documented_format(tmp_path: Path) -> None:
     }
 
 
+def test_a_layers_text_is_the_dataclass_one(tmp_path: Path) -> None:
+    """Layer writes its own repr (the scenarios' keys are made of it, Scenario.fields_key):
+    it must stay the text the dataclass would give, or kept results would no longer match."""
+    import dataclasses
+
+    from mcsim.replay.scenario import Layer
+
+    generated = dataclasses._repr_fn(dataclasses.fields(Layer), {})  # type: ignore[attr-defined]
+    layers = [layer for s in load_policy_file(write(tmp_path, GOOD)) for layer in s.layers]
+    assert len(layers) == 5
+    assert all(repr(layer) == generated(layer) for layer in layers)
+
+
 def test_api_spellings_and_tool_lists(tmp_path: Path) -> None:
     """The API's `{type, value}` counts are taken as they are, and clear_tool_inputs is true,
     false or a list of tool names."""

@@ -34,7 +34,9 @@ Everything else (what was cleared, prices) is the caller's; this is the cache al
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from mcsim.accounting.recorded import TTL_SECONDS
@@ -222,9 +224,11 @@ class PromptCache:
                     now + lifetime, blocks_at, lookback,
                     # the previous entry was read (refreshed), and where the prompt differs
                     # from the earlier entries now (none match past it)
-                    alive and found is None and read > head, _changed_at(
-                        rewrite, gone, kind, intact_to, anchor, call.compaction,
-                    ), found,
+                    alive and found is None and read > head,
+                    _changed_at(rewrite, gone, kind, intact_to, anchor, call.compaction)
+                    if rewrite or gone or call.compaction or kind is _PARTIAL
+                    or kind is _EXTERNAL_MISS else _NOWHERE,  # (it changed nowhere)
+                    found,
                 )  # fmt: skip
                 at = blocks_at
             valid, intact = prompt, True
@@ -250,6 +254,7 @@ class PromptCache:
 
 
 _NOWHERE = float("inf")
+_END = itemgetter(1)  # where an entry ends, in blocks
 
 
 def _changed_at(
@@ -290,5 +295,9 @@ def _entries_after(
         found[2] = refreshed_until
     if last:
         entries.append([last, last_block, refreshed_until if last_read else last_until])
-    floor = block - lookback
-    return [e for e in entries if e[0] <= changed_at and e[1] >= floor]
+    # They are in the order they end (blocks only grow): those out of reach lead.
+    reachable = bisect.bisect_left(entries, block - lookback, key=_END)
+    if changed_at == _NOWHERE:
+        del entries[:reachable]
+        return entries
+    return [e for e in entries[reachable:] if e[0] <= changed_at]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from itertools import accumulate
 from operator import sub
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mcsim.accounting.breaks import is_drop
 from mcsim.accounting.prices import parse_model
@@ -150,17 +150,31 @@ class CallColumns:
                  "thinking_in_prompt", "timestamp_s", "ttl")  # fmt: skip
 
     def __init__(self, calls: Sequence[CalCall]) -> None:
-        self.request_s = [c.request_s for c in calls]
-        self.response_end_s = [c.response_end_s for c in calls]
-        self.timestamp_s = [c.timestamp_s for c in calls]
-        self.model = [c.model for c in calls]
-        self.ttl = [c.ttl for c in calls]
-        self.compaction = [c.compaction for c in calls]
-        self.prompt_tokens = [c.prompt_tokens for c in calls]
-        self.output_tokens = [c.output_tokens for c in calls]
+        # Every field of the calls as a column at once (a CalCall is a tuple), rather than a
+        # loop over the calls per field (docs/performance.md#measured-reasons).
+        field = dict(zip(CalCall._fields, zip(*calls, strict=True), strict=True) if calls else
+                     dict.fromkeys(CalCall._fields, ()))  # fmt: skip
+        timestamps, sent, done = field["timestamp_s"], field["sent_s"], field["done_s"]
+        # When each request was sent and when its response was complete (CalCall.request_s,
+        # CalCall.response_end_s)
+        self.request_s = [t if s is None else s for t, s in zip(timestamps, sent, strict=True)]
+        self.response_end_s = [t if d is None else d for t, d in zip(timestamps, done, strict=True)]
+        self.timestamp_s = list(timestamps)
+        self.model = list(field["model"])
+        self.ttl = list(field["ttl"])
+        self.compaction = list(field["compaction"])
+        self.prompt_tokens = [  # CalCall.prompt_tokens
+            fresh + w5 + w1 + read
+            for fresh, w5, w1, read in zip(
+                field["input_tokens"], field["cache_write_5m_tokens"],
+                field["cache_write_1h_tokens"], field["cache_read_tokens"], strict=True,
+            )
+        ]  # fmt: skip
+        self.output_tokens = list(field["output_tokens"])
         # The recorded read a PARTIAL read fell back to (0 for any other read class).
         self.partial_read = [
-            max(c.read_anchor, 0) if c.read_class is ReadClass.PARTIAL else 0 for c in calls
+            max(anchor, 0) if read_class is _PARTIAL else 0
+            for anchor, read_class in zip(field["read_anchor"], field["read_class"], strict=True)
         ]
         # Before each call, the idle time since the previous response was complete (what
         # time-based pruning measures; None for the first call), and whether earlier turns'
@@ -169,24 +183,25 @@ class CallColumns:
         self.idle_s: list[float | None] = [None, *idle] if calls else []
         self.thinking_in_prompt = list(map(thinking_in_prompt, self.model))
         # The recording's own pruning before each call (the break detector is told of it).
-        self.microcompacted = [c.pruned == CompactionKind.MICROCOMPACT.value for c in calls]
-        self.cache_deleted = [c.pruned == CompactionKind.CACHE_DELETION.value for c in calls]
+        self.microcompacted = [p == _MICROCOMPACT for p in field["pruned"]]
+        self.cache_deleted = [p == _CACHE_DELETION for p in field["pruned"]]
         # The content blocks of the thread's prompts up to each call's end: how far back an
         # earlier request's cache entry lies (the cache's lookback counts blocks).
-        self.blocks = list(accumulate(map(content_blocks, calls)))
+        self.blocks = list(accumulate(map(content_blocks, field["segments"])))
 
 
-def content_blocks(call: CalCall) -> int:
-    """The content blocks a call adds to the prompt: one per item (the previous response's
-    text, thinking and tool calls, the tool results, the user's text), and the tool call of
-    a result whose call the recording does not hold (every result follows its call)."""
-    results = uses = 0
-    for seg in call.segments:
-        if seg.kind is _RESULT:
-            results += 1
-        elif seg.kind is _USE:
-            uses += 1
-    return len(call.segments) + max(results - uses, 0)
+_PARTIAL = ReadClass.PARTIAL
+_MICROCOMPACT = CompactionKind.MICROCOMPACT.value
+_CACHE_DELETION = CompactionKind.CACHE_DELETION.value
+
+
+def content_blocks(segments: Sequence[Segment]) -> int:
+    """The content blocks a call's items add to the prompt: one per item (the previous
+    response's text, thinking and tool calls, the tool results, the user's text), and the
+    tool call of a result whose call the recording does not hold (every result follows its
+    call)."""
+    kinds = [seg.kind for seg in segments]
+    return len(kinds) + max(kinds.count(_RESULT) - kinds.count(_USE), 0)
 
 
 _RESULT, _USE = ItemKind.TOOL_RESULT, ItemKind.TOOL_USE
@@ -272,7 +287,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     for call in thread.calls:
         raw, turn = _estimated(call, turn, estimator, resources)
         if prev is None:
-            head = max(call.usage.prompt_tokens - sum(s.tokens for s in raw), 0)
+            head = max(call.usage.prompt_tokens - sum(row[1] for row in raw), 0)
         ttl = recorded_ttl(call.usage, prev_ttl)
         calls.append(_calibrated(call, prev, prev_ttl, ttl, raw, head))
         prev, prev_ttl = call, ttl
@@ -281,15 +296,17 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
 
 def _estimated(
     call: Call, turn: int, estimator: TokenEstimator, resources: ResourceKeys
-) -> tuple[list[Segment], int]:
-    """The items added before CALL as segments of their estimated size, and the user turn
-    reached (each user text starts one)."""
+) -> tuple[list[list[Any]], int]:
+    """The items added before CALL as the fields of their segments, each of its estimated
+    size (a list, so the size can be scaled in place before the Segment is made), and the
+    user turn reached (each user text starts one)."""
     thinking = thinking_in_prompt(call.model)
-    raw: list[Segment] = []
+    raw: list[list[Any]] = []
     for item in call.items:
-        if item.kind is ItemKind.USER_TEXT:
+        kind = item.kind
+        if kind is ItemKind.USER_TEXT:
             turn += 1
-        if item.kind is ItemKind.THINKING and not thinking:
+        if kind is ItemKind.THINKING and not thinking:
             estimate = 0  # not sent back: not tokenized (3% of the corpus's text)
         elif item.tokens is not None:  # a count the recording gave: used as it is
             estimate = item.tokens
@@ -297,46 +314,41 @@ def _estimated(
             estimate = estimator.estimate(item.text)
         else:
             estimate = _chars_estimate(item.chars)
-        resource = _hashed(resources.of(item))
-        raw.append(
-            Segment(
-                item.kind,
-                estimate,
-                item.tool_name,
-                item.tool_use_id,
-                turn,
-                item.is_error,
-                resource,
-                item.tool_class,
-            )
-        )
+        # (only tool calls and results have keys: ResourceKeys.of)
+        resource = _hashed(resources.of(item)) if kind is _USE or kind is _RESULT else None
+        raw.append([kind, estimate, item.tool_name, item.tool_use_id, turn, item.is_error,
+                    resource, item.tool_class])  # fmt: skip
     return raw, turn
 
 
 def _calibrated(
-    call: Call, prev: Call | None, prev_ttl: str | None, ttl: str, raw: list[Segment], head: int
-) -> CalCall:
+    call: Call, prev: Call | None, prev_ttl: str | None, ttl: str, raw: list[list[Any]],
+    head: int,
+) -> CalCall:  # fmt: skip
     """CALL with its items scaled to the recorded growth of the prompt since PREV (raw
     estimates where the growth cannot be used: the first call, a compaction, a shrink), how
     the recording's cache served it, and what the recording pruned itself."""
     prompt = call.usage.prompt_tokens
-    estimated = sum(s.tokens for s in raw)
+    estimates = [row[1] for row in raw]
+    estimated = sum(estimates)
     compaction = call.compaction is not None
     removed = 0
     if call.pruned is not None and call.pruned.tokens_saved:
         removed = max(call.pruned.tokens_saved, 0)
     if prev is None or compaction:
-        segments, adjustment = _fit(raw, prompt - head)
+        sizes, adjustment = _fit(estimates, prompt - head)
         fallback = True
     else:
         # What the recording says it removed itself (a cache deletion, a microcompact's
         # tokensSaved): the items of the step are that much more than the growth.
         growth = prompt - prev.usage.prompt_tokens + removed
         if growth >= 0 and estimated > 0:
-            segments, adjustment, fallback = _scale(raw, growth), -removed, False
+            sizes, adjustment, fallback = _scale(estimates, growth), -removed, False
         else:
-            segments, adjustment = raw, growth - estimated - removed
+            sizes, adjustment = estimates, growth - estimated - removed
             fallback = growth < 0
+    for row, size in zip(raw, sizes, strict=True):
+        row[1] = size
     read_class, delta, anchor = _classify(call, prev, prev_ttl)
     pruned = call.pruned.kind.value if call.pruned is not None else None
     if (
@@ -363,7 +375,7 @@ def _calibrated(
         call.usage.speed,
         call.usage.inference_geo,
         ttl,
-        tuple(segments),
+        tuple(map(Segment._make, raw)),
         adjustment,
         compaction,
         call.compaction.pre_tokens if call.compaction else None,
@@ -380,10 +392,12 @@ def _calibrated(
     )
 
 
+@functools.lru_cache(maxsize=16_384)
 def _hashed(keys: tuple[str, ...]) -> str | None:
     """Resource keys as hashes, space-separated: the simulation only compares keys, and
     calibrated sessions are cached on disk, where a Bash command (a token in a curl header)
-    must not be kept. None: no keys (not assessed)."""
+    must not be kept. None: no keys (not assessed). Kept for the keys met again: a tool
+    result has its call's, and a thread reads and edits the same files again and again."""
     if not keys:
         return None
     return " ".join(
@@ -397,9 +411,9 @@ def _chars_estimate(chars: int) -> int:
     return (chars + 3) // 4
 
 
-def _fit(raw: list[Segment], room: int) -> tuple[list[Segment], int]:
+def _fit(raw: list[int], room: int) -> tuple[list[int], int]:
     """Raw estimates, shrunk to fit `room` if they exceed it; the rest is adjustment."""
-    total = sum(s.tokens for s in raw)
+    total = sum(raw)
     if room >= total or total == 0:
         return raw, room - total
     if room <= 0:
@@ -407,18 +421,19 @@ def _fit(raw: list[Segment], room: int) -> tuple[list[Segment], int]:
     return _scale(raw, room), 0
 
 
-def _scale(raw: list[Segment], target: int) -> list[Segment]:
+def _scale(raw: list[int], target: int) -> list[int]:
     """Sizes proportional to the estimates, summing exactly to `target` (largest remainder)."""
-    total = sum(s.tokens for s in raw)
+    total = sum(raw)
     if total == 0:
         return raw
-    exact = [s.tokens * target / total for s in raw]
+    exact = [tokens * target / total for tokens in raw]
     sizes = [int(x) for x in exact]
     short = target - sum(sizes)
-    order = sorted(range(len(raw)), key=lambda i: sizes[i] - exact[i])
-    for i in order[:short]:
-        sizes[i] += 1
-    return [Segment(s.kind, n, *s[2:]) for s, n in zip(raw, sizes, strict=True)]
+    if short:
+        remainders = [size - x for size, x in zip(sizes, exact, strict=True)]
+        for i in sorted(range(len(raw)), key=remainders.__getitem__)[:short]:
+            sizes[i] += 1
+    return sizes
 
 
 def _classify(call: Call, prev: Call | None, prev_ttl: str | None) -> tuple[ReadClass, int, int]:

@@ -49,6 +49,7 @@ class PreparedThread:
         self.next_compaction: list[int] = []
         self._compactable: dict[tuple[frozenset[str], frozenset[str]], list[list[LiveSegment]]]
         self._compactable = {}
+        self._reuses: dict[str, tuple[list[int], list[str]]] = {}  # `reuses`, by resource
         # The policies' decisions on this thread by scenario less its TTL (simulate.py): they
         # never see the cache, so a scenario that differs only in TTL replays them again.
         self.decisions: dict[Any, Any] = {}
@@ -112,6 +113,21 @@ class PreparedThread:
                 for results in self.results
             ]
         return self._compactable[key]
+
+    def reuses(self, resource: str) -> tuple[list[int], list[str]]:
+        """The calls whose tool calls touch any key of `resource` (the space-separated hashes
+        of a result's keys: refetch.ResourceKeys), in order, each with the first of those keys
+        it touches: where a result cleared before a call is first needed again
+        (simulate.py). Worked out once per resource and thread."""
+        found = self._reuses.get(resource)
+        if found is None:
+            first: dict[int, str] = {}
+            for key in resource.split():
+                for call in self.uses.get(key, ()):
+                    first.setdefault(call, key)
+            calls = sorted(first)
+            found = self._reuses[resource] = (calls, [first[c] for c in calls])
+        return found
 
     def reset(self) -> None:
         """Every segment uncleared again: those a replay changed (`touched`)."""
@@ -189,7 +205,7 @@ class Context:
         (items of earlier calls). A rewrite drops the cache edits sent so far (see
         `_drop_cache_edits`)."""
         net, earlier = self._clear(clearing, i, layer)
-        if clearing.mode is Mode.REWRITE:
+        if clearing.mode is Mode.REWRITE and self.edited:
             net -= self._drop_cache_edits()
         self.saved += net
         return net, earlier
@@ -209,7 +225,8 @@ class Context:
         cost = placeholder_tokens(clearing.placeholder)
         rewrite = clearing.mode is Mode.REWRITE
         net = earlier = 0
-        for seg in (*clearing.segments, *clearing.inputs):
+        segments = clearing.segments
+        for seg in (*segments, *clearing.inputs) if clearing.inputs else segments:
             if seg.cleared or (seg.edited and not rewrite):
                 continue
             saved = max(seg.tokens - cost, 0)

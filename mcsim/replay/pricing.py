@@ -36,10 +36,7 @@ class Pricer:
         for call, prompt, fresh, w5, w1, read in zip(
             calls, prompts, uncached, writes_5m, writes_1h, reads, strict=True
         ):
-            known = models.get(call.model)
-            if known is None:
-                price = self.table.lookup(call.model)
-                known = models[call.model] = (price, base_rates_up_to(price) if price else 0)
+            known = models.get(call.model) or self._known(call.model)
             price, plain_below = known
             if price is None:
                 out.append(None)
@@ -48,8 +45,15 @@ class Pricer:
                 r = price.rates  # no long-context rule can apply, no multiplier
             else:
                 r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            out.append(r.usd(Tokens(fresh, w5, w1, read, call.output_tokens)))
+            out.append(r.usd_of(fresh, w5, w1, read, call.output_tokens))
         return out
+
+    def _known(self, model: str) -> tuple[ModelPrice | None, float]:
+        known = self._models.get(model)
+        if known is None:
+            price = self.table.lookup(model)
+            known = self._models[model] = (price, base_rates_up_to(price) if price else 0)
+        return known
 
     def reads_usd(
         self, calls: Sequence[CalCall], prompts: Sequence[int], tokens: Sequence[int]
@@ -60,11 +64,14 @@ class Pricer:
         for call, prompt, extra in zip(calls, prompts, tokens, strict=True):
             if not extra:
                 continue
-            price = self.table.lookup(call.model)
+            price, plain_below = self._known(call.model)
             if price is None:
                 continue
-            r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            total += r.usd(Tokens(cache_read_tokens=extra))
+            if prompt <= plain_below and not call.speed and not call.inference_geo:
+                r = price.rates  # as in `costs`
+            else:
+                r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            total += r.usd_of(0, cache_read_tokens=extra)
         return total
 
     def pings_priced(

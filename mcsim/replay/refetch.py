@@ -98,7 +98,10 @@ class ResourceKeys:
         if item.kind is ItemKind.TOOL_RESULT and item.tool_use_id:
             keys = self._results.get(item.tool_use_id, ())
             if keys and item.text and item.tool_class is ToolClass.SHELL:
-                found = _SESSION_ID.search(item.text[:2000])
+                head = item.text[:2000]
+                # (its words looked for first: few results hold them, and a plain search for
+                # a string is much cheaper than the pattern's)
+                found = _SESSION_ID.search(head) if "ession ID" in head else None
                 if found:  # a command still running: later polls show its output
                     self._running[found.group(1)] = keys
             return keys
@@ -155,15 +158,11 @@ def keys_of(
     if not isinstance(args, dict):
         return ()
     if tool_class in (ToolClass.READ, ToolClass.EDIT):
-        path = next(
-            (
-                args[k]
-                for k in ("file_path", "notebook_path", "path")
-                if isinstance(args.get(k), str)
-            ),
-            None,
-        )
-        return (f"file:{_path(path, '')}",) if path else ()
+        for name in ("file_path", "notebook_path", "path"):
+            path = args.get(name)
+            if isinstance(path, str):
+                return (f"file:{_path(path, '')}",) if path else ()
+        return ()
     if tool_class is ToolClass.SEARCH:
         return _search_keys(tool_name, args)
     if tool_class is ToolClass.WEB:
@@ -320,11 +319,14 @@ _BLANKS = re.compile(r"[ \t\r]+")
 # " \t\r\n", quotes, escape, comment and punctuation), a single-quoted part (no escapes), a
 # double-quoted part (backslash escapes), a backslash and the character it escapes; and what
 # ends a word: blanks, a run of punctuation (one operator word: "&&", ">&", "|"), "#"
-# (the rest is a comment). A quote or backslash no other piece takes is left unclosed.
+# (the rest is a comment). A quote or backslash no other piece takes is left unclosed. (A
+# double-quoted part is written as runs between escapes, "[^"\\]*(?:\\.[^"\\]*)*": the same
+# parts as "(?:[^"\\]|\\.)*" without an alternation per character, which long quoted scripts
+# made slow: docs/performance.md#measured-reasons.)
 _PIECES = re.compile(
     r"""(?P<chars>[^ \t\r\n'"\\#();<>|&]+)"""
     r"""|(?P<single>'[^']*')"""
-    r"""|(?P<double>"(?:[^"\\]|\\[\s\S])*")"""
+    r"""|(?P<double>"[^"\\]*(?:\\[\s\S][^"\\]*)*")"""
     r"""|(?P<escape>\\[\s\S])"""
     r"""|(?P<operators>[();<>|&]+)"""
     r"""|(?P<blanks>[ \t\r\n]+)"""
@@ -350,7 +352,7 @@ def _simple_commands(words: Sequence[str]) -> Iterator[tuple[list[str], bool]]:
             if word != "<" and current and current[-1] in _FD_NUMBERS:
                 current.pop()  # `2>/dev/null` is read as 2, >, /dev/null: 2 is no argument
             redirect = word
-        elif set(word) <= _OPERATOR_CHARS:
+        elif not word or (word[0] in _OPERATOR_CHARS and set(word) <= _OPERATOR_CHARS):
             if current:
                 yield current, piped
             current = []

@@ -117,19 +117,18 @@ class SessionRows:
     ) -> None:
         """One thread's calls of the current run; `causes` holds (call index in the thread,
         cause) for the calls whose reads dropped (breaks and announced drops alike:
-        `is_break` tells them apart); `ping_gaps` the thread's gaps with keep-warm pings."""
+        `is_break` tells them apart); `ping_gaps` the thread's gaps with keep-warm pings.
+        A column object added again is packed once (`_PACKED`): none may change before
+        `seal`."""
         n = len(columns.model)
         offset = self.rows
         self.rows += n
         for chunks, name in zip(self.ints, INT_COLUMNS, strict=True):
-            chunks.append(struct.pack(f"{n}q", *getattr(columns, name)))
+            chunks.append(_packed(getattr(columns, name), _ints))
         for chunks, name in zip(self.floats, FLOAT_COLUMNS, strict=True):
-            fvalues = getattr(columns, name)
-            if None in fvalues:
-                fvalues = [float("nan") if v is None else v for v in fvalues]
-            chunks.append(struct.pack(f"{n}d", *fvalues))
+            chunks.append(_packed(getattr(columns, name), _floats))
         for chunks, name in zip(self.bools, BOOL_COLUMNS, strict=True):
-            chunks.append(bytes(getattr(columns, name)))
+            chunks.append(_packed(getattr(columns, name), bytes))
         self.model.extend(runs(columns.model))
         self.ttl.extend(runs(columns.ttl))
         self.causes.extend((offset + i, cause) for i, cause in causes)
@@ -137,8 +136,35 @@ class SessionRows:
 
     def seal(self) -> None:
         """Join each column's chunks (fewer objects to send to the parent)."""
+        _PACKED.clear()  # (what they were packed from can go)
         for chunks in (*self.ints, *self.floats, *self.bools):
             chunks[:] = [b"".join(chunks)]
+
+
+def _ints(values: Sequence[int]) -> bytes:
+    return struct.pack(f"{len(values)}q", *values)
+
+
+def _floats(values: Sequence[float | None]) -> bytes:
+    if None in values:
+        values = [float("nan") if v is None else v for v in values]
+    return struct.pack(f"{len(values)}d", *values)
+
+
+# The columns packed since the last `seal`, by identity, with their bytes: the runs of a
+# session share most of a thread's columns (its times and outputs; a run that cleared
+# nothing shares all of the unpruned replay's: simulate.simulate_thread), so each is packed
+# once. The column itself is held, so no other takes its id meanwhile.
+_PACKED: dict[int, tuple[object, bytes]] = {}
+
+
+def _packed(values: Any, pack: Any) -> bytes:
+    known = _PACKED.get(id(values))
+    if known is not None and known[0] is values:
+        return known[1]
+    data: bytes = pack(values)
+    _PACKED[id(values)] = (values, data)
+    return data
 
 
 class RowsTable:

@@ -74,6 +74,11 @@ class Layer:
     def build(self) -> Policy:
         return REGISTRY[self.kind](**dict(self.values))
 
+    def __repr__(self) -> str:
+        # The dataclass's own text (the scenario's keys are made of it: Scenario.fields_key),
+        # without its guard against a layer holding itself, which none can.
+        return f"Layer(kind={self.kind!r}, values={self.values!r})"
+
     def describe(self) -> str:
         args = ", ".join(f"{k}={_show(v)}" for k, v in self.values)
         return f"{self.kind}({args})"

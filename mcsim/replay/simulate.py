@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import or_
 from typing import Any, NamedTuple, cast
 
@@ -33,7 +33,7 @@ from mcsim.accounting.breaks import BreakCause, CacheBreak, detect_breaks_column
 from mcsim.accounting.prices import PriceTable
 from mcsim.accounting.recorded import TTL_SECONDS
 from mcsim.frozen import quick_init
-from mcsim.model import ThreadKind, Tokens, Usage
+from mcsim.model import ThreadKind, Usage
 from mcsim.replay.cache import PromptCache
 from mcsim.replay.calibrate import CalCall, CallColumns, CalThread, ReadClass
 from mcsim.replay.context import Context, PreparedThread
@@ -136,6 +136,7 @@ class Hazard:
     refetch_cost_usd: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SimThread:
     """A replayed thread, as columns (one list per quantity, one entry per call): the replay
@@ -264,9 +265,16 @@ def simulate_thread(
     if decisions is None:
         decisions = _Decider(thread, scenario, prepared).decide()
         prepared.decisions[scenario.decision_key] = decisions
+    if unpruned is not None and decisions.first_change == len(thread.calls):
+        # Nothing was cleared: every call is the unpruned replay's, as served and broken
+        # (the plans' columns hold what its own do), with what the policies saw.
+        return replace(unpruned, figures=decisions.figures,
+                       unavailable_edits=decisions.unavailable_edits,
+                       unsupported=decisions.unsupported)  # fmt: skip
     return _serve(thread, scenario, prices, decisions, prepared.columns, prepared, unpruned)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decisions:
     """What the policies decided on a thread, whatever the TTL: the plans, the tool results
@@ -277,6 +285,8 @@ class Decisions:
     cleared_log: list[tuple[Any, int]]
     figures: tuple[dict[str, float], ...]
     unavailable_edits: int
+    first_change: int  # the first call whose prompt changes (plans.first_change())
+    unassessed_results: int  # cleared results whose tool has no resource keys (refetch.py)
     unsupported: tuple[tuple[str, str, int], ...] = ()
 
 
@@ -293,9 +303,11 @@ class _Decider:
         self.columns = prepared.columns
         self.edits_possible = thread_rules(thread, scenario).cache_edits
         self.unavailable_edits = 0  # cache edits decided where the cache has none
-        # Per policy, the mechanism its model must support (None: any model), and the calls
-        # each policy did not apply on by model
-        self.needs = [type(p).needs for p in self.policies]
+        # Per layer: its index, the policy and the thread's models that cannot use the
+        # mechanism it needs (model_support.py); and the calls each policy did not apply on
+        # by model
+        models = set(self.columns.model)
+        self.layers = [(j, p, _cannot(type(p).needs, models)) for j, p in enumerate(self.policies)]
         self.unsupported: Counter[tuple[str, str]] = Counter()
 
     def decide(self) -> Decisions:
@@ -309,6 +321,8 @@ class _Decider:
             figures=figures,
             unavailable_edits=self.unavailable_edits,
             unsupported=unsupported,
+            first_change=plans.first_change(),
+            unassessed_results=[seg.resource for seg, _ in self.context.cleared_log].count(None),
         )
 
     def _plan(self, i: int, call: CalCall) -> tuple[Any, ...]:
@@ -317,30 +331,32 @@ class _Decider:
         call's entry of each `Plans` column, in their order (a plain tuple: a NamedTuple made
         per call cost 5% of a replay)."""
         context = self.context
+        columns = self.columns
         if call.compaction:
             context.restart()
             for policy in self.policies:
                 policy.reset()
         context.add(i)
-        recorded_prompt = self.columns.prompt_tokens[i]
+        recorded_prompt = columns.prompt_tokens[i]
         rewrote = edited = False
         newly = deleted = 0
         context.first_change = None
         view = context.view
         view.call_index = i
         view.timestamp_s = call.timestamp_s
-        view.gap_seconds = self.columns.idle_s[i]
+        view.gap_seconds = columns.idle_s[i]
         view.prompt_tokens = recorded_prompt - context.saved
-        view.model = call.model
-        view.thinking_in_prompt = self.columns.thinking_in_prompt[i]
+        view.model = model = call.model
+        view.thinking_in_prompt = columns.thinking_in_prompt[i]
         view.rewritten = False
         layer_saved, client_layers = context.layer_saved, self.client_layers
-        for j, (policy, needs) in enumerate(zip(self.policies, self.needs, strict=True)):
-            if needs is not None and not supports(needs, call.model):
-                self.unsupported[policy.kind, call.model] += 1  # its model cannot
+        # What the client sends: changes only when a layer clears
+        sent = recorded_prompt - sum([layer_saved[k] for k in client_layers])
+        for j, policy, cannot in self.layers:
+            if model in cannot:
+                self.unsupported[policy.kind, model] += 1  # its model cannot
                 continue
-            view.layer, view.own_saved = j, layer_saved[j]
-            view.sent_prompt_tokens = recorded_prompt - sum(layer_saved[k] for k in client_layers)
+            view.layer, view.own_saved, view.sent_prompt_tokens = j, layer_saved[j], sent
             clearing = policy.before_call(view)
             if clearing is None:
                 continue
@@ -350,6 +366,7 @@ class _Decider:
             net, cached = context.apply(clearing, i, j)
             newly += net
             view.prompt_tokens = recorded_prompt - context.saved
+            sent = recorded_prompt - sum([layer_saved[k] for k in client_layers])
             if clearing.mode is Mode.REWRITE:
                 rewrote = view.rewritten = True
                 for other in self.policies:
@@ -359,6 +376,9 @@ class _Decider:
                 deleted += cached
                 edited = True
         saved = context.saved
+        if not saved and not rewrote and not edited:  # nothing is cleared: the recorded call
+            return (recorded_prompt, 0, 0, False, False, 0, columns.partial_read[i], 0,
+                    context.edit_saved)  # fmt: skip
         prompt = recorded_prompt - saved
         head = self.thread.head_tokens
         if prompt < head and prompt < recorded_prompt:  # estimates never clear the head
@@ -369,6 +389,11 @@ class _Decider:
         fallback = context.to_replay(call.read_anchor) if call.read_class is _PARTIAL else 0
         return (prompt, saved, newly, rewrote, edited, deleted, fallback, unchanged,
                 context.edit_saved)  # fmt: skip
+
+
+def _cannot(needs: str | None, models: set[str]) -> frozenset[str]:
+    """The models among `models` that cannot use the mechanism `needs` (None: any can)."""
+    return frozenset(m for m in models if needs is not None and not supports(needs, m))
 
 
 def _serve(
@@ -395,7 +420,7 @@ def _serve(
         # The calls before the first change are the unpruned replay's; serving starts far
         # enough before it that the entries the cache's lookback can still reach are there.
         first_served = _lookback_start(
-            columns.blocks, plans.first_change(), cache.rules.lookback_blocks
+            columns.blocks, decisions.first_change, cache.rules.lookback_blocks
         )
         if first_served:
             _resume(cache, calls, columns, first_served, fixed_ttl)
@@ -535,9 +560,7 @@ def _thread(
         breaks=tuple(b for b in drops if b.is_break),
         hazards=hazards,
         cleared_results=len(decisions.cleared_log) if decisions else 0,
-        unassessed_results=(
-            sum(seg.resource is None for seg, _ in decisions.cleared_log) if decisions else 0
-        ),
+        unassessed_results=decisions.unassessed_results if decisions else 0,
         announced_drops=tuple(b for b in drops if not b.is_break),
         figures=decisions.figures if decisions else (),
         unavailable_edits=decisions.unavailable_edits if decisions else 0,
@@ -565,23 +588,18 @@ def _hazards(
         resource = seg.resource
         if resource is None:
             continue
-        # The first use after the clearing of any key the result has (a resource is the
-        # space-separated hashes of its keys: refetch.ResourceKeys)
-        j = prepared.next_compaction[i]
-        key = resource
-        for one in resource.split():
-            calls = prepared.uses.get(one, [])
-            k = bisect.bisect_right(calls, i)
-            if k < len(calls) and calls[k] < j:
-                j, key = calls[k], one
-        if j >= prepared.next_compaction[i]:
+        # The first use after the clearing of any key the result has
+        calls, keys = prepared.reuses(resource)
+        k = bisect.bisect_right(calls, i)
+        if k == len(calls) or calls[k] >= prepared.next_compaction[i]:
             continue
+        j = calls[k]
         price = prices.lookup(thread.calls[j].model)
         cost = 0.0
         if price is not None:  # one call more: the result written again, the prompt read
-            written = {"cache_write_1h_tokens" if ttls[j] == "1h" else "cache_write_5m_tokens":
-                       seg.tokens}  # fmt: skip
-            cost = price.rates.usd(Tokens(cache_read_tokens=prompts[j], **written))
-        out.append(Hazard(cleared_before_call=i, tool_name=seg.tool_name, resource=key,
+            one_hour = ttls[j] == "1h"
+            cost = price.rates.usd_of(0, 0 if one_hour else seg.tokens,
+                                      seg.tokens if one_hour else 0, prompts[j])  # fmt: skip
+        out.append(Hazard(cleared_before_call=i, tool_name=seg.tool_name, resource=keys[k],
                           reused_at_call=j, tokens=seg.tokens, refetch_cost_usd=cost))  # fmt: skip
     return out

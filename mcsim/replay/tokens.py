@@ -178,7 +178,9 @@ class TokenEstimator:
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self._counter = counter if counter is not None else TiktokenCounter()
         self._cache: dict[bytes, int] = {}
-        self._keys: dict[str, bytes] = {}  # inside `batch`: the texts hashed, with their keys
+        # Inside `batch`: the texts hashed, with their keys, by identity (a text's own hash
+        # would read all of it once more); each text is held, so no other takes its id.
+        self._keys: dict[int, tuple[str, bytes]] = {}
         self._used: dict[bytes, int] | None = None  # what `recording` collects
         self.tokenized = 0  # distinct texts actually tokenized (for benchmarks and tests)
 
@@ -208,9 +210,10 @@ class TokenEstimator:
         keys = self._keys
         missing: dict[bytes, str] = {}
         for text in texts:
-            if not text or text in keys:
+            if not text or id(text) in keys:
                 continue
-            key = keys[text] = self.key(text)
+            key = self.key(text)
+            keys[id(text)] = (text, key)
             if key not in self._cache and len(text) <= SAMPLE_ABOVE_CHARS:
                 missing.setdefault(key, text)
         if missing:
@@ -227,9 +230,8 @@ class TokenEstimator:
     def estimate(self, text: str) -> int:
         if not text:
             return 0
-        key = self._keys.get(text)
-        if key is None:
-            key = self.key(text)
+        known = self._keys.get(id(text))
+        key = known[1] if known is not None and known[0] is text else self.key(text)
         cached = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = self._count(text)

@@ -102,20 +102,38 @@ class Rates:
         return Rates(*(getattr(self, k) * factor for k in _RATE_KEYS))
 
     def usd_by_kind(self, tokens: Tokens) -> tuple[float, float, float, float, float]:
-        """What each kind of a call's tokens costs at these rates, in `Tokens` order: the one
-        pricing formula (inspect, replay, sweep and re-fetches all use it)."""
+        """What each kind of a call's tokens costs at these rates, in `Tokens` order."""
+        return self.counts_usd(*tokens)
+
+    def counts_usd(
+        self, input_tokens: int, cache_write_5m_tokens: int, cache_write_1h_tokens: int,
+        cache_read_tokens: int, output_tokens: int,
+    ) -> tuple[float, float, float, float, float]:  # fmt: skip
+        """`usd_by_kind` of the counts, in `Tokens` order: the one pricing formula (inspect,
+        replay, sweep and re-fetches all use it)."""
         per = 1e-6
         return (
-            tokens.input_tokens * self.input * per,
-            tokens.cache_write_5m_tokens * self.cache_write_5m * per,
-            tokens.cache_write_1h_tokens * self.cache_write_1h * per,
-            tokens.cache_read_tokens * self.cache_read * per,
-            tokens.output_tokens * self.output * per,
+            input_tokens * self.input * per,
+            cache_write_5m_tokens * self.cache_write_5m * per,
+            cache_write_1h_tokens * self.cache_write_1h * per,
+            cache_read_tokens * self.cache_read * per,
+            output_tokens * self.output * per,
         )
 
     def usd(self, tokens: Tokens) -> float:
         """What a call's tokens cost at these rates: `usd_by_kind` summed, in its order."""
-        input_usd, write_5m, write_1h, read, output = self.usd_by_kind(tokens)
+        return self.usd_of(*tokens)
+
+    def usd_of(
+        self, input_tokens: int, cache_write_5m_tokens: int = 0, cache_write_1h_tokens: int = 0,
+        cache_read_tokens: int = 0, output_tokens: int = 0,
+    ) -> float:  # fmt: skip
+        """`usd` of the counts, in `Tokens` order (the replay prices every call it serves
+        without making a `Tokens` of each)."""
+        input_usd, write_5m, write_1h, read, output = self.counts_usd(
+            input_tokens, cache_write_5m_tokens, cache_write_1h_tokens, cache_read_tokens,
+            output_tokens,
+        )  # fmt: skip
         return input_usd + write_5m + write_1h + read + output
 
 
