@@ -320,12 +320,12 @@ def _pngs(run: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_the_session_cache_in_the_bucket_is_shared_and_kept_small(
+def test_the_session_cache_in_the_bucket_is_used_by_every_machine_and_kept_small(
     endpoint: str, tmp_path: Path
 ) -> None:
-    """--cache-dir s3://...: entries are objects (what a cluster without a shared filesystem
-    shares); a warm run reads them, a damaged one is rebuilt and noted, `mcsim cache` lists
-    and clears them, and the cap holds."""
+    """--cache-dir s3://...: entries are objects (what the machines of a cluster without one
+    filesystem use in common); a warm run reads them, a damaged one is rebuilt and noted,
+    `mcsim cache` lists and clears them, and the cap holds."""
     cache = f"s3://{BUCKET}/cache"
     args = [*REMOTE, "--policy", "claude-code", "--cache-dir", cache]
     cold = ok("replay", *args, "--out", str(tmp_path / "cold"))
@@ -414,11 +414,11 @@ def test_an_out_prefix_follows_replays_rules(endpoint: str, tmp_path: Path) -> N
         "not a step up"
     )
     assert [k for k in store().find(BUCKET) if ".." in k.split("/")] == []  # nothing written
-    cache = f"s3://{BUCKET}/shared/cache"
+    cache = f"s3://{BUCKET}/team/cache"
     refusals = {
         f"{cache}/run": f"is inside the session cache folder {cache}",
         cache: f"is the session cache folder ({cache})",
-        f"s3://{BUCKET}/shared": f"holds the session cache folder {cache}",
+        f"s3://{BUCKET}/team": f"holds the session cache folder {cache}",
     }
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MCSIM_CACHE_DIR", cache)  # convert has no --cache-dir: the one set up

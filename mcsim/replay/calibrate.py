@@ -205,6 +205,7 @@ def content_blocks(segments: Sequence[Segment]) -> int:
 
 
 _RESULT, _USE = ItemKind.TOOL_RESULT, ItemKind.TOOL_USE
+_SIZE = Segment._fields.index("tokens")  # in `_estimated`'s rows, a Segment's fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +288,7 @@ def calibrate_thread(thread: Thread, estimator: TokenEstimator) -> CalThread:
     for call in thread.calls:
         raw, turn = _estimated(call, turn, estimator, resources)
         if prev is None:
-            head = max(call.usage.prompt_tokens - sum(row[1] for row in raw), 0)
+            head = max(call.usage.prompt_tokens - sum(row[_SIZE] for row in raw), 0)
         ttl = recorded_ttl(call.usage, prev_ttl)
         calls.append(_calibrated(call, prev, prev_ttl, ttl, raw, head))
         prev, prev_ttl = call, ttl
@@ -329,7 +330,7 @@ def _calibrated(
     estimates where the growth cannot be used: the first call, a compaction, a shrink), how
     the recording's cache served it, and what the recording pruned itself."""
     prompt = call.usage.prompt_tokens
-    estimates = [row[1] for row in raw]
+    estimates = [row[_SIZE] for row in raw]
     estimated = sum(estimates)
     compaction = call.compaction is not None
     removed = 0
@@ -348,7 +349,7 @@ def _calibrated(
             sizes, adjustment = estimates, growth - estimated - removed
             fallback = growth < 0
     for row, size in zip(raw, sizes, strict=True):
-        row[1] = size
+        row[_SIZE] = size
     read_class, delta, anchor = _classify(call, prev, prev_ttl)
     pruned = call.pruned.kind.value if call.pruned is not None else None
     if (

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcsim.accounting.prices import ModelPrice, PriceTable, base_rates_up_to, rates_for
+from mcsim.accounting.prices import (
+    ModelPrice,
+    PriceTable,
+    Rates,
+    base_rates_up_to,
+    rates_for,
+)
 from mcsim.model import Tokens
 from mcsim.replay.calibrate import CalCall
 from mcsim.replay.keep_warm import PingGap
@@ -41,10 +47,7 @@ class Pricer:
             if price is None:
                 out.append(None)
                 continue
-            if prompt <= plain_below and not call.speed and not call.inference_geo:
-                r = price.rates  # no long-context rule can apply, no multiplier
-            else:
-                r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+            r = _rates(price, plain_below, prompt, call)
             out.append(r.usd_of(fresh, w5, w1, read, call.output_tokens))
         return out
 
@@ -67,11 +70,7 @@ class Pricer:
             price, plain_below = self._known(call.model)
             if price is None:
                 continue
-            if prompt <= plain_below and not call.speed and not call.inference_geo:
-                r = price.rates  # as in `costs`
-            else:
-                r, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
-            total += r.usd_of(0, cache_read_tokens=extra)
+            total += _rates(price, plain_below, prompt, call).usd_of(0, cache_read_tokens=extra)
         return total
 
     def pings_priced(
@@ -94,3 +93,13 @@ class Pricer:
                                    gap.output_tokens))  # fmt: skip
             out.append(gap._replace(at=at, cost_usd=one))
         return out
+
+
+def _rates(price: ModelPrice, plain_below: float, prompt: int, call: CalCall) -> Rates:
+    """The rates CALL's PROMPT tokens are billed at: the model's own up to `plain_below`
+    when no speed or region multiplies them (no long-context rule can apply), else
+    `rates_for`'s."""
+    if prompt <= plain_below and not call.speed and not call.inference_geo:
+        return price.rates
+    rates, _ = rates_for(price, prompt, call.timestamp_s, call.speed, call.inference_geo)
+    return rates

@@ -598,8 +598,12 @@ def _hazards(
         cost = 0.0
         if price is not None:  # one call more: the result written again, the prompt read
             one_hour = ttls[j] == "1h"
-            cost = price.rates.usd_of(0, 0 if one_hour else seg.tokens,
-                                      seg.tokens if one_hour else 0, prompts[j])  # fmt: skip
+            cost = price.rates.usd_of(
+                0,
+                cache_write_5m_tokens=0 if one_hour else seg.tokens,
+                cache_write_1h_tokens=seg.tokens if one_hour else 0,
+                cache_read_tokens=prompts[j],
+            )
         out.append(Hazard(cleared_before_call=i, tool_name=seg.tool_name, resource=keys[k],
                           reused_at_call=j, tokens=seg.tokens, refetch_cost_usd=cost))  # fmt: skip
     return out
