@@ -9,7 +9,7 @@ does I/O or knows about any transcript format.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from operator import add, attrgetter
@@ -276,6 +276,26 @@ class Session:
         return max(stamps) if stamps else None
 
 
+def add_counts(into: Counter[str], more: Mapping[str, int]) -> None:
+    """`into.update(more)`: the same counts, without the check of `more`'s kind that
+    `Counter.update` makes first (an abstract-class isinstance, most of the cost of updating
+    with the few counts a session's result holds: a run merges tens of thousands)."""
+    get = into.get
+    for key, count in more.items():
+        into[key] = get(key, 0) + count
+
+
+_NEW_COUNTER = Counter.__new__
+
+
+def counter_of(counts: dict[str, int]) -> Counter[str]:
+    """`Counter(counts)` for a dict, made without `Counter.__init__` (which goes through
+    `update` and its isinstance check): a warm replay reads tens of thousands of them."""
+    made: Counter[str] = _NEW_COUNTER(Counter)
+    dict.update(made, counts)
+    return made
+
+
 @dataclass(frozen=True, slots=True)
 class Skip:
     """One input line that could not be used, and why."""
@@ -331,9 +351,9 @@ class SkipReport:
 
     def merge(self, other: SkipReport) -> None:
         self.lines_read += other.lines_read
-        self.counts.update(other.counts)
-        self.repaired.update(other.repaired)
-        self.notes.update(other.notes)
+        add_counts(self.counts, other.counts)
+        add_counts(self.repaired, other.repaired)
+        add_counts(self.notes, other.notes)
         room = max(0, self.max_examples - len(self.examples))
         self.examples.extend(other.examples[:room])
         self.examples_omitted += other.examples_omitted + len(other.examples[room:])

@@ -8,7 +8,10 @@ from collections import Counter
 from dataclasses import fields
 from typing import Any
 
-from mcsim.model import Tokens
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcsim.model import Tokens, add_counts, counter_of
 from mcsim.replay.results import PolicyTotals
 
 # Merged otherwise than summed: the name is the merged record's own, the largest prompt is the
@@ -49,3 +52,18 @@ def test_merge_takes_every_field() -> None:
         assert merged == a + b, f.name
     assert run.max_prompt_tokens == 2
     assert run.figures == [{"x": 2.0}]
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 10**9)),
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 10**9)),
+)
+def test_counts_add_as_counter_update_does(mine: dict[str, int], more: dict[str, int]) -> None:
+    """`add_counts` and `counter_of` (the merge's and the cache's fast paths) give what
+    `Counter.update` and `Counter(...)` give: the same keys (zeros kept), counts and class."""
+    expected = Counter(mine)
+    expected.update(more)
+    made = counter_of(mine)
+    assert type(made) is Counter and made == Counter(mine) and made is not mine
+    add_counts(made, more)
+    assert made == expected and dict(made) == dict(expected) and list(made) == list(expected)

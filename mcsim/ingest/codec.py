@@ -30,6 +30,8 @@ from itertools import accumulate, chain, repeat
 from operator import attrgetter
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from mcsim.model import counter_of
+
 R = TypeVar("R")
 Tables = list[list[list[Any]]]
 
@@ -81,10 +83,13 @@ strings: Callable[[Any], list[str]] = _list_of(str)
 
 
 def counter(values: Any) -> Counter[str]:
-    if type(values) is not dict or not set(map(type, values.values())) <= _SCALARS[int]:
+    if type(values) is not dict:
         raise TypeError("not a count by reason")
-    within(values.values())
-    return Counter(values)
+    if values:  # (most are empty: a session's breaks by cause, its unsupported layers)
+        if not set(map(type, values.values())) <= _SCALARS[int]:
+            raise TypeError("not a count by reason")
+        within(values.values())
+    return counter_of(values)
 
 
 _NUMBERS = frozenset({int, float})

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from mcsim.accounting.breaks import UNEXPLAINED_CAUSES
 from mcsim.accounting.recorded import ExactSums
-from mcsim.model import NO_TOKENS, Tokens
+from mcsim.model import NO_TOKENS, Tokens, add_counts
 from mcsim.replay.rows import SessionRows
 
 
@@ -130,10 +130,10 @@ class PolicyTotals:
         self.calls += other.calls
         self.cache_breaks += other.cache_breaks
         if other.breaks_by_cause:  # (most sessions break nothing: an update costs even so)
-            self.breaks_by_cause.update(other.breaks_by_cause)
+            add_counts(self.breaks_by_cause, other.breaks_by_cause)
         self.cache_edit_drops += other.cache_edit_drops
         if other.drops_by_cause:
-            self.drops_by_cause.update(other.drops_by_cause)
+            add_counts(self.drops_by_cause, other.drops_by_cause)
         self.compactions += other.compactions
         self.compactions_still_reached += other.compactions_still_reached
         self.cleared_results += other.cleared_results
@@ -151,7 +151,7 @@ class PolicyTotals:
             "cleared_set_other_usd", self.cleared_set_other_usd, other.cleared_set_other_usd
         )
         if other.unsupported:
-            self.unsupported.update(other.unsupported)
+            add_counts(self.unsupported, other.unsupported)
         self.pings += other.pings
         self.ping_cost_usd = sums.add("ping_cost_usd", self.ping_cost_usd, other.ping_cost_usd)
         keep_largest(self.figures, other.figures)

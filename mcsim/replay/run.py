@@ -23,7 +23,7 @@ from mcsim.errors import UsageError
 from mcsim.ingest.disk_cache import enforce_cap, max_cache_bytes
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.pipeline import LoadStats, ProgressFn, map_sessions
-from mcsim.model import Tokens
+from mcsim.model import Tokens, add_counts
 from mcsim.replay.calibrate import CalCall, CalSession, CalThread
 from mcsim.replay.model_support import features
 from mcsim.replay.policies import can_clear
@@ -417,10 +417,13 @@ class ReplayReport:
         sink's handle to them)."""
         self.recorded.merge(result.recorded)
         for totals in result.policies:
-            self.policies.setdefault(totals.name, PolicyTotals(totals.name)).merge(totals)
-        self._providers.update(result.providers)
-        self._ttls.update(result.ttls)
-        self._prunes.update(result.recorded_prunes)
+            mine = self.policies.get(totals.name)
+            if mine is None:  # (not setdefault: that makes a PolicyTotals on every call)
+                mine = self.policies[totals.name] = PolicyTotals(totals.name)
+            mine.merge(totals)
+        add_counts(self._providers, result.providers)
+        add_counts(self._ttls, result.ttls)
+        add_counts(self._prunes, result.recorded_prunes)
         self.sessions.append(CountedSession.of(result, rows))
         if rows is None:
             self.results.append(result)
