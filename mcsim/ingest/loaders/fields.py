@@ -129,9 +129,8 @@ def read_typed(
     (a parse at over 1 GB/s), takes it too; simdjson takes no line orjson refuses but one that
     starts with a byte-order mark (tested on mutated lines: tests/test_typed_lines.py).
 
-    The lines `_lines` gives, counted and skipped alike, but cut from `iter_blocks`' chunks
-    here: one generator step per line instead of three, 0.1 to 0.15 s of a first `inspect`
-    of the corpus replica (docs/performance.md#reading-typed-lines).
+    The lines are those `_lines` gives, counted and skipped alike, but cut here from
+    `iter_blocks`' chunks: one generator step per line instead of three.
     """
     validate = simdjson.Parser().parse
 
