@@ -62,3 +62,37 @@ def test_inspect_and_the_replay_account_the_recording_alike(corpus: Path, which:
     assert breaks_seen == recorded.cache_breaks
     if which == "corpus":  # the corpus holds breaks of several causes: a real comparison
         assert len(recorded.breaks_by_cause) >= 2
+
+
+@pytest.mark.parametrize("which", ["corpus", "codex"])
+def test_a_session_summary_adds_its_calls_up_one_by_one(corpus: Path, which: str) -> None:
+    """analyse_session sums each model's tokens once, from its calls' LoadedCall tokens, and
+    takes the start and end by comparison: the same figures as adding every call's usage and
+    cost to its group in call order (UsageGroup.add_call) and min/max over its times."""
+    from mcsim.accounting.recorded import UsageGroup, analyse_session
+    from mcsim.ingest.pipeline import load_sessions
+    from mcsim.model import Tokens
+
+    prices = default_table()
+    sessions, _ = load_sessions([str(corpus if which == "corpus" else CODEX)], workers=1)
+    assert sessions
+    models_seen = set()
+    for session in sessions:
+        summary = analyse_session(session, prices, keep_calls=False).summary
+        groups: dict[str, UsageGroup] = {}
+        cost = 0.0
+        calls = [c for t in session.threads for c in t.calls]
+        for call in calls:
+            price = prices.cost(call.model, call.usage, call.timestamp_s)
+            groups.setdefault(call.model, UsageGroup(call.model, sessions=1)).add_call(
+                call.usage, price
+            )
+            if price is not None:
+                cost += price.total_usd
+        assert summary.by_model == tuple(groups[m] for m in sorted(groups))
+        assert summary.tokens == Tokens.total(c.usage for c in calls)
+        assert summary.cost_usd == cost
+        assert summary.start_s == min(c.timestamp_s for c in calls)
+        assert summary.end_s == max(c.timestamp_s for c in calls)
+        models_seen.update(groups)
+    assert len(models_seen) >= (2 if which == "corpus" else 1)

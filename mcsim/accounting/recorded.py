@@ -172,12 +172,17 @@ def loaded_calls(thread: Thread) -> list[LoadedCall]:
         usage = call.usage
         ttl = recorded_ttl(usage, ttl)
         pruned = None if call.pruned is None else call.pruned.kind.value
+        # (what LoadedCall(...) makes, without its __new__, which is Python: a call a call)
         calls.append(
-            LoadedCall(call.timestamp_s, call.request_s, call.model, usage.cache_read_tokens, ttl,
-                       call.compaction is not None, pruned, usage.tokens, usage.prompt_tokens,
-                       usage.speed, usage.inference_geo)
+            _new(LoadedCall, (call.timestamp_s, call.request_s, call.model,
+                              usage.cache_read_tokens, ttl, call.compaction is not None, pruned,
+                              usage.tokens, usage.prompt_tokens, usage.speed,
+                              usage.inference_geo))
         )  # fmt: skip
     return calls
+
+
+_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,31 +324,47 @@ def analyse_session(
     compactions = prunes = cache_edit_drops = cache_drops = 0
     split_mismatch = 0
     models: dict[str, UsageGroup] = {}
+    # Each call's tokens (`LoadedCall.tokens`), in call order: all of them and by model, each
+    # list summed once at the end (the same integers `UsageGroup.add_call` adds call by call).
+    every: list[Tokens] = []
+    by_model: dict[str, list[Tokens]] = {}
     start = end = session.threads[0].calls[0].timestamp_s
     for thread in session.threads:
         loaded = loaded_calls(thread)
         account = account_thread(loaded, prices)
         cache_drops += len(account.breaks) + len(account.announced)
         cache_edit_drops += sum(d.cause is BreakCause.CACHE_EDIT for d in account.announced)
+        costs, found = account.costs, account.breaks
         for i, call in enumerate(thread.calls):
-            price = account.costs[i]
-            group = models.get(call.model)  # (not setdefault: a group made per call)
+            price = costs[i]
+            model = call.model
+            group = models.get(model)  # (not setdefault: a group made per call)
             if group is None:
-                group = models[call.model] = UsageGroup(call.model, sessions=1)
-            group.add_call(call.usage, price)
-            start = min(start, call.timestamp_s)
-            end = max(end, call.timestamp_s)
+                group = models[model] = UsageGroup(model, sessions=1)
+                by_model[model] = []
+            tokens = loaded[i].tokens
+            every.append(tokens)
+            by_model[model].append(tokens)
+            group.calls += 1  # UsageGroup.add_call, its tokens summed below
+            timestamp = call.timestamp_s
+            if timestamp < start:
+                start = timestamp
+            elif timestamp > end:
+                end = timestamp
             if price is None:
-                unpriced[call.model] += 1
+                group.unpriced_calls += 1
+                unpriced[model] += 1
             else:
-                cost += price.total_usd
+                total = price.total_usd
+                group.cost_usd += total
+                cost += total
             if call.compaction is not None:
                 compactions += 1
             if call.pruned is not None:
                 prunes += 1
             if call.usage.split_mismatch:
                 split_mismatch += 1
-            brk = account.breaks.get(i)
+            brk = found.get(i)
             if keep_calls:
                 gap = call.request_s - thread.calls[i - 1].request_s if i else None
                 records.append(
@@ -372,6 +393,8 @@ def analyse_session(
                         call.source,
                     )
                 )
+    for model, group in models.items():
+        group.tokens = Tokens.total(by_model[model])
     summary = SessionSummary(
         session_id=session.session_id,
         project=session.project,
@@ -381,7 +404,7 @@ def analyse_session(
         calls=sum(len(t.calls) for t in session.threads),
         threads=len(session.threads),
         models=tuple(sorted(models)),
-        tokens=Tokens.total(c.usage for t in session.threads for c in t.calls),
+        tokens=Tokens.total(every),
         cost_usd=cost,
         unpriced_calls=sum(unpriced.values()),
         cache_breaks=len(breaks),

@@ -21,7 +21,13 @@ import msgspec
 import orjson
 import simdjson
 
-from mcsim.ingest.loaders.jsonl import MAX_LINE_BYTES, NotRegularFileError, iter_lines, open_regular
+from mcsim.ingest.loaders.jsonl import (
+    MAX_LINE_BYTES,
+    NotRegularFileError,
+    iter_blocks,
+    iter_lines,
+    open_regular,
+)
 from mcsim.model import SkipReport
 from mcsim.text import shown
 
@@ -107,7 +113,11 @@ _REFUSED = (msgspec.MsgspecError, ValueError, RuntimeError)  # what the two pars
 
 
 def read_typed(
-    path: Path, name: str, skips: SkipReport, decode: Callable[[memoryview], Any]
+    path: Path,
+    name: str,
+    skips: SkipReport,
+    decode: Callable[[bytes | memoryview], Any],
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, Any]]:
     """Each object line of `path` with its number, as `read_objects` gives them, but decoded
     by `decode` (a msgspec typed decoder) where it can be: the object is then a Struct, else
@@ -118,21 +128,77 @@ def read_typed(
     double's range. So a line is kept typed only once simdjson, which checks a whole document
     (a parse at over 1 GB/s), takes it too; simdjson takes no line orjson refuses but one that
     starts with a byte-order mark (tested on mutated lines: tests/test_typed_lines.py).
+
+    The lines are those `_lines` gives, counted and skipped alike, but cut here from
+    `iter_blocks`' chunks: one generator step per line instead of three.
     """
     validate = simdjson.Parser().parse
-    for number, raw, unterminated in _lines(path, name, skips):
+
+    def one(raw: memoryview | None, size: int, number: int, unterminated: bool) -> Any:
+        """A line that spans chunks or ends the file without a newline, as the loop below
+        reads a line within a chunk: its object, or None when it is blank or skipped."""
+        if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
+            return None
+        skips.lines_read += 1
+        if raw is None:
+            skips.add(name, number, "line_too_long", f"{size:,} bytes (limit {max_line_bytes:,})")
+            return None
         try:
             typed = decode(raw)
-            validate(raw)  # the document it returns is dropped at once (reused parser)
-            # (the first byte first: slicing and comparing a memoryview costs 0.2 µs a line)
+            validate(raw)
             if raw[0] == 0xEF and raw[:3] == _BOM:
                 raise ValueError("a byte-order mark")
         except _REFUSED:
-            obj = _object(raw, name, number, unterminated, skips)
-            if obj is not None:
-                yield number, obj
-        else:
-            yield number, typed
+            return _object(raw, name, number, unterminated, skips)
+        return typed
+
+    number = 0
+    try:
+        with open_regular(path) as fh:
+            for part, chunk, pos, stop in iter_blocks(fh, max_line_bytes):
+                if part is not None:
+                    number += 1
+                    obj = one(part[0], part[1], number, part[2])
+                    if obj is not None:
+                        yield number, obj
+                find = chunk.find
+                while pos < stop:
+                    end = find(b"\n", pos)  # (found: stop - 1 is a newline)
+                    number += 1
+                    if end - pos > max_line_bytes:
+                        skips.lines_read += 1
+                        skips.add(name, number, "line_too_long",
+                                  f"{end - pos:,} bytes (limit {max_line_bytes:,})")  # fmt: skip
+                        pos = end + 1
+                        continue
+                    if end == pos:  # a blank line
+                        pos += 1
+                        continue
+                    first = chunk[pos]
+                    if first in _BLANK and chunk[pos:end].isspace():
+                        pos = end + 1
+                        continue
+                    skips.lines_read += 1
+                    # A copy: simdjson takes bytes faster than a view into the chunk
+                    # (docs/performance.md#measured-reasons).
+                    raw = chunk[pos:end]
+                    pos = end + 1
+                    try:
+                        typed = decode(raw)
+                        validate(raw)  # the document it returns is dropped at once (reused parser)
+                        # (the first byte first: most lines do not start with one)
+                        if first == 0xEF and raw[:3] == _BOM:
+                            raise ValueError("a byte-order mark")
+                    except _REFUSED:
+                        obj = _object(raw, name, number, False, skips)
+                        if obj is not None:
+                            yield number, obj
+                    else:
+                        yield number, typed
+    except NotRegularFileError as exc:
+        skips.add(name, 0, "not_regular_file", exc.what)
+    except OSError as exc:
+        skips.add(name, 0, "unreadable_file", exc.strerror or type(exc).__name__)
 
 
 def _lines(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, memoryview, bool]]:
@@ -158,7 +224,7 @@ def _lines(path: Path, name: str, skips: SkipReport) -> Iterator[tuple[int, memo
 
 
 def _object(
-    raw: memoryview, name: str, number: int, unterminated: bool, skips: SkipReport
+    raw: bytes | memoryview, name: str, number: int, unterminated: bool, skips: SkipReport
 ) -> dict[str, Any] | None:
     """The JSON object of a line (repaired where its only fault is invalid UTF-8), or None
     with the line counted as a skip (not JSON, or JSON but not an object)."""

@@ -122,6 +122,12 @@ def read_input_file(
 # passed over), its size in bytes, and whether it is the last line and has no newline. A plain
 # tuple: a NamedTuple costs a Python-level call per line, measurable on a large corpus.
 Line = tuple[int, memoryview | None, int, bool]
+# A line read in parts (it spans chunks) or the unterminated last one, as a `Line` without its
+# number: its bytes (None: over the limit, passed over), its size, whether it is the last.
+Part = tuple[memoryview | None, int, bool]
+# What `iter_blocks` yields: a `Part` or None, then a chunk and the span [start, stop) of it
+# that holds whole lines, each ended by a newline (stop - 1 is one, unless start == stop).
+Block = tuple[Part | None, bytes, int, int]
 
 
 def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
@@ -132,6 +138,30 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
     Lines within a chunk are views into it (no copy); a line that spans chunks is joined from
     its parts once, and one over the limit is only measured."""
     number = 0
+    for part, chunk, pos, stop in iter_blocks(fh, max_line_bytes):
+        if part is not None:
+            number += 1
+            yield (number, *part)
+        view = memoryview(chunk)
+        while pos < stop:
+            end = chunk.find(b"\n", pos)  # (found: stop - 1 is a newline)
+            number += 1
+            if end - pos > max_line_bytes:
+                yield (number, None, end - pos, False)
+            else:
+                yield (number, view[pos:end], end - pos, False)
+            pos = end + 1
+
+
+def iter_blocks(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Block]:
+    """`fh` as `iter_lines` reads it, chunk by chunk, for a reader that cuts the lines itself
+    (`iter_lines`; `fields.read_typed`, which spares a generator step per line that way).
+
+    Each block is a line that ended in this chunk after starting in earlier ones (or the
+    unterminated last line, with an empty chunk after it), or None; then the chunk and the
+    span of it that holds its whole lines, each ended by a newline, which come after that
+    line and which the reader numbers on, and measures against `max_line_bytes` itself (a line
+    within a chunk is passed over there: this only measures the ones that span chunks)."""
     parts: list[bytes] = []  # the start of a line that goes on in a later chunk
     parts_size = 0
     passing = -1  # >= 0 while passing over an over-long line: its bytes so far
@@ -154,6 +184,7 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
         chunk = chunk[len(_BOM) :]
     while chunk:
         pos = 0
+        part: Part | None = None
         if parts or passing >= 0:
             end = chunk.find(b"\n")
             if end < 0:
@@ -166,36 +197,26 @@ def iter_lines(fh: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[L
                         passing, parts, parts_size = parts_size, [], 0
                 chunk = next_chunk()
                 continue
-            number += 1
             if passing >= 0 or parts_size + end > max_line_bytes:
-                yield (number, None, max(passing, parts_size) + end, False)
+                part = (None, max(passing, parts_size) + end, False)
             else:
                 line = b"".join(parts) + chunk[:end]
-                yield (number, memoryview(line), len(line), False)
+                part = (memoryview(line), len(line), False)
             passing, parts, parts_size = -1, [], 0
             pos = end + 1
-        view = memoryview(chunk)
-        while True:
-            end = chunk.find(b"\n", pos)
-            if end < 0:
-                break
-            number += 1
-            if end - pos > max_line_bytes:
-                yield (number, None, end - pos, False)
-            else:
-                yield (number, view[pos:end], end - pos, False)
-            pos = end + 1
-        rest = len(chunk) - pos
+        stop = max(chunk.rfind(b"\n", pos) + 1, pos)
+        yield part, chunk, pos, stop
+        rest = len(chunk) - stop
         if rest > max_line_bytes:
             passing = rest
         elif rest:
-            parts, parts_size = [chunk[pos:]], rest
+            parts, parts_size = [chunk[stop:]], rest
         chunk = next_chunk()
     if passing >= 0:
-        yield (number + 1, None, passing, True)
+        yield (None, passing, True), b"", 0, 0
     elif parts:
         line = b"".join(parts)
-        yield (number + 1, memoryview(line), len(line), True)
+        yield (memoryview(line), len(line), True), b"", 0, 0
 
 
 def _size_now(fh: BinaryIO) -> int | None:
