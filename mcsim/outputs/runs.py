@@ -99,7 +99,7 @@ def replay_run(config: ReplayConfig, progress: ProgressFn | None = None) -> Repl
     from mcsim.outputs.rows_sink import RowsSink
 
     prepared = _prepare(config)
-    scenarios = load_policy_file(prepared.source.path)
+    scenarios = prepared.scenarios
     out_dir = prepared.out_dir
     # The per-call rows go to disk as the sessions arrive (the driver's memory stays flat).
     with RowsSink([RECORDED, *(s.name for s in scenarios)], out_dir) as sink:
@@ -204,7 +204,7 @@ def sweep_run(config: SweepConfig, progress: ProgressFn | None = None) -> SweepR
     label = f"preset {source.preset}" if source.preset else str(source.path)
     base = pick_policy(scenarios, config.name, label)
     variants = build_variants(base, [parse_axis(g) for g in config.grids])
-    prepared = _prepare(config, source)
+    prepared = _prepare(config, source, scenarios)
     runs = [baseline(), *(v.scenario for v in variants)]
     report = _replayed(config, prepared, runs, "sweep", progress, keep_rows=False)
     results = outcomes(report, variants)
@@ -225,26 +225,34 @@ class _Prepared:
     """A configuration checked before any transcript is read."""
 
     source: PolicySource
+    scenarios: list[Scenario]  # the policy file's
     prices: PriceTable
     cache: Path | None
     out_dir: Path
     dates: tuple[float | None, float | None]
 
 
-def _prepare(config: RunInputs, source: PolicySource | None = None) -> _Prepared:
+def _prepare(
+    config: RunInputs,
+    source: PolicySource | None = None,
+    scenarios: list[Scenario] | None = None,
+) -> _Prepared:
+    """`config` checked; `source` and `scenarios`: the policy file and its policies where the
+    caller has them already."""
     from mcsim.accounting.prices import load_table
 
     dates = day_range(config.since, config.until)
     source = source or resolve_policy(config.policy)
-    load_policy_file(source.path)  # a bad file is refused before the rest is checked
+    if scenarios is None:  # a bad file is refused before the rest is checked
+        scenarios = load_policy_file(source.path)
     prices = load_table(config.prices_path)
     cache = cache_folder(config.use_cache, config.cache_dir)
     out_dir = config.out_dir
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out_dir = Path("reports") / f"{stamp}-{source.path.stem}"
-    return _Prepared(source, prices, cache, checked_out_dir(out_dir, config.force, config.paths,
-                                                            cache), dates)  # fmt: skip
+    out_dir = checked_out_dir(out_dir, config.force, config.paths, cache)
+    return _Prepared(source, scenarios, prices, cache, out_dir, dates)
 
 
 def _replayed(
