@@ -134,67 +134,57 @@ def read_typed(
     """
     validate = simdjson.Parser().parse
 
-    def one(raw: memoryview | None, size: int, number: int, unterminated: bool) -> Any:
-        """A line that spans chunks or ends the file without a newline, as the loop below
-        reads a line within a chunk: its object, or None when it is blank or skipped."""
-        if raw is not None and (not size or (raw[0] in _BLANK and bytes(raw).isspace())):
-            return None
+    def too_long(number: int, size: int) -> None:
         skips.lines_read += 1
-        if raw is None:
-            skips.add(name, number, "line_too_long", f"{size:,} bytes (limit {max_line_bytes:,})")
-            return None
-        try:
-            typed = decode(raw)
-            validate(raw)
-            if raw[0] == 0xEF and raw[:3] == _BOM:
-                raise ValueError("a byte-order mark")
-        except _REFUSED:
-            return _object(raw, name, number, unterminated, skips)
-        return typed
+        skips.add(name, number, "line_too_long", f"{size:,} bytes (limit {max_line_bytes:,})")
 
     number = 0
     try:
         with open_regular(path) as fh:
             for part, chunk, pos, stop in iter_blocks(fh, max_line_bytes):
+                # The chunk's whole lines, after the line that ended in it (read as a span of
+                # its own, with its newline put back) or the file's unterminated last line.
+                spans = [(chunk, pos, stop, False)]
                 if part is not None:
-                    number += 1
-                    obj = one(part[0], part[1], number, part[2])
-                    if obj is not None:
-                        yield number, obj
-                find = chunk.find
-                while pos < stop:
-                    end = find(b"\n", pos)  # (found: stop - 1 is a newline)
-                    number += 1
-                    if end - pos > max_line_bytes:
-                        skips.lines_read += 1
-                        skips.add(name, number, "line_too_long",
-                                  f"{end - pos:,} bytes (limit {max_line_bytes:,})")  # fmt: skip
-                        pos = end + 1
-                        continue
-                    if end == pos:  # a blank line
-                        pos += 1
-                        continue
-                    first = chunk[pos]
-                    if first in _BLANK and chunk[pos:end].isspace():
-                        pos = end + 1
-                        continue
-                    skips.lines_read += 1
-                    # A copy: simdjson takes bytes faster than a view into the chunk
-                    # (docs/performance.md#measured-reasons).
-                    raw = chunk[pos:end]
-                    pos = end + 1
-                    try:
-                        typed = decode(raw)
-                        validate(raw)  # the document it returns is dropped at once (reused parser)
-                        # (the first byte first: most lines do not start with one)
-                        if first == 0xEF and raw[:3] == _BOM:
-                            raise ValueError("a byte-order mark")
-                    except _REFUSED:
-                        obj = _object(raw, name, number, False, skips)
-                        if obj is not None:
-                            yield number, obj
+                    line, size, unterminated = part
+                    if line is None:  # over the limit, passed over
+                        number += 1
+                        too_long(number, size)
                     else:
-                        yield number, typed
+                        spans.insert(0, (bytes(line) + b"\n", 0, size + 1, unterminated))
+                for text, pos, stop, unterminated in spans:
+                    find = text.find
+                    while pos < stop:
+                        end = find(b"\n", pos)  # (found: stop - 1 is a newline)
+                        number += 1
+                        if end - pos > max_line_bytes:
+                            too_long(number, end - pos)
+                            pos = end + 1
+                            continue
+                        if end == pos:  # a blank line
+                            pos += 1
+                            continue
+                        first = text[pos]
+                        if first in _BLANK and text[pos:end].isspace():
+                            pos = end + 1
+                            continue
+                        skips.lines_read += 1
+                        # A copy: simdjson takes bytes faster than a view into the chunk
+                        # (docs/performance.md#measured-reasons).
+                        raw = text[pos:end]
+                        pos = end + 1
+                        try:
+                            typed = decode(raw)
+                            validate(raw)  # the document it returns is dropped (reused parser)
+                            # (the first byte first: most lines do not start with one)
+                            if first == 0xEF and raw[:3] == _BOM:
+                                raise ValueError("a byte-order mark")
+                        except _REFUSED:
+                            obj = _object(raw, name, number, unterminated, skips)
+                            if obj is not None:
+                                yield number, obj
+                        else:
+                            yield number, typed
     except NotRegularFileError as exc:
         skips.add(name, 0, "not_regular_file", exc.what)
     except OSError as exc:
