@@ -835,16 +835,23 @@ def _size(n: int) -> str:
 @_CACHE_DIR
 def cache_info(cache_dir: Path | None) -> None:
     """Where the cache is, how many entries it holds, their size, oldest and newest use."""
-    from mcsim.ingest.disk_cache import cache_files, default_cache_dir, max_cache_bytes
+    from mcsim.ingest.disk_cache import (
+        cache_entries,
+        cache_files,
+        default_cache_dir,
+        max_cache_bytes,
+    )
 
     folder = cache_dir or default_cache_dir()
     files, cap = cache_files(folder), max_cache_bytes()
+    entries = cache_entries(files)
+    packs = sum(f.path.suffix == ".pack" for f in files)
     _echo(f"location: {printable(folder)}")
-    _echo(f"entries: {len(files)}")
+    _echo(f"entries: {len(entries)}" + (f" ({packs} pack files hold some)" if packs else ""))
     kinds: dict[str, list[int]] = {}
-    for file in files:
-        kind = _CACHE_KINDS.get(file.path.suffix, "unfinished writes")
-        kinds.setdefault(kind, []).append(file.size)
+    for name, size in entries:
+        kind = _CACHE_KINDS.get(Path(name).suffix, "unfinished writes")
+        kinds.setdefault(kind, []).append(size)
     for kind, sizes in sorted(kinds.items()):
         _echo(f"  {kind}: {len(sizes)}, {_size(sum(sizes))}")
     _echo(f"size: {_size(sum(f.size for f in files))} (cap {_size(cap)})")
@@ -857,12 +864,13 @@ def cache_info(cache_dir: Path | None) -> None:
 @_CACHE_DIR
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove mcsim's entries from the cache folder (nothing else in it is touched)."""
-    from mcsim.ingest.disk_cache import clear_cache, default_cache_dir
+    from mcsim.ingest.disk_cache import cache_entries, cache_files, clear_cache, default_cache_dir
 
     folder = cache_dir or default_cache_dir()
+    entries = len(cache_entries(cache_files(folder)))  # (a pack holds many)
     removed = clear_cache(folder)
     freed = _size(sum(f.size for f in removed))
-    _echo(f"removed {len(removed)} entries from {printable(folder)}, freed {freed}")
+    _echo(f"removed {entries} entries from {printable(folder)}, freed {freed}")
 
 
 # The keys every policy takes beside its kind or stack (mcsim.replay.scenario), as

@@ -31,7 +31,7 @@ from mcsim.ingest.disk_cache import (
     enforce_cap,
     entry_size,
     max_cache_bytes,
-    remove_file,
+    remove_entry,
 )
 from mcsim.ingest.engines import Engine
 from mcsim.ingest.loaders import LoadUnit
@@ -713,7 +713,7 @@ class AnalysisCache:
         except OverflowError:
             unusable = [(entry.path, "unexpected content")]
         with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
-            remove_file(entry.path)
+            remove_entry(entry.path)
         return Lookup(None, unusable, entry.stamp)
 
     def put(self, unit: LoadUnit, state: str, results: UnitResults[SessionAnalysis]) -> None:

@@ -43,7 +43,6 @@ import re
 import stat
 import struct
 import tempfile
-import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -55,7 +54,8 @@ import orjson
 from platformdirs import user_cache_dir
 
 from mcsim.errors import UsageError
-from mcsim.ingest import cache_key
+from mcsim.ingest import cache_key, cache_packs
+from mcsim.ingest.cache_packs import PACK_MAGIC, TMP_PREFIX, sweep_once
 from mcsim.ingest.codec import Codec, strings
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.jsonl import NotRegularFileError, open_regular
@@ -73,10 +73,9 @@ _CHECKSUM_BYTES = hashlib.sha256().digest_size  # HMAC-SHA256: faster here than 
 BAD_SIGNATURE = "signature mismatch: damaged, or signed with another cache key"
 UNSIGNED = "not signed with a cache key: forged, or written by an older mcsim"
 _BODY_HEADER = struct.Struct("<BHQ")  # kind, format version, payload bytes
-_STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 # mcsim's own prefix: a --cache-dir may be a folder holding other files (.tmp-* of a user's)
-_TMP_PREFIX = ".mcsim-tmp-"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|analysed|results|chart)")
+_TMP_PREFIX = TMP_PREFIX
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.(?:sessions|tokens|calls|analysed|results|chart|pack)")
 DEFAULT_MAX_BYTES = 2_000_000_000
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
 T = TypeVar("T")
@@ -176,26 +175,32 @@ def code_hash() -> str:
 
 
 def write_entry(path: Path, kind: Kind, payload: bytes | None) -> None:
-    """Write an entry atomically: a temporary file in the same folder, then a rename."""
+    """Write an entry atomically: a temporary file in the same folder, then a rename; or into
+    a pack when the process writes many at a time (mcsim.ingest.cache_packs)."""
     if payload is None:
         return
     body = _BODY_HEADER.pack(*kind, len(payload)) + payload
-    checksum = signature(path.name, body)
+    data = _MAGIC + signature(path.name, body) + body
     if isinstance(path, ObjectPath):  # an object is put whole or not at all
         with contextlib.suppress(Exception):  # the store's errors: only speed is lost
-            filesystem(path.scheme).pipe_file(path.key, _MAGIC + checksum + body)
+            filesystem(path.scheme).pipe_file(path.key, data)
         return
+    if not cache_packs.held(path, data, _write_file):
+        _write_file(path, data)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Write DATA to PATH atomically (a cache that cannot be written only costs speed)."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _sweep_once(path.parent)
+        sweep_once(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC + checksum)
-            fh.write(body)
+            fh.write(data)
         os.replace(tmp, path)
         tmp = None
-    except OSError:  # a cache that cannot be written only costs speed
+    except OSError:
         pass
     finally:
         if tmp is not None:
@@ -209,21 +214,6 @@ def signature(name: str, body: bytes | memoryview) -> bytes:
     mac = hmac.new(cache_key.load(), os.fsencode(name) + b"\0", hashlib.sha256)
     mac.update(body)
     return mac.digest()
-
-
-_SWEPT: set[Path] = set()  # folders this process has cleaned up
-
-
-def _sweep_once(folder: Path) -> None:
-    """Remove the temporary files a killed run left behind (once per folder and process)."""
-    if folder in _SWEPT:
-        return
-    _SWEPT.add(folder)
-    stale = time.time() - _STALE_TMP_SECONDS
-    for tmp in folder.glob(f"{_TMP_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if tmp.lstat().st_mtime < stale:
-                tmp.unlink()
 
 
 def read_payload(path: Path, kind: Kind) -> bytes | None:
@@ -249,12 +239,32 @@ def read_payload(path: Path, kind: Kind) -> bytes | None:
             with contextlib.suppress(OSError):
                 os.utime(path)
     except (FileNotFoundError, NotADirectoryError):  # no such file, or no such folder
-        return None
+        return _packed_payload(path, kind)
     except NotRegularFileError as exc:
         raise Damaged("not an mcsim cache file") from exc
     except OSError as exc:
         raise Damaged("cannot be read") from exc
     return _verified(data, kind, path.name)
+
+
+def _packed_payload(path: Path, kind: Kind) -> bytes | None:
+    """read_payload of an entry that has no file of its own: its copy in a pack, if any."""
+    member = cache_packs.find(path)
+    if member is None:
+        return None
+    where = f" (in {member.pack.name})"
+    if member.size > max_cache_bytes():
+        raise Damaged("larger than the cache's cap" + where)
+    try:
+        data = cache_packs.read_member(member)
+    except FileNotFoundError:  # the pack went (the cap, another run) since it was listed
+        return None
+    except OSError as exc:
+        raise Damaged("cannot be read" + where) from exc
+    try:
+        return _verified(data, kind, path.name)
+    except Damaged as why:
+        raise Damaged(str(why) + where) from None
 
 
 def _verified(data: bytes, kind: Kind, name: str) -> bytes:
@@ -389,8 +399,19 @@ def entry_size(path: Path, unit: LoadUnit) -> int | None:
         return unit.size_bytes
     try:
         st = path.stat()
+    except FileNotFoundError:
+        member = cache_packs.find(path)
+        if member is None:
+            return None
+        try:
+            st = member.pack.stat()  # (its time: when the pack was last used)
+        except OSError:
+            return None
+        st_size = member.size
     except OSError:
         return None
+    else:
+        st_size = st.st_size
     if not stat.S_ISREG(st.st_mode):
         return None
     for file in unit.files:
@@ -401,7 +422,7 @@ def entry_size(path: Path, unit: LoadUnit) -> int | None:
         times = (changed.st_mtime_ns, changed.st_ctime_ns)  # (an object in a store: None)
         if any(t is not None and t > st.st_mtime_ns for t in times):
             return None
-    return st.st_size
+    return st_size
 
 
 def note_rebuilt(skips: SkipReport, path: Path, why: str) -> None:
@@ -442,12 +463,27 @@ def cache_files(folder: Path, verify: bool = True) -> list[CacheFile]:
                 continue
             if verify and not name.startswith(_TMP_PREFIX):
                 with open_regular(path) as fh:
-                    if fh.read(len(_MAGIC)) != _MAGIC:
+                    magic = PACK_MAGIC if name.endswith(cache_packs.PACK_SUFFIX) else _MAGIC
+                    if fh.read(len(magic)) != magic:
                         continue
         except (OSError, NotRegularFileError):
             continue
         found.append(CacheFile(path, st.st_size, st.st_mtime))
     return sorted(found, key=lambda f: (f.mtime, f.path.name))
+
+
+def cache_entries(files: Sequence[CacheFile]) -> list[tuple[str, int]]:
+    """The name and size of every entry FILES hold (as `cache_files` lists them): a file's
+    own, and each one a pack holds (a pack that cannot be read holds none)."""
+    entries: list[tuple[str, int]] = []
+    for f in files:
+        if f.path.name.endswith(cache_packs.PACK_SUFFIX):
+            table = None if isinstance(f.path, ObjectPath) else cache_packs.read_table(f.path)
+            members = table[1] if table is not None else {}
+            entries.extend((name, m.size) for name, m in members.items())
+        else:
+            entries.append((f.path.name, f.size))
+    return entries
 
 
 def _object_files(folder: ObjectPath, verify: bool = True) -> list[CacheFile]:
@@ -514,6 +550,18 @@ def remove_file(path: Path) -> None:
         raise
     except Exception as exc:  # the store's own errors, as the system's
         raise OSError(first_line(exc)) from exc
+
+
+def remove_entry(path: Path) -> None:
+    """Remove an entry that cannot be used: its file, or the pack it is in when it has no file
+    of its own (OSError if it cannot be removed or there is none)."""
+    try:
+        remove_file(path)
+    except FileNotFoundError:
+        member = None if isinstance(path, ObjectPath) else cache_packs.find(path)
+        if member is None:
+            raise
+        cache_packs.drop(member)
 
 
 def clear_cache(folder: Path) -> list[CacheFile]:

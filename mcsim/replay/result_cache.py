@@ -40,7 +40,7 @@ from mcsim.ingest.disk_cache import (
     Stored,
     code_hash,
     entry_size,
-    remove_file,
+    remove_entry,
 )
 from mcsim.ingest.loaders import LoadUnit
 from mcsim.ingest.loaders.fields import EARLIEST_S, LATEST_S
@@ -155,7 +155,7 @@ class ResultCache:
         except (ValueError, TypeError, KeyError, IndexError, OverflowError):
             unusable = [(entry.path, "unexpected content")]
         with contextlib.suppress(OSError):  # (a file that stays is noted again: no more)
-            remove_file(entry.path)
+            remove_entry(entry.path)
         return Lookup(None, unusable, entry.stamp)
 
     def put(self, unit: LoadUnit, state: str, results: UnitResults[SessionReplay]) -> None:

@@ -1,14 +1,18 @@
 """The local engine: units loaded in this process, or in forked worker processes when the
-input is large enough to pay for them."""
+input is large enough to pay for them. Each process gathers the cache entries its jobs write
+into packs (mcsim.ingest.cache_packs.batched): a first run makes a file or two, not one per
+unit."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
+from mcsim.ingest.cache_packs import batched
 from mcsim.ingest.seen import SeenCalls
 from mcsim.processes import STOP, Parent, end_with
 
@@ -30,8 +34,9 @@ class LocalEngine:
         n = self.workers if self.workers is not None else (os.cpu_count() or 1)
         n = min(n, len(jobs))
         if n <= 1 or total_bytes < _PARALLEL_MIN_BYTES:
-            for job in jobs:
-                yield run(job)
+            with batched():
+                for job in jobs:
+                    yield run(job)
             return
         yield from _forked(list(jobs), run, n)
 
@@ -85,6 +90,9 @@ def _forked(jobs: list[J], run: Callable[[J], R], n: int) -> Iterator[R]:
                         raise output
                     ready[k] = output
             yield ready.pop(index)
+        for conn in live:  # each worker ends its pipe once it has written its cache entries
+            with contextlib.suppress(EOFError):
+                conn.recv()
     finally:
         with STOP.shielded():
             # SIGKILL, not SIGTERM: a SIGTERM that reaches a worker before CPython's after-fork
@@ -105,15 +113,16 @@ def _work(jobs: list[J], run: Callable[[J], R], counter: Any, conn: Any, parent:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with the fork
     end_with(parent)
-    while True:
-        with counter.get_lock():
-            k = counter.value
-            counter.value += 1
-        if k >= len(jobs):
-            break
-        try:
-            output: R | BaseException = run(jobs[k])
-        except Exception as exc:  # re-raised in the parent, which stops the run
-            output = exc
-        conn.send((k, output))
+    with batched():
+        while True:
+            with counter.get_lock():
+                k = counter.value
+                counter.value += 1
+            if k >= len(jobs):
+                break
+            try:
+                output: R | BaseException = run(jobs[k])
+            except Exception as exc:  # re-raised in the parent, which stops the run
+                output = exc
+            conn.send((k, output))
     conn.close()
