@@ -7,7 +7,9 @@ Several caches share the folder, each one file per load unit: a replay's calibra
 (`mcsim.accounting.recorded.AnalysisCache`: `.analysed`). Each file is named by 64 hex
 digits (a hash of its format and the unit's file paths) and its kind. A replay's drawn
 charts are kept there too, named by a hash of what they draw (`mcsim.outputs.chart_cache`:
-`.chart`).
+`.chart`). Entries a process writes many at a time share pack files instead, each entry in
+them byte for byte as its file would be (`mcsim.ingest.cache_packs`); reading an entry looks
+for its file, then for it in the folder's packs.
 
 Files are data only, never code (no pickle): a fixed header (magic, signature, kind, format
 version, payload size) then the payload. The signature is an HMAC-SHA256 of the file's name
