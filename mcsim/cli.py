@@ -835,6 +835,7 @@ def _size(n: int) -> str:
 @_CACHE_DIR
 def cache_info(cache_dir: Path | None) -> None:
     """Where the cache is, how many entries it holds, their size, oldest and newest use."""
+    from mcsim.ingest.cache_packs import TMP_PREFIX
     from mcsim.ingest.disk_cache import (
         cache_entries,
         cache_files,
@@ -846,14 +847,22 @@ def cache_info(cache_dir: Path | None) -> None:
     files, cap = cache_files(folder), max_cache_bytes()
     entries = cache_entries(files)
     packs = sum(f.path.suffix == ".pack" for f in files)
+    # An entry written again (a later run, a concurrent one) may have older copies in packs
+    # until the cap evicts them: counted once, their bytes counted in full.
+    names = {name for name, _ in entries}
+    copies = len(entries) - len(names)
+    notes = [f"{packs} pack files hold some"] if packs else []
+    notes += [f"and {copies} older copies"] if copies else []
     _echo(f"location: {printable(folder)}")
-    _echo(f"entries: {len(entries)}" + (f" ({packs} pack files hold some)" if packs else ""))
-    kinds: dict[str, list[int]] = {}
+    _echo(f"entries: {len(names)}" + (f" ({', '.join(notes)})" if notes else ""))
+    kinds: dict[str, tuple[set[str], list[int]]] = {}
     for name, size in entries:
-        kind = _CACHE_KINDS.get(Path(name).suffix, "unfinished writes")
-        kinds.setdefault(kind, []).append(size)
-    for kind, sizes in sorted(kinds.items()):
-        _echo(f"  {kind}: {len(sizes)}, {_size(sum(sizes))}")
+        default = "unfinished writes" if name.startswith(TMP_PREFIX) else "other"
+        named, sizes = kinds.setdefault(_CACHE_KINDS.get(Path(name).suffix, default), (set(), []))
+        named.add(name)
+        sizes.append(size)
+    for kind, (named, sizes) in sorted(kinds.items()):
+        _echo(f"  {kind}: {len(named)}, {_size(sum(sizes))}")
     _echo(f"size: {_size(sum(f.size for f in files))} (cap {_size(cap)})")
     for label, f in (("oldest", files[:1]), ("newest", files[-1:])):
         when = datetime.fromtimestamp(f[0].mtime, UTC).strftime("%Y-%m-%d %H:%M UTC") if f else "-"
@@ -867,7 +876,7 @@ def cache_clear(cache_dir: Path | None) -> None:
     from mcsim.ingest.disk_cache import cache_entries, cache_files, clear_cache, default_cache_dir
 
     folder = cache_dir or default_cache_dir()
-    entries = len(cache_entries(cache_files(folder)))  # (a pack holds many)
+    entries = len({name for name, _ in cache_entries(cache_files(folder))})  # (a pack holds many)
     removed = clear_cache(folder)
     freed = _size(sum(f.size for f in removed))
     _echo(f"removed {entries} entries from {printable(folder)}, freed {freed}")

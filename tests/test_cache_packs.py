@@ -84,6 +84,44 @@ def test_large_packs_are_published_as_they_fill(
         assert read_payload(tmp_path / _name(i), KIND) == b"payload %d" % i
 
 
+def test_a_pack_holds_at_most_max_rows_entries_and_a_larger_table_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_packs, "_MAX_ROWS", 16)
+    with batched():
+        _write(tmp_path, MANY)  # 40 entries: packs of 16, 16 and 8
+    tables = [cache_packs.read_table(p) for p in tmp_path.iterdir()]
+    assert sorted(len(t[1]) for t in tables if t is not None) == [8, 16, 16]
+    for i in range(MANY):
+        assert read_payload(tmp_path / _name(i), KIND) == b"payload %d" % i
+    # A table longer than _MAX_ROWS rows of the longest name can be is not read at all.
+    (pack,) = (p for p in tmp_path.iterdir() if (t := cache_packs.read_table(p)) and len(t[1]) == 8)
+    monkeypatch.setattr(cache_packs, "_MAX_TABLE_BYTES", 8 * (18 + 69) - 1)
+    assert cache_packs.read_table(pack) is None
+
+
+def test_a_pack_left_by_a_killed_writer_is_swept_by_the_next_run(tmp_path: Path) -> None:
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)  # a process id that no longer exists
+    host = cache_packs._host()
+    names = {
+        "gone": f"{cache_packs.TMP_PREFIX}pack-{host}-{gone}-abc",
+        "alive": f"{cache_packs.TMP_PREFIX}pack-{host}-{os.getppid()}-abc",
+        "another machine": f"{cache_packs.TMP_PREFIX}pack-{'0' * 16}-{gone}-abc",
+        "another temporary file": f"{cache_packs.TMP_PREFIX}{gone}",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"half a pack")
+    cache_packs._SWEPT.discard(tmp_path)
+    with batched():
+        _write(tmp_path, MANY)  # the first pack of a run sweeps the folder
+    left = {p.name for p in tmp_path.iterdir() if p.suffix != ".pack"}
+    assert left == {names["alive"], names["another machine"], names["another temporary file"]}
+    # (an hour on, any temporary file goes: tests/test_session_cache.py)
+
+
 def test_the_newest_copy_is_read(tmp_path: Path) -> None:
     _write(tmp_path, 2, b" file")  # files of their own
     with batched():
@@ -217,3 +255,21 @@ def test_cache_info_and_clear_count_the_entries_in_packs(tmp_path: Path) -> None
     cleared = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path)])
     assert cleared.output.startswith(f"removed {MANY + 1} entries from"), cleared.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_info_counts_an_entry_written_again_once(tmp_path: Path) -> None:
+    with batched():
+        _write(tmp_path, MANY)
+    os.utime(tmp_path, ns=(0, 0))
+    with batched():
+        _write(tmp_path, MANY, b" again")
+        write_entry(tmp_path / f"{7:064x}.someday", KIND, b"a kind this mcsim does not know")
+    info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(tmp_path)])
+    assert info.exit_code == 0, info.output
+    assert f"entries: {MANY + 1} (2 pack files hold some, and {MANY} older copies)\n" in info.output
+    size = sum(2 * (8 + 32 + 11 + len(b"payload %d" % i)) + len(b" again") for i in range(MANY))
+    assert f"  loaded calls (inspect): {MANY}, {size:,} bytes\n" in info.output
+    assert "  other: 1, " in info.output
+    assert "unfinished" not in info.output
+    cleared = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path)])
+    assert cleared.output.startswith(f"removed {MANY + 1} entries from"), cleared.output

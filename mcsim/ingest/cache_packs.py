@@ -27,6 +27,8 @@ least recently used first) and removed whole when one of its entries cannot be u
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import re
 import struct
@@ -49,7 +51,10 @@ _ROW = struct.Struct("<HQQ")  # name length, offset, size (the name follows)
 _MIN_ENTRIES = 32  # fewer than this many entries from a process: files of their own
 _MIN_BYTES = 8 * 1024 * 1024  # ... unless they take more memory than this
 _MAX_BYTES = 64 * 1024 * 1024  # a pack this large is published and another one started
-_MAX_TABLE_BYTES = 64 * 1024 * 1024  # a larger table is not one mcsim wrote
+_MAX_ROWS = 32_768  # ... or one with this many entries (real entries: hundreds of bytes up)
+# A table is at most _MAX_ROWS rows of `_ROW` and a name of at most 81 bytes: a larger one is
+# not one mcsim wrote (a planted 64 MB table took 2 s to read each time a process listed packs).
+_MAX_TABLE_BYTES = _MAX_ROWS * (_ROW.size + 81)
 
 
 class Member(NamedTuple):
@@ -93,14 +98,14 @@ class _Writer:
         if self.fh is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             sweep_once(self.folder)
-            fd, self.tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=self.folder)
+            fd, self.tmp = tempfile.mkstemp(prefix=_pack_tmp_prefix(), dir=self.folder)
             self.fh = os.fdopen(fd, "wb")
             self.fh.write(PACK_MAGIC)
             self.written = len(PACK_MAGIC)
         self.fh.write(data)
         self.rows.append((name, self.written, len(data)))
         self.written += len(data)
-        if self.written >= _MAX_BYTES:
+        if self.written >= _MAX_BYTES or len(self.rows) >= _MAX_ROWS:
             self._publish()
 
     def _publish(self) -> None:
@@ -142,17 +147,54 @@ class _Writer:
 
 _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 _SWEPT: set[Path] = set()  # folders this process has cleaned up
+# A pack being written is named by its writer (this machine and process id), so that a run
+# can tell the pack of a worker killed with the run (tens of MB each) from one being written.
+_PACK_TMP = re.compile(re.escape(TMP_PREFIX) + r"pack-([0-9a-f]{16})-(\d+)-")
+
+
+@functools.cache
+def _host() -> str:
+    """This machine, as a short digest of its name and boot (two machines sharing a cache
+    folder tell their processes apart; a reboot ends every process of the last boot)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as fh:
+            boot = fh.read()
+    except OSError:
+        boot = b""
+    return hashlib.blake2b(os.uname().nodename.encode() + boot, digest_size=8).hexdigest()
+
+
+def _pack_tmp_prefix() -> str:
+    return f"{TMP_PREFIX}pack-{_host()}-{os.getpid()}-"
+
+
+def _writer_gone(name: str) -> bool:
+    """True for a pack being written by a process of this machine that no longer exists."""
+    match = _PACK_TMP.match(name)
+    if match is None or match[1] != _host():
+        return False
+    pid = int(match[2])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: it exists
+        return False
+    return False
 
 
 def sweep_once(folder: Path) -> None:
-    """Remove the temporary files a killed run left behind (once per folder and process)."""
+    """Remove the temporary files a killed run left behind (once per folder and process):
+    packs whose writer is gone, and any temporary file an hour old."""
     if folder in _SWEPT:
         return
     _SWEPT.add(folder)
     stale = time.time() - _STALE_TMP_SECONDS
     for tmp in folder.glob(f"{TMP_PREFIX}*"):
         with contextlib.suppress(OSError):
-            if tmp.lstat().st_mtime < stale:
+            if _writer_gone(tmp.name) or tmp.lstat().st_mtime < stale:
                 tmp.unlink()
 
 
