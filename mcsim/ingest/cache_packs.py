@@ -149,6 +149,8 @@ _STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a killed run
 _SWEPT: set[Path] = set()  # folders this process has cleaned up
 # A pack being written is named by its writer (this machine and process id), so that a run
 # can tell the pack of a worker killed with the run (tens of MB each) from one being written.
+# (Containers of one machine with the same host name but their own process ids could take a
+# live writer for gone: its pack is then lost, which costs that run only its cache.)
 _PACK_TMP = re.compile(re.escape(TMP_PREFIX) + r"pack-([0-9a-f]{16})-(\d+)-")
 
 
