@@ -851,7 +851,7 @@ def cache_info(cache_dir: Path | None) -> None:
     # until the cap evicts them: counted once, their bytes counted in full.
     names = {name for name, _ in entries}
     copies = len(entries) - len(names)
-    notes = [f"{packs} pack files hold some"] if packs else []
+    notes = [f"{packs} pack file{'s hold' if packs > 1 else ' holds'} some"] if packs else []
     notes += [f"and {copies} older copies"] if copies else []
     _echo(f"location: {printable(folder)}")
     _echo(f"entries: {len(names)}" + (f" ({', '.join(notes)})" if notes else ""))

@@ -248,7 +248,7 @@ def test_cache_info_and_clear_count_the_entries_in_packs(tmp_path: Path) -> None
     write_entry(tmp_path / f"{1:064x}.results", KIND, b"own file")
     info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(tmp_path)])
     assert info.exit_code == 0, info.output
-    assert f"entries: {MANY + 1} (1 pack files hold some)\n" in info.output
+    assert f"entries: {MANY + 1} (1 pack file holds some)\n" in info.output
     assert f"  loaded calls (inspect): {MANY}, " in info.output
     # (a file's size: magic 8, signature 32, kind, version and size 11, then the payload)
     assert f"  replayed results: 1, {8 + 32 + 11 + len(b'own file')} bytes\n" in info.output
