@@ -846,6 +846,9 @@ def cache_info(cache_dir: Path | None) -> None:
     folder = cache_dir or default_cache_dir()
     files, cap = cache_files(folder), max_cache_bytes()
     entries = cache_entries(files)
+    # A file being written, or left by a stopped run (swept later), is no entry yet.
+    unfinished = [size for name, size in entries if name.startswith(TMP_PREFIX)]
+    entries = [(name, size) for name, size in entries if not name.startswith(TMP_PREFIX)]
     packs = sum(f.path.suffix == ".pack" for f in files)
     # An entry written again (a later run, a concurrent one) may have older copies in packs
     # until the cap evicts them: counted once, their bytes counted in full.
@@ -857,12 +860,13 @@ def cache_info(cache_dir: Path | None) -> None:
     _echo(f"entries: {len(names)}" + (f" ({', '.join(notes)})" if notes else ""))
     kinds: dict[str, tuple[set[str], list[int]]] = {}
     for name, size in entries:
-        default = "unfinished writes" if name.startswith(TMP_PREFIX) else "other"
-        named, sizes = kinds.setdefault(_CACHE_KINDS.get(Path(name).suffix, default), (set(), []))
+        named, sizes = kinds.setdefault(_CACHE_KINDS.get(Path(name).suffix, "other"), (set(), []))
         named.add(name)
         sizes.append(size)
     for kind, (named, sizes) in sorted(kinds.items()):
         _echo(f"  {kind}: {len(named)}, {_size(sum(sizes))}")
+    if unfinished:
+        _echo(f"  unfinished writes: {len(unfinished)}, {_size(sum(unfinished))}")
     _echo(f"size: {_size(sum(f.size for f in files))} (cap {_size(cap)})")
     for label, f in (("oldest", files[:1]), ("newest", files[-1:])):
         when = datetime.fromtimestamp(f[0].mtime, UTC).strftime("%Y-%m-%d %H:%M UTC") if f else "-"
@@ -873,10 +877,12 @@ def cache_info(cache_dir: Path | None) -> None:
 @_CACHE_DIR
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove mcsim's entries from the cache folder (nothing else in it is touched)."""
+    from mcsim.ingest.cache_packs import TMP_PREFIX
     from mcsim.ingest.disk_cache import cache_entries, cache_files, clear_cache, default_cache_dir
 
     folder = cache_dir or default_cache_dir()
-    entries = len({name for name, _ in cache_entries(cache_files(folder))})  # (a pack holds many)
+    listed = cache_entries(cache_files(folder))  # (a pack holds many)
+    entries = len({name for name, _ in listed if not name.startswith(TMP_PREFIX)})
     removed = clear_cache(folder)
     freed = _size(sum(f.size for f in removed))
     _echo(f"removed {entries} entries from {printable(folder)}, freed {freed}")

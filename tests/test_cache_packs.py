@@ -111,6 +111,9 @@ def test_a_pack_left_by_a_killed_writer_is_swept_by_the_next_run(tmp_path: Path)
         "alive": f"{cache_packs.TMP_PREFIX}pack-{host}-{os.getppid()}-abc",
         "another machine": f"{cache_packs.TMP_PREFIX}pack-{'0' * 16}-{gone}-abc",
         "another temporary file": f"{cache_packs.TMP_PREFIX}{gone}",
+        # planted: past any process id (os.kill would overflow), in Arabic-Indic digits
+        "a pid past any": f"{cache_packs.TMP_PREFIX}pack-{host}-{2**31}-abc",
+        "a pid in other digits": f"{cache_packs.TMP_PREFIX}pack-{host}-\u0662\u0661-abc",
     }
     for name in names.values():
         (tmp_path / name).write_bytes(b"half a pack")
@@ -118,8 +121,25 @@ def test_a_pack_left_by_a_killed_writer_is_swept_by_the_next_run(tmp_path: Path)
     with batched():
         _write(tmp_path, MANY)  # the first pack of a run sweeps the folder
     left = {p.name for p in tmp_path.iterdir() if p.suffix != ".pack"}
-    assert left == {names["alive"], names["another machine"], names["another temporary file"]}
+    assert left == set(names.values()) - {names["gone"]}
     # (an hour on, any temporary file goes: tests/test_session_cache.py)
+
+
+def test_a_run_that_writes_nothing_sweeps_too(tmp_path: Path) -> None:
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)
+    write_entry(tmp_path / _name(0), KIND, b"an entry")
+    left = tmp_path / f"{cache_packs.TMP_PREFIX}pack-{cache_packs._host()}-{gone}-abc"
+    left.write_bytes(b"half a pack")
+    info = CliRunner().invoke(cli, ["cache", "info", "--cache-dir", str(tmp_path)])
+    assert "entries: 1\n" in info.output  # a file being written is no entry yet
+    assert "  unfinished writes: 1, 11 bytes\n" in info.output
+    cache_packs._SWEPT.discard(tmp_path)
+    disk_cache.enforce_cap(tmp_path, 10**9)  # what every run does last, a warm one too
+    assert not left.exists()
+    assert read_payload(tmp_path / _name(0), KIND) == b"an entry"
 
 
 def test_the_newest_copy_is_read(tmp_path: Path) -> None:

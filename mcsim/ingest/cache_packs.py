@@ -151,7 +151,8 @@ _SWEPT: set[Path] = set()  # folders this process has cleaned up
 # can tell the pack of a worker killed with the run (tens of MB each) from one being written.
 # (Containers of one machine with the same host name but their own process ids could take a
 # live writer for gone: its pack is then lost, which costs that run only its cache.)
-_PACK_TMP = re.compile(re.escape(TMP_PREFIX) + r"pack-([0-9a-f]{16})-(\d+)-")
+_PACK_TMP = re.compile(re.escape(TMP_PREFIX) + r"pack-([0-9a-f]{16})-([1-9][0-9]{0,9})-")
+_MAX_PID = 2**22  # Linux's largest pid_max: a larger number was never one of its processes
 
 
 @functools.cache
@@ -176,7 +177,7 @@ def _writer_gone(name: str) -> bool:
     if match is None or match[1] != _host():
         return False
     pid = int(match[2])
-    if pid == os.getpid():
+    if pid == os.getpid() or pid > _MAX_PID:  # (a planted 2**31 would overflow os.kill)
         return False
     try:
         os.kill(pid, 0)
@@ -195,8 +196,9 @@ def sweep_once(folder: Path) -> None:
     _SWEPT.add(folder)
     stale = time.time() - _STALE_TMP_SECONDS
     for tmp in folder.glob(f"{TMP_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if _writer_gone(tmp.name) or tmp.lstat().st_mtime < stale:
+        # (a leftover that cannot be told or removed stays: never a reason to fail a run)
+        with contextlib.suppress(OSError, ValueError, OverflowError):
+            if tmp.lstat().st_mtime < stale or _writer_gone(tmp.name):
                 tmp.unlink()
 
 

@@ -582,6 +582,8 @@ def clear_cache(folder: Path) -> list[CacheFile]:
 def enforce_cap(folder: Path, max_bytes: int) -> list[CacheFile]:
     """Remove the least recently used of mcsim's files until they fit `max_bytes`; the ones
     removed (a file that cannot be removed is left, never fatal)."""
+    if not isinstance(folder, ObjectPath):  # a stopped run's leftovers, also after a warm run
+        sweep_once(folder)
     # Most runs end under the cap: the files named like mcsim's tell so without opening each
     # (0.28 s of a warm replay with the 506 MB replica's 2,247 cache files).
     if _named_bytes(folder) <= max_bytes:
