@@ -847,8 +847,7 @@ def cache_info(cache_dir: Path | None) -> None:
     files, cap = cache_files(folder), max_cache_bytes()
     entries = cache_entries(files)
     # A file being written, or left by a stopped run (swept later), is no entry yet.
-    unfinished = [size for name, size in entries if name.startswith(TMP_PREFIX)]
-    entries = [(name, size) for name, size in entries if not name.startswith(TMP_PREFIX)]
+    unfinished = [f.size for f in files if f.path.name.startswith(TMP_PREFIX)]
     packs = sum(f.path.suffix == ".pack" for f in files)
     # An entry written again (a later run, a concurrent one) may have older copies in packs
     # until the cap evicts them: counted once, their bytes counted in full.
@@ -877,12 +876,10 @@ def cache_info(cache_dir: Path | None) -> None:
 @_CACHE_DIR
 def cache_clear(cache_dir: Path | None) -> None:
     """Remove mcsim's entries from the cache folder (nothing else in it is touched)."""
-    from mcsim.ingest.cache_packs import TMP_PREFIX
     from mcsim.ingest.disk_cache import cache_entries, cache_files, clear_cache, default_cache_dir
 
     folder = cache_dir or default_cache_dir()
-    listed = cache_entries(cache_files(folder))  # (a pack holds many)
-    entries = len({name for name, _ in listed if not name.startswith(TMP_PREFIX)})
+    entries = len({name for name, _ in cache_entries(cache_files(folder))})  # (a pack holds many)
     removed = clear_cache(folder)
     freed = _size(sum(f.size for f in removed))
     _echo(f"removed {entries} entries from {printable(folder)}, freed {freed}")

@@ -476,9 +476,12 @@ def cache_files(folder: Path, verify: bool = True) -> list[CacheFile]:
 
 def cache_entries(files: Sequence[CacheFile]) -> list[tuple[str, int]]:
     """The name and size of every entry FILES hold (as `cache_files` lists them): a file's
-    own, and each one a pack holds (a pack that cannot be read holds none)."""
+    own, and each one a pack holds (a pack that cannot be read holds none). A file still being
+    written, or left by a stopped run, is no entry."""
     entries: list[tuple[str, int]] = []
     for f in files:
+        if f.path.name.startswith(_TMP_PREFIX):
+            continue
         if f.path.name.endswith(cache_packs.PACK_SUFFIX):
             table = None if isinstance(f.path, ObjectPath) else cache_packs.read_table(f.path)
             members = table[1] if table is not None else {}
